@@ -1,0 +1,124 @@
+# taipan - build, test, install.
+#
+#   make            build build/taipan
+#   make run        install missing packages, build, profile the built-in demo
+#   make check      install missing packages, build, run every test (what CI runs)
+#   make SAN=1 ...  the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/san)
+
+CC ?= gcc
+CLANG ?= clang
+BPFTOOL ?= bpftool
+PROTOC_C ?= protoc-c
+PYTHON ?= /usr/bin/python3
+PREFIX ?= /usr/local
+
+SAN ?=
+ifeq ($(SAN),1)
+BUILD ?= build/san
+SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD ?= build
+SANFLAGS =
+endif
+GEN := build/gen
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(SANFLAGS) \
+	  -Isrc -I$(GEN) -MMD -MP
+LDLIBS += -lbpf -lelf -lz -lprotobuf-c -ljansson
+LDFLAGS += $(SANFLAGS)
+
+BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_x86 -D__BPF__ -Isrc -I$(GEN) -Wall -Werror
+
+LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c))
+LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(BUILD)/obj/profile.pb-c.o
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+
+.PHONY: all deps run check test unit functional test-san lint format clean install offsets demo
+.DELETE_ON_ERROR:
+
+all: $(BUILD)/taipan
+
+# --- generated headers ---------------------------------------------------------
+$(GEN)/vmlinux.h:
+	@mkdir -p $(GEN)
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(GEN)/profile.pb-c.c $(GEN)/profile.pb-c.h: src/profile.proto
+	@mkdir -p $(GEN)
+	cd src && $(PROTOC_C) --c_out=../$(GEN) profile.proto
+
+$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h) $(GEN)/vmlinux.h
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(GEN)/taipan.skel.h: $(GEN)/taipan.bpf.o
+	$(BPFTOOL) gen skeleton $< name taipan_bpf > $@.tmp && mv $@.tmp $@
+
+# --- user space -----------------------------------------------------------------
+$(BUILD)/obj/profile.pb-c.o: $(GEN)/profile.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
+
+$(BUILD)/obj/%.o: src/%.c | $(GEN)/profile.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# Only the loader includes the BPF skeleton.
+$(BUILD)/obj/bpfrun.o: $(GEN)/taipan.skel.h
+
+$(BUILD)/libtaipan.a: $(LIB_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/taipan: $(BUILD)/obj/main.o $(BUILD)/libtaipan.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# --- tests ----------------------------------------------------------------------
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtaipan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS) -lcmocka
+
+unit: $(UNIT_BINS)
+	$(PYTHON) tests/run_unit.py $(UNIT_BINS)
+
+functional: $(BUILD)/taipan
+	TAIPAN=$(abspath $(BUILD)/taipan) $(PYTHON) -m pytest -q -ra tests/functional
+
+test: unit functional
+
+check: deps
+	$(MAKE) all
+	$(MAKE) test
+	$(MAKE) SAN=1 all
+	$(MAKE) SAN=1 test
+
+test-san:
+	$(MAKE) SAN=1 all
+	$(MAKE) SAN=1 test
+
+deps:
+	@scripts/install-deps.sh
+
+run: deps
+	$(MAKE) all
+	@scripts/demo.sh $(TARGET)
+
+demo: run
+
+# Regenerate src/pyoffsets_table.c from the DWARF of the pyenv interpreters.
+offsets:
+	$(PYTHON) tools/gen_offsets.py --output src/pyoffsets_table.c
+
+lint:
+	clang-format --dry-run --Werror src/*.c src/*.h src/bpf/*.c tests/unit/*.c
+
+format:
+	clang-format -i src/*.c src/*.h src/bpf/*.c tests/unit/*.c
+
+install: $(BUILD)/taipan
+	install -D -m 0755 $(BUILD)/taipan $(DESTDIR)$(PREFIX)/bin/taipan
+
+clean:
+	rm -rf build
+
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d)

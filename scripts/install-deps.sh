@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# install-deps.sh - install the Debian/Ubuntu packages taipan builds and tests with,
+# only the ones that are missing. Needs root (or sudo) when something is missing.
+set -euo pipefail
+
+# package: what it is for (the README's dependency table says the same)
+pkgs=(
+  make gcc clang llvm pkg-config    # user space (gcc) and the BPF objects (clang)
+  bpftool                           # vmlinux.h from the kernel's BTF, BPF skeletons
+  libbpf-dev                        # loading BPF, CO-RE relocation, ring buffer
+  libelf-dev                        # ELF symbols, sections, program headers
+  zlib1g-dev                        # gzip of pprof output
+  libprotobuf-c-dev protobuf-c-compiler  # pprof encoding from profile.proto
+  libjansson-dev                    # JSON output
+  uthash-dev                        # hash tables
+  libcmocka-dev                     # C unit tests
+  python3-pytest                    # functional tests
+  golang-go                         # `go tool pprof`, the tests' pprof reader
+  gdb                               # tools/gen_offsets.py reads DWARF with it
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  [[ $p == \#* ]] && continue
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "taipan: installing missing packages: ${missing[*]}" >&2
+sudo=""
+if [[ $(id -u) != 0 ]]; then
+  command -v sudo >/dev/null || { echo "taipan: need root to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,77 @@
+/* profile.h - the aggregated profile: interned frames, interned stacks, counts
+ * per label set. Every output format reads this and nothing else.
+ */
+#ifndef TAIPAN_PROFILE_H
+#define TAIPAN_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum prof_frame_kind {
+	PROF_FRAME_PYTHON = 0,
+	PROF_FRAME_KERNEL = 1,
+	PROF_FRAME_NATIVE = 2,
+	PROF_FRAME_MARKER = 3, /* taipan's own annotations: "[truncated]", "[unknown]" */
+};
+
+/* A frame as the encoders see it. Strings are owned by the profile once interned. */
+struct prof_frame {
+	const char *name;   /* qualified function name, kernel symbol, or marker text */
+	const char *file;   /* source file, or NULL */
+	const char *module; /* mapping: "[kernel]", a library path, or NULL for Python */
+	int line;	    /* current line, 0 when unknown */
+	int first_line;	    /* the function's first line, 0 when unknown */
+	uint64_t addr;	    /* kernel/native address, 0 for Python */
+	enum prof_frame_kind kind;
+};
+
+/* Labels that every sample carries. Strings are interned by the profile. */
+struct prof_labels {
+	uint32_t pid;
+	uint32_t tid;
+	uint32_t ns_pid; /* pid inside the process's own namespace, 0 when the same */
+	const char *thread_name;
+	const char *comm;
+	const char *python_version;
+};
+
+/* One aggregated sample: a stack (root first) with its labels and count. */
+struct prof_sample {
+	const uint32_t *frames; /* frame ids, root first */
+	uint32_t nframes;
+	struct prof_labels labels;
+	uint64_t count;
+};
+
+struct profile;
+
+/* A new empty profile, or NULL when out of memory. Free with profile_free(). */
+struct profile *profile_new(void);
+/* Frees a profile and every string it interned. Accepts NULL. */
+void profile_free(struct profile *p);
+
+/* Sampling period and time span, for the formats that record them. */
+void profile_set_timing(struct profile *p, uint64_t period_ns, uint64_t start_unix_ns,
+			uint64_t duration_ns);
+uint64_t profile_period_ns(const struct profile *p);
+uint64_t profile_start_ns(const struct profile *p);
+uint64_t profile_duration_ns(const struct profile *p);
+
+/* Interns f (copying its strings) and returns its id, or a negative errno.
+ * The same frame always gets the same id. */
+int profile_intern_frame(struct profile *p, const struct prof_frame *f);
+
+/* Adds count to the stack frames[0..n) (ids from profile_intern_frame, root
+ * first) under labels. Returns 0 or a negative errno; on error nothing changes. */
+int profile_add(struct profile *p, const uint32_t *frames, uint32_t n,
+		const struct prof_labels *labels, uint64_t count);
+
+/* Iteration for the encoders. Ids and indexes are dense, from 0. */
+uint32_t profile_frame_count(const struct profile *p);
+const struct prof_frame *profile_frame(const struct profile *p, uint32_t id);
+size_t profile_sample_count(const struct profile *p);
+const struct prof_sample *profile_sample(const struct profile *p, size_t i);
+/* Sum of all sample counts. */
+uint64_t profile_total(const struct profile *p);
+
+#endif /* TAIPAN_PROFILE_H */

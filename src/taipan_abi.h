@@ -1,0 +1,172 @@
+/* taipan_abi.h - the types that the BPF programs and user space share.
+ *
+ * This is the only header both sides include. It uses fixed-width types only,
+ * holds target addresses as __u64 (never as pointers), and compiles on its own
+ * in either world. Struct sizes are guarded so that a change on one side that
+ * the other does not see fails the build instead of corrupting samples.
+ */
+#ifndef TAIPAN_ABI_H
+#define TAIPAN_ABI_H
+
+#ifdef __BPF__
+/* vmlinux.h already defines __u8 … __u64. */
+#else
+#include <linux/types.h>
+#endif
+
+#define TP_COMM_LEN 16
+/* Kernel frames per sample: the kernel's own default cap (PERF_MAX_STACK_DEPTH). */
+#define TP_KSTACK_MAX 127
+/* Python frames per sample. A power of two so the BPF side can mask indices. */
+#define TP_MAX_FRAMES 2048
+/* Frames walked by one BPF program before it tail-calls the next. */
+#define TP_FRAMES_PER_PROG 96
+/* Interpreters and threads visited when looking for a thread's PyThreadState. */
+#define TP_MAX_INTERPS 4
+#define TP_MAX_THREADS 256
+
+/* What the frame walker must know about one Python version's memory layout:
+ * flags and offsets, never a version number (DESIGN.md decision 1). */
+enum tp_layout_flags {
+	TP_LF_INTERP_FRAME = 1 << 0, /* frames are _PyInterpreterFrame (3.11+) */
+	TP_LF_CFRAME = 1 << 1,	     /* top frame is tstate->cframe->current_frame (3.11, 3.12) */
+	TP_LF_OWNER = 1 << 2,	     /* frames carry an owner byte; owner >= 3 is not Python (3.12+) */
+	TP_LF_STACKREF = 1 << 3,     /* f_executable is a tagged _PyStackRef: mask & ~3 (3.14+) */
+	TP_LF_LASTI_PTR = 1 << 4,    /* position is a pointer into the code object (3.11+) */
+	TP_LF_IS_ENTRY = 1 << 5,     /* frames carry an is_entry byte (3.11) */
+	TP_LF_SELF_CLASS = 1 << 6,   /* record the class of the first local (<= 3.10) */
+};
+
+/* Offsets are bytes from the start of the named structure. */
+struct tp_py_offsets {
+	__u16 interp_next;	   /* PyInterpreterState.next */
+	__u16 interp_tstate_head;  /* PyInterpreterState.tstate_head / threads.head */
+	__u16 ts_next;		   /* PyThreadState.next */
+	__u16 ts_thread_id;	   /* PyThreadState.thread_id (== pthread_self() == fs base) */
+	__u16 ts_frame;		   /* PyThreadState.frame / .cframe / .current_frame */
+	__u16 cframe_current_frame; /* _PyCFrame.current_frame (TP_LF_CFRAME) */
+	__u16 frame_back;	   /* f_back / previous */
+	__u16 frame_code;	   /* f_code / f_executable */
+	__u16 frame_lasti;	   /* f_lasti (int) / prev_instr / instr_ptr (pointer) */
+	__u16 frame_owner;	   /* owner byte (TP_LF_OWNER) */
+	__u16 frame_is_entry;	   /* is_entry byte (TP_LF_IS_ENTRY) */
+	__u16 frame_localsplus;	   /* f_localsplus (TP_LF_SELF_CLASS) */
+	__u16 obj_type;		   /* PyObject.ob_type */
+	__u16 type_flags;	   /* PyTypeObject.tp_flags */
+	__u32 flags;		   /* enum tp_layout_flags */
+};
+
+enum tp_proc_kind {
+	TP_PROC_PYTHON = 1,	/* walk Python stacks */
+	TP_PROC_NOT_PYTHON = 2, /* sample kernel stack only, never announce again */
+};
+
+/* procs map value, keyed by tgid. Written by user space after discovery. */
+struct tp_proc {
+	__u64 interp_head_addr; /* address of the pointer to the first PyInterpreterState */
+	struct tp_py_offsets off;
+	__u32 kind; /* enum tp_proc_kind */
+	__u32 pad;
+};
+
+/* Per-frame flags. */
+enum tp_frame_flags {
+	TP_FF_ENTRY = 1 << 0, /* first frame of a C-level eval loop call (3.11 is_entry, or under a skipped shim) */
+};
+
+/* One Python frame as BPF saw it. Symbols and lines are resolved in user space
+ * (DESIGN.md decision 6): this is cheap, fixed-size, and version-neutral. */
+struct tp_frame {
+	__u64 code; /* PyCodeObject address */
+	__u64 aux;  /* TP_LF_SELF_CLASS: the class of the first local, else 0 */
+	__u32 pos;  /* f_lasti as stored, or (instruction pointer - code) for TP_LF_LASTI_PTR */
+	__u32 flags; /* enum tp_frame_flags */
+};
+
+/* Why a Python walk stopped short. Each has a per-CPU counter too. */
+enum tp_walk_err {
+	TP_ERR_NONE = 0,
+	TP_ERR_NO_TSTATE = 1,	  /* thread has no PyThreadState (not a Python thread, or not yet) */
+	TP_ERR_READ_INTERP = 2,	  /* interpreter list unreadable */
+	TP_ERR_READ_TSTATE = 3,	  /* thread state unreadable */
+	TP_ERR_READ_FRAME = 4,	  /* a frame was unreadable: the stack is partial */
+	TP_ERR_TRUNCATED = 5,	  /* more than TP_MAX_FRAMES frames */
+	TP_ERR_FSBASE = 6,	  /* task has no fs base */
+	TP_ERR__COUNT
+};
+
+enum tp_event_kind {
+	TP_EV_SAMPLE = 1,
+	TP_EV_DISCOVER = 2, /* a sampled tgid that user space has not classified */
+	TP_EV_EXEC = 3,	    /* a tracked process called exec: forget what we knew */
+	TP_EV_EXIT = 4,	    /* a tracked process exited */
+};
+
+/* Sample flags. */
+enum tp_sample_flags {
+	TP_SF_PYTHON = 1 << 0,	  /* a Python walk was attempted */
+	TP_SF_TRUNCATED = 1 << 1, /* frames were dropped at TP_MAX_FRAMES */
+};
+
+/* Small events: discover, exec, exit. */
+struct tp_event {
+	__u32 kind; /* enum tp_event_kind */
+	__u32 pid;  /* tgid */
+	__u32 tid;
+	__u32 pad;
+	__u64 time_ns;
+};
+
+/* A sample as it travels through the ring buffer. Only the used part of
+ * frames[] is sent: size = offsetof(struct tp_sample, frames) + nframes * sizeof(frame). */
+struct tp_sample {
+	__u32 kind; /* TP_EV_SAMPLE */
+	__u32 pid;  /* tgid, in the root pid namespace */
+	__u32 tid;
+	__u32 cpu;
+	__u64 time_ns;
+	__u64 tstate;	 /* PyThreadState address, 0 if none */
+	__u16 nframes;	 /* Python frames in frames[], innermost first */
+	__u16 nkstack;	 /* kernel frames in kstack[], innermost first */
+	__u16 err;	 /* enum tp_walk_err */
+	__u16 flags;	 /* enum tp_sample_flags */
+	__u32 walk_calls; /* tail calls the walk took (for diagnosis) */
+	__u32 pad;
+	char comm[TP_COMM_LEN]; /* thread name */
+	__u64 kstack[TP_KSTACK_MAX];
+	__u64 pad2;
+	struct tp_frame frames[TP_MAX_FRAMES];
+};
+
+/* Per-CPU counters, read by --stats. */
+enum tp_stat {
+	TP_STAT_SAMPLES = 0,	  /* perf samples in tracked processes */
+	TP_STAT_SENT,		  /* samples written to the ring */
+	TP_STAT_UNKNOWN_PROC,	  /* samples of a tgid not yet classified */
+	TP_STAT_DISCOVER_SENT,	  /* discover events written */
+	TP_STAT_NOT_PYTHON,	  /* samples of known non-Python processes */
+	TP_STAT_TSTATE_CACHED,	  /* PyThreadState found through the per-thread cache */
+	TP_STAT_TSTATE_WALKED,	  /* PyThreadState found by walking the thread list */
+	TP_STAT_RING_FULL,	  /* events dropped: ring buffer full */
+	TP_STAT_ERR_BASE,	  /* + enum tp_walk_err */
+	TP_STAT__COUNT = TP_STAT_ERR_BASE + TP_ERR__COUNT
+};
+
+/* Settings that user space writes into .rodata before load. */
+struct tp_config {
+	__u32 system_wide;   /* sample every process; else only tgids in the targets map */
+	__u32 kernel_stacks; /* collect kernel stacks */
+	__u32 follow_children; /* tgids forked by a target become targets */
+	__u32 self_tgid;     /* never sample taipan itself */
+};
+
+#ifndef __BPF__
+_Static_assert(sizeof(struct tp_frame) == 24, "tp_frame layout");
+_Static_assert(sizeof(struct tp_py_offsets) == 32, "tp_py_offsets layout");
+_Static_assert(sizeof(struct tp_proc) == 48, "tp_proc layout");
+_Static_assert(sizeof(struct tp_event) == 24, "tp_event layout");
+_Static_assert(__builtin_offsetof(struct tp_sample, kstack) == 64, "tp_sample header");
+_Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample frames alignment");
+#endif
+
+#endif /* TAIPAN_ABI_H */
