@@ -5,45 +5,59 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* An open ELF file. Not thread-safe: use one per thread or lock around it.
+ * Strings and pointers it hands out stay valid until elf_file_close(). */
 struct elf_file;
 
-/* Opens an ELF file for reading. Returns 0 and *out, -ENOENT/-EACCES/… from
- * open(2), or -ENOEXEC when it is not a readable 64-bit little-endian ELF.
- * Never executes anything. */
+/* Opens an ELF file for reading. Returns 0 and *out (close it with
+ * elf_file_close()), -ENOENT/-EACCES/… from open(2), -ENOMEM, or -ENOEXEC
+ * when it is not a regular file holding a readable 64-bit little-endian
+ * ET_EXEC/ET_DYN ELF (truncated files included). Never executes anything.
+ * The file is mapped: truncating it while it is open raises SIGBUS. */
 int elf_file_open(const char *path, struct elf_file **out);
 /* Closes it. Accepts NULL. */
 void elf_file_close(struct elf_file *ef);
 
 /* Looks up a symbol by exact name: .dynsym first, then .symtab (absent in
- * stripped files). Returns 0 with its value (a link-time virtual address) and
- * size, or -ENOENT. TLS symbols are returned as their st_value too. */
+ * stripped files), where a global wins over a local of the same name.
+ * Undefined symbols are ignored. Returns 0 with its value (a link-time
+ * virtual address) and size (size may be NULL), -ENOENT, or -ENOMEM. TLS
+ * symbols are returned as their st_value too. The first call indexes all
+ * symbols (O(n log n)); later calls are O(log n). */
 int elf_file_symbol(struct elf_file *ef, const char *name, uint64_t *value, uint64_t *size);
 
 /* Looks up a section by name. Returns 0 with its address and size, or -ENOENT. */
 int elf_file_section(struct elf_file *ef, const char *name, uint64_t *addr, uint64_t *size);
 
 /* Copies len bytes at link-time virtual address vaddr from the file's
- * contents (a section with file data, not NOBITS). Returns 0, or -ENOENT when
- * the range is not wholly backed by the file. */
+ * contents (one allocated section with file data, not NOBITS, that holds the
+ * whole range). Returns 0, or -ENOENT when the range is not wholly backed by
+ * one such section (e.g. it runs into .bss); buf is then untouched. */
 int elf_file_read(struct elf_file *ef, uint64_t vaddr, void *buf, size_t len);
 
 /* The lowest p_vaddr of a PT_LOAD segment, rounded down to its p_align; the
- * load bias of a mapped file is (address of its offset-0 mapping) - this. */
+ * load bias of a mapped file is (address of its offset-0 mapping) - this.
+ * 0 when there is no PT_LOAD. */
 uint64_t elf_file_base_vaddr(struct elf_file *ef);
 
 /* The DT_SONAME, or NULL. Owned by ef. */
 const char *elf_file_soname(struct elf_file *ef);
 
-/* Whether DT_NEEDED names a library whose name starts with prefix; if so and
- * name is not NULL, *name points at it (owned by ef). */
+/* Whether DT_NEEDED names a library whose name starts with prefix: 1 if so
+ * (and *name points at the first such name, owned by ef, when name is not
+ * NULL), else 0, also when there is no readable dynamic section. */
 int elf_file_needs(struct elf_file *ef, const char *prefix, const char **name);
 
 /* The GNU build-id as lowercase hex into buf (size >= 2*20+1 is enough for
- * SHA-1 ids). Returns 0 or -ENOENT. */
+ * SHA-1 ids). Looks in PT_NOTE segments, then SHT_NOTE sections. Returns 0,
+ * -ENOENT, or -ENOSPC when buf is too small. */
 int elf_file_build_id(struct elf_file *ef, char *buf, size_t bufsz);
 
-/* Calls fn for each NUL-terminated string in the read-only data section
- * (.rodata); stops when fn returns non-zero and returns that value, else 0. */
+/* Calls fn for each non-empty NUL-terminated string in the read-only data
+ * section (.rodata), s pointing into the file's bytes (len excludes the NUL);
+ * stops when fn returns non-zero and returns that value, else 0. Returns
+ * -ENOENT when there is no .rodata with file data (so let fn return positive
+ * values). .rodata also holds non-text bytes: expect some junk "strings". */
 int elf_file_rodata_strings(struct elf_file *ef, int (*fn)(const char *s, size_t len, void *ctx),
 			    void *ctx);
 

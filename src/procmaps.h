@@ -12,9 +12,9 @@ struct map_entry {
 	uint64_t offset;     /* file offset of start */
 	uint64_t inode;
 	uint32_t dev_major, dev_minor;
-	char perms[5];	     /* "r-xp" */
-	bool deleted;	     /* the path ended in " (deleted)"; path has that suffix removed */
-	char *path;	     /* owned; "" for anonymous mappings, "[heap]" etc. kept as is */
+	char perms[5]; /* "r-xp" */
+	bool deleted;  /* the path ended in " (deleted)"; path has that suffix removed */
+	char *path;    /* owned; "" for anonymous mappings, "[heap]" etc. kept as is */
 };
 
 struct proc_maps {
@@ -28,14 +28,16 @@ struct proc_maps {
 int procmaps_parse_line(const char *line, struct map_entry *out);
 
 /* Reads /proc/PID/maps. Returns 0, -ESRCH when the process is gone, or
- * another negative errno. Malformed lines are skipped. */
+ * another negative errno (-EACCES without ptrace rights, -ENOMEM). Malformed
+ * lines are skipped. On success *out is filled (free with procmaps_free());
+ * on error *out is untouched. */
 int procmaps_read(pid_t pid, struct proc_maps *out);
 
 /* Frees what procmaps_read() filled. Accepts a zeroed struct. */
 void procmaps_free(struct proc_maps *m);
 
 /* The first mapping of the file with this inode and device whose offset is 0,
- * or NULL. */
+ * or NULL (always NULL for anonymous mappings, inode 0). Points into m. */
 const struct map_entry *procmaps_find_base(const struct proc_maps *m, const struct map_entry *of);
 
 #endif /* TAIPAN_PROCMAPS_H */
