@@ -1,0 +1,491 @@
+#!/usr/bin/env python3
+"""gen_offsets.py - writes taipan's CPython layout tables from the DWARF of real builds.
+
+No offset in taipan is typed by hand (DESIGN.md decision 2). This tool asks gdb
+for `&((T *)0)->member` and `sizeof(T)` against the DWARF of each pyenv-built
+libpython, which evaluates the expressions from debug info alone and never runs
+the interpreter. It writes three files:
+
+  layouts     src/pyoffsets_table.c: one struct py_layout row per minor version
+              that has no _Py_DebugOffsets (2.7, 3.6-3.12).
+  debug       src/debugoffsets_table.c: for 3.13+, the position of every
+              _Py_DebugOffsets member listed in src/debugoffsets.h, per minor.
+  dwarf-test  tests/unit/pyoffsets_dwarf_gen.h: the struct py_layout of each
+              3.13+ build read from DWARF, which the unit test compares with
+              what the _Py_DebugOffsets reader makes of the same build.
+
+The fields of struct py_layout are read from src/pyoffsets.h and the
+_Py_DebugOffsets members from src/debugoffsets.h, so a field added there without
+a rule here is an error rather than a silent gap.
+
+Usage:
+  gen_offsets.py [--kind layouts|debug|dwarf-test] [--output PATH | --check PATH]
+  gen_offsets.py --all [--check]      every kind, at its path in the repo
+"""
+
+import argparse
+import difflib
+import glob
+import os
+import re
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_PYENV = "/root/.pyenv/versions"
+KINDS = {
+    "layouts": "src/pyoffsets_table.c",
+    "debug": "src/debugoffsets_table.c",
+    "dwarf-test": "tests/unit/pyoffsets_dwarf_gen.h",
+}
+# The first minor version whose _PyRuntime starts with _Py_DebugOffsets; from
+# here on the offsets come from the target, not from a table.
+DEBUG_OFFSETS_SINCE = (3, 13)
+
+RT = "_PyRuntimeState"
+IS = "PyInterpreterState"
+TS = "PyThreadState"
+FO = "PyFrameObject"
+IF = "_PyInterpreterFrame"
+CO = "PyCodeObject"
+SIZEOF = None  # marks a sizeof(type) rule
+
+# For each struct py_layout field, where it lives in each range of versions, as
+# (first, last, type, member path); last None means "and every later version".
+# A version outside every range has no such field (-1). A version inside a
+# range whose expression DWARF cannot evaluate is an error: the rule is wrong.
+RULES = {
+    "rt_interp_head": [((3, 7), None, RT, "interpreters.head")],
+    # 3.12 moved tstate_current out of gilstate (gh-59956) and then into the
+    # _Py_tss_tstate thread-local (gh-103323).
+    "rt_tstate_current": [((3, 7), (3, 11), RT, "gilstate.tstate_current")],
+    # 3.12 moved autoTSSkey out of gilstate to the top of _PyRuntimeState
+    # (gh-59956).
+    "rt_autotss_key": [
+        ((3, 7), (3, 11), RT, "gilstate.autoTSSkey"),
+        ((3, 12), None, RT, "autoTSSkey"),
+    ],
+    "interp_next": [((2, 7), None, IS, "next")],
+    # 3.11 grouped the thread list into a `threads` sub-struct (bpo-46008).
+    "interp_tstate_head": [
+        ((2, 7), (3, 10), IS, "tstate_head"),
+        ((3, 11), None, IS, "threads.head"),
+    ],
+    "ts_next": [((2, 7), None, TS, "next")],
+    "ts_interp": [((2, 7), None, TS, "interp")],
+    # 3.11 replaced tstate->frame by cframe->current_frame (bpo-44590), and 3.13
+    # dropped _PyCFrame for tstate->current_frame (gh-108035). 3.10 has a
+    # cframe too, but it holds no frame pointer, so it is not recorded.
+    "ts_frame": [((2, 7), (3, 10), TS, "frame")],
+    "ts_cframe": [((3, 11), (3, 12), TS, "cframe")],
+    "cframe_current_frame": [((3, 11), (3, 12), "_PyCFrame", "current_frame")],
+    "ts_current_frame": [((3, 13), None, TS, "current_frame")],
+    "ts_thread_id": [((2, 7), None, TS, "thread_id")],
+    "ts_native_thread_id": [((3, 11), None, TS, "native_thread_id")],
+    # 3.11 split the frame into PyFrameObject and _PyInterpreterFrame
+    # (bpo-44590); the sampler walks the latter from then on.
+    "frame_back": [((2, 7), (3, 10), FO, "f_back"), ((3, 11), None, IF, "previous")],
+    # 3.13 renamed f_code to f_executable (gh-100987).
+    "frame_code": [
+        ((2, 7), (3, 10), FO, "f_code"),
+        ((3, 11), (3, 12), IF, "f_code"),
+        ((3, 13), None, IF, "f_executable"),
+    ],
+    # 3.11 replaced the f_lasti index by the prev_instr pointer (bpo-47177);
+    # 3.13 replaced prev_instr by instr_ptr (gh-109094).
+    "frame_lasti": [
+        ((2, 7), (3, 10), FO, "f_lasti"),
+        ((3, 11), (3, 12), IF, "prev_instr"),
+        ((3, 13), None, IF, "instr_ptr"),
+    ],
+    "frame_owner": [((3, 11), None, IF, "owner")],
+    # 3.12 dropped is_entry for entry shim frames marked by owner (gh-96421).
+    "frame_is_entry": [((3, 11), (3, 11), IF, "is_entry")],
+    "frame_localsplus": [((2, 7), (3, 10), FO, "f_localsplus"), ((3, 11), None, IF, "localsplus")],
+    "code_argcount": [((2, 7), None, CO, "co_argcount")],
+    # 3.11 merged co_varnames/co_cellvars/co_freevars into co_localsplusnames
+    # (bpo-43693).
+    "code_varnames": [((2, 7), (3, 10), CO, "co_varnames"), ((3, 11), None, CO, "co_localsplusnames")],
+    "code_filename": [((2, 7), None, CO, "co_filename")],
+    "code_name": [((2, 7), None, CO, "co_name")],
+    # bpo-44530.
+    "code_qualname": [((3, 11), None, CO, "co_qualname")],
+    "code_firstlineno": [((2, 7), None, CO, "co_firstlineno")],
+    # 3.10 replaced co_lnotab by co_linetable (PEP 626); 3.11 changed its
+    # format again (PEP 657) under the same name.
+    "code_linetable": [((2, 7), (3, 9), CO, "co_lnotab"), ((3, 10), None, CO, "co_linetable")],
+    # 3.11 moved the bytecode inline, to the end of the code object (bpo-46841).
+    "code_adaptive": [((3, 11), None, CO, "co_code_adaptive")],
+    "obj_type": [((2, 7), None, "PyObject", "ob_type")],
+    "type_name": [((2, 7), None, "PyTypeObject", "tp_name")],
+    "type_flags": [((2, 7), None, "PyTypeObject", "tp_flags")],
+    "tuple_item": [((2, 7), None, "PyTupleObject", "ob_item")],
+    "var_size": [((2, 7), None, "PyVarObject", "ob_size")],
+    "bytes_sval": [((2, 7), (2, 7), "PyStringObject", "ob_sval"), ((3, 0), None, "PyBytesObject", "ob_sval")],
+    # PEP 393 (3.3) compact strings.
+    "unicode_length": [((3, 3), None, "PyASCIIObject", "length")],
+    "unicode_state": [((3, 3), None, "PyASCIIObject", "state")],
+    "unicode_ascii_size": [((3, 3), None, "PyASCIIObject", SIZEOF)],
+    "unicode_compact_size": [((3, 3), None, "PyCompactUnicodeObject", SIZEOF)],
+}
+
+
+class GenError(Exception):
+    pass
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def layout_fields():
+    """The members of struct py_layout, in declaration order."""
+    text = read(os.path.join(REPO, "src/pyoffsets.h"))
+    m = re.search(r"struct py_layout \{(.*?)\n\};", text, re.S)
+    if not m:
+        raise GenError("src/pyoffsets.h: struct py_layout not found")
+    body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+    fields = re.findall(r"^\s*int32_t\s+(\w+)\s*;", body, re.M)
+    if not fields:
+        raise GenError("src/pyoffsets.h: struct py_layout has no int32_t fields")
+    missing = [f for f in fields if f not in RULES]
+    if missing:
+        raise GenError("no rule in tools/gen_offsets.py for py_layout field(s): " + ", ".join(missing))
+    stale = [f for f in RULES if f not in fields]
+    if stale:
+        raise GenError("rules for fields struct py_layout does not have: " + ", ".join(stale))
+    return fields
+
+
+def debug_members():
+    """The (ID, sub_struct, member) list of PY_DO_MEMBERS in src/debugoffsets.h."""
+    text = read(os.path.join(REPO, "src/debugoffsets.h"))
+    m = re.search(r"#define PY_DO_MEMBERS\(X\)((?:.*\\\n)*.*\n)", text)
+    if not m:
+        raise GenError("src/debugoffsets.h: PY_DO_MEMBERS not found")
+    members = re.findall(r"X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)", m.group(1))
+    if not members:
+        raise GenError("src/debugoffsets.h: PY_DO_MEMBERS is empty")
+    return members
+
+
+def patchlevel_hex(path):
+    """PY_VERSION_HEX computed from patchlevel.h, exactly as the header does."""
+    defs = dict(re.findall(r"^#define\s+(PY_\w+)\s+(\S+)", read(path), re.M))
+
+    def value(name):
+        v = defs.get(name)
+        if v is None:
+            raise GenError(f"{path}: no #define {name}")
+        if v in defs:  # PY_RELEASE_LEVEL PY_RELEASE_LEVEL_FINAL
+            return value(v)
+        return int(v, 0)
+
+    major, minor, micro = value("PY_MAJOR_VERSION"), value("PY_MINOR_VERSION"), value("PY_MICRO_VERSION")
+    level, serial = value("PY_RELEASE_LEVEL"), value("PY_RELEASE_SERIAL")
+    return major << 24 | minor << 16 | micro << 8 | level << 4 | serial
+
+
+class Build:
+    """One pyenv interpreter: its version and the libpython that holds its DWARF."""
+
+    def __init__(self, root, name):
+        self.name = name  # "3.8.18"
+        d = os.path.join(root, name)
+        libs = sorted(glob.glob(os.path.join(d, "lib", "libpython*.so.1.0")))
+        pls = sorted(glob.glob(os.path.join(d, "include", "python*", "patchlevel.h")))
+        if len(libs) != 1 or len(pls) != 1:
+            raise GenError(f"{d}: expected one lib/libpython*.so.1.0 and one patchlevel.h, "
+                           f"found {len(libs)} and {len(pls)}")
+        self.lib = libs[0]
+        self.librel = os.path.relpath(self.lib, d)  # "lib/libpython3.8.so.1.0"
+        self.hexversion = patchlevel_hex(pls[0])
+        self.version = (self.hexversion >> 24, (self.hexversion >> 16) & 0xFF)
+        micro = (self.hexversion >> 8) & 0xFF
+        if self.hexversion & 0xFF != 0xF0 or name != f"{self.version[0]}.{self.version[1]}.{micro}":
+            raise GenError(f"{d}: patchlevel.h says {self.hexversion:#010x}, "
+                           f"which is not the final release {name}")
+
+    def source(self):
+        return f"DWARF of pyenv {self.name} {self.librel}, read with gdb"
+
+    def eval(self, exprs):
+        """Evaluates integer expressions in one gdb run: {expr: int or None}.
+
+        Each expression is preceded by a marker line, so one that gdb cannot
+        evaluate (an error on stderr, nothing on stdout) leaves its own slot
+        empty and cannot shift the others.
+        """
+        args = ["gdb", "-nx", "-batch"]
+        for i, e in enumerate(exprs):
+            args += ["-ex", f"echo @@{i}\\n", "-ex", f'printf "%ld\\n", (long)({e})']
+        args.append(self.lib)
+        try:
+            p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=300, env=dict(os.environ, LC_ALL="C"))
+        except FileNotFoundError:
+            raise GenError("gdb not found; install it (apt-get install gdb)")
+        out = {}
+        cur = None
+        for line in p.stdout.splitlines():
+            m = re.fullmatch(r"@@(\d+)", line)
+            if m:
+                cur = int(m.group(1))
+                continue
+            if cur is not None and re.fullmatch(r"-?\d+", line):
+                if cur in out:
+                    raise GenError(f"{self.lib}: gdb printed two values for {exprs[cur]}")
+                out[cur] = int(line)
+        if not out:
+            raise GenError(f"{self.lib}: gdb evaluated nothing:\n{p.stderr.strip()}")
+        self.gdb_errors = p.stderr.strip()
+        return {e: out.get(i) for i, e in enumerate(exprs)}
+
+
+def in_range(v, first, last):
+    return first <= v and (last is None or v <= last)
+
+
+def expr_for(typ, member):
+    if member is SIZEOF:
+        return f"sizeof({typ})"
+    return f"&(({typ} *)0)->{member}"
+
+
+def read_layout(b, fields):
+    """{field: offset or -1} for one build, following RULES."""
+    want = {}
+    for f in fields:
+        rules = [r for r in RULES[f] if in_range(b.version, r[0], r[1])]
+        if len(rules) > 1:
+            raise GenError(f"field {f}: overlapping rules for {b.name}")
+        if rules:
+            want[f] = expr_for(rules[0][2], rules[0][3])
+    # Cross-checks of the version: the interpreter's own record of it, read
+    # from the file's initialised data, must agree with patchlevel.h.
+    checks = []
+    if b.version >= (3, 11):
+        checks.append("Py_Version")
+    if b.version >= DEBUG_OFFSETS_SINCE:
+        checks.append("_PyRuntime.debug_offsets.version")
+    vals = b.eval(list(want.values()) + checks)
+    for c in checks:
+        if vals[c] is None or vals[c] & 0xFFFFFFFF != b.hexversion:
+            raise GenError(f"{b.lib}: {c} is {vals[c]}, patchlevel.h says {b.hexversion:#010x}")
+    layout = {}
+    for f in fields:
+        if f not in want:
+            layout[f] = -1
+            continue
+        v = vals[want[f]]
+        if v is None:
+            raise GenError(f"{b.lib}: gdb cannot evaluate {want[f]} (field {f}); "
+                           f"the rule for {b.name} is wrong:\n{b.gdb_errors}")
+        if not 0 <= v < 1 << 20:
+            raise GenError(f"{b.lib}: {want[f]} = {v} is not a plausible offset")
+        layout[f] = v
+    return layout
+
+
+def read_debug_row(b, members):
+    """Positions of the _Py_DebugOffsets members in one 3.13+ build."""
+    top = {
+        "struct_size": "sizeof(_Py_DebugOffsets)",
+        "cookie": "&((_Py_DebugOffsets *)0)->cookie",
+        "version": "&((_Py_DebugOffsets *)0)->version",
+        "free_threaded": "&((_Py_DebugOffsets *)0)->free_threaded",
+    }
+    exprs = {m[0]: f"&((_Py_DebugOffsets *)0)->{m[1]}.{m[2]}" for m in members}
+    vals = b.eval(list(top.values()) + list(exprs.values()))
+    t = {k: vals[e] for k, e in top.items()}
+    if None in t.values():
+        raise GenError(f"{b.lib}: _Py_DebugOffsets lacks a cookie, version or free_threaded "
+                       f"member:\n{b.gdb_errors}")
+    # The reader relies on these two positions before it knows the version.
+    if t["cookie"] != 0 or t["version"] != 8:
+        raise GenError(f"{b.lib}: _Py_DebugOffsets cookie at {t['cookie']} and version at "
+                       f"{t['version']}, the reader expects 0 and 8")
+    pos = {}
+    for ident, sub, member in members:
+        v = vals[exprs[ident]]
+        pos[ident] = -1 if v is None else v
+    absent = [f"{sub}.{member}" for ident, sub, member in members if pos[ident] < 0]
+    if absent:
+        print(f"gen_offsets: {b.name}: _Py_DebugOffsets has no " + ", ".join(absent),
+              file=sys.stderr)
+    return t, pos
+
+
+def builds(pyenv):
+    """The newest patch release of each minor version under pyenv, oldest first."""
+    if not os.path.isdir(pyenv):
+        raise GenError(f"{pyenv}: no such directory (--pyenv)")
+    found = []
+    for name in os.listdir(pyenv):
+        if re.fullmatch(r"\d+\.\d+\.\d+", name):
+            found.append(Build(pyenv, name))
+    if not found:
+        raise GenError(f"{pyenv}: no pyenv interpreter X.Y.Z found")
+    newest = {}
+    for b in sorted(found, key=lambda b: b.hexversion):
+        if b.version in newest:
+            print(f"gen_offsets: {newest[b.version].name} skipped, {b.name} is newer", file=sys.stderr)
+        newest[b.version] = b
+    return [newest[v] for v in sorted(newest)]
+
+
+def header(what, out_path):
+    return (f"/* {os.path.basename(out_path)} - {what}\n"
+            " *\n"
+            " * GENERATED by tools/gen_offsets.py from the DWARF of the pyenv interpreter\n"
+            " * builds. Do not edit: run `make offsets` (or tools/gen_offsets.py --all) and\n"
+            " * commit the result.\n"
+            " */\n"
+            "\n"
+            "/* Generated text is checked byte for byte by --check, so no formatter may\n"
+            " * touch it. */\n"
+            "/* clang-format off */\n")
+
+
+def c_string(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def layout_block(b, fields, layout, indent):
+    t = "\t" * indent
+    lines = [f"{t}{{", f"{t}\t.hexversion = {b.hexversion:#010x},", f"{t}\t.source = {c_string(b.source())},",
+             f"{t}\t.layout =", f"{t}\t\t{{"]
+    for f in fields:
+        lines.append(f"{t}\t\t\t.{f} = {layout[f]},")
+    lines += [f"{t}\t\t}},", f"{t}}},"]
+    return lines
+
+
+def gen_layouts(bs, out_path):
+    fields = layout_fields()
+    rows = [b for b in bs if b.version < DEBUG_OFFSETS_SINCE]
+    if not rows:
+        raise GenError("no interpreter older than 3.13 found")
+    out = [header("CPython struct layouts for versions without _Py_DebugOffsets.", out_path),
+           '#include "pyoffsets.h"', "",
+           "const struct py_layout_entry py_layout_table[] = {"]
+    for b in rows:
+        out += layout_block(b, fields, read_layout(b, fields), 1)
+    out += ["};", "",
+            "const unsigned int py_layout_table_len = sizeof(py_layout_table) / sizeof(py_layout_table[0]);",
+            "", "/* clang-format on */", ""]
+    return "\n".join(out)
+
+
+def gen_debug(bs, out_path):
+    members = debug_members()
+    rows = [b for b in bs if b.version >= DEBUG_OFFSETS_SINCE]
+    if not rows:
+        raise GenError("no interpreter of 3.13 or later found")
+    out = [header("positions of the members of _Py_DebugOffsets, per minor version.", out_path),
+           '#include "debugoffsets.h"', "",
+           "const struct py_debug_offsets_row py_debug_offsets_table[] = {"]
+    for b in rows:
+        t, pos = read_debug_row(b, members)
+        out += ["\t{", f"\t\t.hexversion = {b.hexversion:#010x},", f"\t\t.source = {c_string(b.source())},",
+                f"\t\t.struct_size = {t['struct_size']},", f"\t\t.free_threaded_pos = {t['free_threaded']},",
+                "\t\t.pos =", "\t\t\t{"]
+        for ident, _, _ in members:
+            out.append(f"\t\t\t\t[PY_DO_{ident}] = {pos[ident]},")
+        out += ["\t\t\t},", "\t},"]
+    out += ["};", "",
+            "const unsigned int py_debug_offsets_table_len =",
+            "\tsizeof(py_debug_offsets_table) / sizeof(py_debug_offsets_table[0]);", "",
+            "/* clang-format on */", ""]
+    return "\n".join(out)
+
+
+def gen_dwarf_test(bs, out_path):
+    fields = layout_fields()
+    rows = [b for b in bs if b.version >= DEBUG_OFFSETS_SINCE]
+    if not rows:
+        raise GenError("no interpreter of 3.13 or later found")
+    out = [header("struct py_layout of each 3.13+ build, read from DWARF, for tests only.", out_path),
+           "#ifndef TAIPAN_PYOFFSETS_DWARF_GEN_H", "#define TAIPAN_PYOFFSETS_DWARF_GEN_H", "",
+           '#include "pyoffsets.h"', "",
+           "struct py_dwarf_layout {",
+           "\tconst char *pyenv_lib; /* the build, relative to the pyenv versions directory */",
+           "\tstruct py_layout_entry entry;", "};", "",
+           "static const struct py_dwarf_layout py_dwarf_layouts[] = {"]
+    for b in rows:
+        out += ["\t{", f"\t\t.pyenv_lib = {c_string(b.name + '/' + b.librel)},", "\t\t.entry ="]
+        out += layout_block(b, fields, read_layout(b, fields), 2)
+        out += ["\t},"]
+    out += ["};", "", "/* clang-format on */", "", "#endif /* TAIPAN_PYOFFSETS_DWARF_GEN_H */", ""]
+    return "\n".join(out)
+
+
+GENERATORS = {"layouts": gen_layouts, "debug": gen_debug, "dwarf-test": gen_dwarf_test}
+
+
+def emit(kind, bs, output, check):
+    """Writes or checks one kind; returns True when a check found no difference."""
+    # The header names the file by its place in the repo, wherever it is
+    # written, so that a copy elsewhere can be checked too.
+    text = GENERATORS[kind](bs, KINDS[kind])
+    if check:
+        try:
+            old = read(check)
+        except OSError as e:
+            print(f"gen_offsets: {check}: {e.strerror}", file=sys.stderr)
+            return False
+        if old == text:
+            return True
+        sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
+                                                   check, "regenerated"))
+        print(f"gen_offsets: {check} differs from what the DWARF says; run `make offsets`",
+              file=sys.stderr)
+        return False
+    if output:
+        tmp = output + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, output)
+    else:
+        sys.stdout.write(text)
+    return True
+
+
+def main():
+    first, _, rest = __doc__.partition("\n")
+    ap = argparse.ArgumentParser(description=first, epilog=rest,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kind", choices=sorted(KINDS), default="layouts", help="which file (default layouts)")
+    ap.add_argument("--output", metavar="PATH", help="write here (default stdout)")
+    ap.add_argument("--check", metavar="PATH", nargs="?", const="",
+                    help="regenerate and compare with PATH; exit 1 with a diff if they differ")
+    ap.add_argument("--pyenv", metavar="DIR", default=DEFAULT_PYENV, help=f"default {DEFAULT_PYENV}")
+    ap.add_argument("--all", action="store_true",
+                    help="every kind at its path in the repo; with --check, compare instead of writing")
+    a = ap.parse_args()
+    if a.output and a.check is not None:
+        ap.error("--output and --check exclude each other")
+    if a.all and a.output:
+        ap.error("--all writes to the repo paths; it takes no --output")
+    if not a.all and a.check == "":
+        ap.error("--check needs a PATH unless --all is given")
+    try:
+        bs = builds(a.pyenv)
+        if a.all:
+            ok = True
+            for kind, rel in KINDS.items():
+                path = os.path.join(REPO, rel)
+                if a.check is not None:
+                    ok = emit(kind, bs, None, path) and ok
+                else:
+                    emit(kind, bs, path, None)
+            return 0 if ok else 1
+        return 0 if emit(a.kind, bs, a.output, a.check or None) else 1
+    except GenError as e:
+        print(f"gen_offsets: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
