@@ -1,0 +1,13 @@
+# fixtures.mk - line-table fixtures recorded from every installed Python, for test_linetable.
+#
+# Included from the top-level Makefile. The unit tests read them from
+# $(BUILD)/fixtures (env TAIPAN_FIXTURES); the stamp is redone when the
+# generator or an interpreter changes.
+
+FIXTURE_PYTHONS := $(wildcard /root/.pyenv/versions/*/bin/python /usr/bin/python3.11 \
+			      /var/cache/taipan-test/*/usr/bin/python3.1[3-9])
+
+$(BUILD)/fixtures/stamp: tests/fixtures/gen_fixtures.sh tests/fixtures/dump_linetables.py \
+			 $(FIXTURE_PYTHONS)
+	tests/fixtures/gen_fixtures.sh $(BUILD)/fixtures
+	touch $@
