@@ -78,8 +78,8 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS) -lcmocka
 
-unit: $(UNIT_BINS)
-	$(PYTHON) tests/run_unit.py $(UNIT_BINS)
+unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
+	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
 
 functional: $(BUILD)/taipan
 	TAIPAN=$(abspath $(BUILD)/taipan) $(PYTHON) -m pytest -q -ra tests/functional
@@ -121,4 +121,5 @@ install: $(BUILD)/taipan
 clean:
 	rm -rf build
 
+include tests/unit/fixtures.mk
 -include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d)

@@ -20,7 +20,7 @@
 /* Python frames per sample. A power of two so the BPF side can mask indices. */
 #define TP_MAX_FRAMES 2048
 /* Frames walked by one BPF program before it tail-calls the next. */
-#define TP_FRAMES_PER_PROG 96
+#define TP_FRAMES_PER_PROG 64
 /* Interpreters and threads visited when looking for a thread's PyThreadState. */
 #define TP_MAX_INTERPS 4
 #define TP_MAX_THREADS 256

@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* taipan.bpf.c - the kernel side: on each cpu-clock sample, find the running
+ * thread's PyThreadState and walk its Python frames; follow forks, execs and
+ * exits of the processes being profiled.
+ *
+ * Everything that depends on the Python version arrives as data in the procs
+ * map (struct tp_proc): offsets plus capability flags. Nothing here compares
+ * version numbers (DESIGN.md decision 1). Every way a walk can fail has a
+ * counter, and the sample is still sent with what was read (decision 9).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+
+#include "taipan_abi.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile struct tp_config cfg = {};
+
+/* Python processes (and known non-Python ones), keyed by tgid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct tp_proc);
+} procs SEC(".maps");
+
+/* The tgids to profile when not system-wide. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+/* When each unclassified tgid was last announced to user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u64);
+} announced SEC(".maps");
+
+/* tid -> PyThreadState address, re-checked on every hit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} tstates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+/* The sample under construction, one slot per CPU (user space sets
+ * max_entries to the number of possible CPUs). Not a per-CPU array because
+ * the value is larger than per-CPU maps allow. Perf samples do not nest on
+ * one CPU, so a slot is never shared. */
+struct walk_state {
+	__u64 frame; /* next frame to read */
+	struct tp_proc proc;
+	__u32 pending_flags; /* flags for the next recorded frame */
+	__u32 pad;
+	struct tp_sample s;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct walk_state);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TP_STAT__COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+/* The frame walkers, which tail-call themselves until the stack is done. */
+enum { TP_PROG_WALK_FRAME_OBJECTS = 0, TP_PROG_WALK_INTERP_FRAMES = 1 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u32);
+} progs SEC(".maps");
+
+/* Py_TPFLAGS_TYPE_SUBCLASS: the object is itself a class. Unchanged since 2.x. */
+#define PY_TPFLAGS_TYPE_SUBCLASS (1UL << 31)
+/* Frames with owner >= 3 are C-stack shims, entry frames or sentinels, never
+ * Python code (3.12+; the enumerator's name changed but 3 stayed the boundary). */
+#define PY_OWNER_NOT_PYTHON 3
+
+/* An index into frames[] the verifier can bound: the compiler may drop a
+ * mask it can prove redundant, so hide the value from it first. */
+static __always_inline __u32 frame_idx(__u32 n)
+{
+	asm volatile("" : "+r"(n));
+	return n & (TP_MAX_FRAMES - 1);
+}
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline int read_u64(__u64 *dst, __u64 addr)
+{
+	return bpf_probe_read_user(dst, sizeof(*dst), (const void *)addr);
+}
+
+static __always_inline bool tracked(__u32 tgid)
+{
+	return cfg.system_wide || bpf_map_lookup_elem(&targets, &tgid);
+}
+
+static __always_inline void send_event(__u32 kind, __u32 tgid, __u32 tid)
+{
+	struct tp_event ev = {
+		.kind = kind,
+		.pid = tgid,
+		.tid = tid,
+		.time_ns = bpf_ktime_get_ns(),
+	};
+	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), BPF_RB_FORCE_WAKEUP))
+		stat_inc(TP_STAT_RING_FULL);
+}
+
+/* Tells user space about a tgid it has not classified yet, at most once a
+ * second per tgid (the first answer may come while the process is still
+ * mapping its libraries). */
+static __always_inline void announce(__u32 tgid, __u32 tid)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *last = bpf_map_lookup_elem(&announced, &tgid);
+	if (last && now - *last < 1000000000ULL)
+		return;
+	bpf_map_update_elem(&announced, &tgid, &now, BPF_ANY);
+	send_event(TP_EV_DISCOVER, tgid, tid);
+	stat_inc(TP_STAT_DISCOVER_SENT);
+}
+
+static __always_inline void submit(struct walk_state *st)
+{
+	__u64 size = __builtin_offsetof(struct tp_sample, frames) +
+		     (__u64)st->s.nframes * sizeof(struct tp_frame);
+	if (size > sizeof(st->s))
+		size = sizeof(st->s);
+	/* Wake the reader only when a good amount is waiting: it polls on a
+	 * timer anyway, and a wakeup per sample costs a context switch. */
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (512 << 10) ?
+			      BPF_RB_FORCE_WAKEUP :
+			      BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&events, &st->s, size, flags))
+		stat_inc(TP_STAT_RING_FULL);
+	else
+		stat_inc(TP_STAT_SENT);
+	if (st->s.err)
+		stat_inc(TP_STAT_ERR_BASE + (st->s.err < TP_ERR__COUNT ? st->s.err : 0));
+}
+
+/* The PyThreadState of the thread whose fs base is fsbase: the cached one if
+ * it still matches, else found by walking every interpreter's thread list.
+ * thread_id is pthread_self(), which is the fs base on x86-64 glibc, so this
+ * works for threads that do not hold the GIL and inside pid namespaces. */
+static __always_inline __u64 find_tstate(struct walk_state *st, __u32 tid, __u64 fsbase)
+{
+	const struct tp_py_offsets *o = &st->proc.off;
+	__u64 *cached = bpf_map_lookup_elem(&tstates, &tid);
+	__u64 ts = 0, thread_id = 0, interp = 0;
+
+	if (cached && *cached) {
+		ts = *cached;
+		if (!read_u64(&thread_id, ts + o->ts_thread_id) && thread_id == fsbase) {
+			stat_inc(TP_STAT_TSTATE_CACHED);
+			return ts;
+		}
+	}
+	if (read_u64(&interp, st->proc.interp_head_addr)) {
+		st->s.err = TP_ERR_READ_INTERP;
+		return 0;
+	}
+	for (int i = 0; i < TP_MAX_INTERPS && interp; i++) {
+		if (read_u64(&ts, interp + o->interp_tstate_head)) {
+			st->s.err = TP_ERR_READ_INTERP;
+			return 0;
+		}
+		for (int j = 0; j < TP_MAX_THREADS && ts; j++) {
+			if (read_u64(&thread_id, ts + o->ts_thread_id)) {
+				st->s.err = TP_ERR_READ_TSTATE;
+				return 0;
+			}
+			if (thread_id == fsbase) {
+				bpf_map_update_elem(&tstates, &tid, &ts, BPF_ANY);
+				stat_inc(TP_STAT_TSTATE_WALKED);
+				return ts;
+			}
+			if (read_u64(&ts, ts + o->ts_next)) {
+				st->s.err = TP_ERR_READ_TSTATE;
+				return 0;
+			}
+		}
+		if (read_u64(&interp, interp + o->interp_next))
+			break;
+	}
+	st->s.err = TP_ERR_NO_TSTATE;
+	return 0;
+}
+
+/* <= 3.10 only: the class behind the first local, so that user space can
+ * name `self.method` as Class.method. If the first local is itself a class
+ * (a classmethod's cls) that class, else the local's type. User space uses it
+ * only when the code object's first argument is called self or cls. */
+static __always_inline __u64 first_local_class(const struct tp_py_offsets *o, __u64 frame)
+{
+	__u64 local0 = 0, type = 0, tflags = 0;
+	if (read_u64(&local0, frame + o->frame_localsplus) || !local0)
+		return 0;
+	if (read_u64(&type, local0 + o->obj_type) || !type)
+		return 0;
+	if (read_u64(&tflags, type + o->type_flags))
+		return 0;
+	return (tflags & PY_TPFLAGS_TYPE_SUBCLASS) ? local0 : type;
+}
+
+/* Ends a walk step: store progress, continue in another program, or send. */
+static __always_inline void walk_step_done(struct bpf_perf_event_data *ctx, struct walk_state *st,
+					   __u64 f, __u32 n, __u32 slot)
+{
+	st->s.nframes = n;
+	st->frame = f;
+	if (f && n < TP_MAX_FRAMES) {
+		st->s.walk_calls++;
+		bpf_tail_call(ctx, &progs, slot);
+		/* Out of tail calls: the stack is deeper than we can walk. */
+	}
+	if (f) {
+		st->s.flags |= TP_SF_TRUNCATED;
+		st->s.err = TP_ERR_TRUNCATED;
+	}
+	submit(st);
+}
+
+/* <= 3.10: a chain of PyFrameObject through f_back; f_lasti is an int. */
+SEC("perf_event")
+int walk_frame_objects(struct bpf_perf_event_data *ctx)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct walk_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	if (!st)
+		return 0;
+	const struct tp_py_offsets *o = &st->proc.off;
+	__u64 f = st->frame;
+	__u32 n = st->s.nframes;
+
+	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
+		__u64 code = 0;
+		__s32 lasti = -1;
+		if (read_u64(&code, f + o->frame_code)) {
+			st->s.err = TP_ERR_READ_FRAME;
+			f = 0;
+			break;
+		}
+		bpf_probe_read_user(&lasti, sizeof(lasti), (const void *)(f + o->frame_lasti));
+		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
+		fr->code = code;
+		fr->pos = (__u32)lasti;
+		fr->flags = 0;
+		fr->aux = first_local_class(o, f); /* every <= 3.10 version */
+		n++;
+		if (read_u64(&f, f + o->frame_back)) {
+			st->s.err = TP_ERR_READ_FRAME;
+			f = 0;
+		}
+	}
+	walk_step_done(ctx, st, f, n, TP_PROG_WALK_FRAME_OBJECTS);
+	return 0;
+}
+
+/* 3.11+: a chain of _PyInterpreterFrame through previous; the position is
+ * a pointer into the code object; frames owned by the C stack are skipped. */
+SEC("perf_event")
+int walk_interp_frames(struct bpf_perf_event_data *ctx)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct walk_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	if (!st)
+		return 0;
+	const struct tp_py_offsets *o = &st->proc.off;
+	/* Branch-free where the versions differ: masks chosen once. */
+	__u64 code_mask = (o->flags & TP_LF_STACKREF) ? ~3ULL : ~0ULL;
+	__u32 owner_limit = (o->flags & TP_LF_OWNER) ? PY_OWNER_NOT_PYTHON : 256;
+	__u8 entry_mask = (o->flags & TP_LF_IS_ENTRY) ? 0xff : 0;
+	__u64 f = st->frame;
+	__u32 n = st->s.nframes;
+
+	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
+		__u8 owner = 0, entry = 0;
+		__u64 code = 0, ip = 0, prev = 0;
+		if (bpf_probe_read_user(&owner, 1, (const void *)(f + o->frame_owner)) ||
+		    read_u64(&code, f + o->frame_code) || read_u64(&prev, f + o->frame_back)) {
+			st->s.err = TP_ERR_READ_FRAME;
+			f = 0;
+			break;
+		}
+		/* keep is 1 for a Python frame and 0 for a shim or entry frame
+		 * (owner >= limit), computed without a branch: a branch here
+		 * doubles the verifier's states on every iteration. A skipped
+		 * frame is written and then overwritten by the next one, and
+		 * marks the Python frame below it as where an eval loop was
+		 * entered. When n is 0 that mark lands in an unused slot. */
+		__u32 keep = ((__u32)owner - owner_limit) >> 31;
+		read_u64(&ip, f + o->frame_lasti);
+		bpf_probe_read_user(&entry, 1, (const void *)(f + o->frame_is_entry));
+		code &= code_mask;
+		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
+		fr->code = code;
+		fr->pos = (__u32)(ip - code);
+		fr->flags = entry & entry_mask & TP_FF_ENTRY;
+		fr->aux = 0;
+		st->s.frames[frame_idx(n - 1)].flags |= (1 - keep) & TP_FF_ENTRY;
+		n += keep;
+		f = prev;
+	}
+	walk_step_done(ctx, st, f, n, TP_PROG_WALK_INTERP_FRAMES);
+	return 0;
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+
+	if (tgid == 0 || tgid == cfg.self_tgid || !tracked(tgid))
+		return 0;
+	stat_inc(TP_STAT_SAMPLES);
+
+	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc) {
+		stat_inc(TP_STAT_UNKNOWN_PROC);
+		announce(tgid, tid);
+		return 0;
+	}
+	if (proc->kind != TP_PROC_PYTHON) {
+		stat_inc(TP_STAT_NOT_PYTHON);
+		return 0;
+	}
+
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct walk_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	if (!st)
+		return 0;
+	struct tp_sample *s = &st->s;
+	s->kind = TP_EV_SAMPLE;
+	s->pid = tgid;
+	s->tid = tid;
+	s->cpu = cpu;
+	s->time_ns = bpf_ktime_get_ns();
+	s->tstate = 0;
+	s->nframes = 0;
+	s->nkstack = 0;
+	s->err = TP_ERR_NONE;
+	s->flags = TP_SF_PYTHON;
+	s->walk_calls = 0;
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	if (cfg.kernel_stacks) {
+		long got = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
+		if (got > 0)
+			s->nkstack = got / sizeof(__u64);
+	}
+	st->proc = *proc;
+	st->frame = 0;
+
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+	if (!fsbase) {
+		s->err = TP_ERR_FSBASE;
+		goto out;
+	}
+	__u64 ts = find_tstate(st, tid, fsbase);
+	if (!ts)
+		goto out;
+	s->tstate = ts;
+
+	const struct tp_py_offsets *o = &st->proc.off;
+	__u64 frame = 0;
+	if (o->flags & TP_LF_CFRAME) {
+		__u64 cframe = 0;
+		if (read_u64(&cframe, ts + o->ts_frame) || !cframe ||
+		    read_u64(&frame, cframe + o->cframe_current_frame)) {
+			s->err = TP_ERR_READ_TSTATE;
+			goto out;
+		}
+	} else if (read_u64(&frame, ts + o->ts_frame)) {
+		s->err = TP_ERR_READ_TSTATE;
+		goto out;
+	}
+	st->frame = frame;
+	if (frame) {
+		bpf_tail_call(ctx, &progs,
+			      (o->flags & TP_LF_INTERP_FRAME) ? TP_PROG_WALK_INTERP_FRAMES :
+								TP_PROG_WALK_FRAME_OBJECTS);
+		/* The tail call can only fail if user space did not fill the
+		 * program array; send the sample without Python frames. */
+		s->err = TP_ERR_TRUNCATED;
+		s->flags |= TP_SF_TRUNCATED;
+	}
+out:
+	submit(st);
+	return 0;
+}
+
+/* A child of a target becomes a target: `record -- cmd` follows everything
+ * the command starts. Threads share the tgid and need nothing. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	if (!cfg.follow_children)
+		return 0;
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	if (ptgid == ctgid || !bpf_map_lookup_elem(&targets, &ptgid))
+		return 0;
+	__u8 one = 1;
+	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	return 0;
+}
+
+/* After exec the process is another program: forget what we knew. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	if (!tracked(tgid))
+		return 0;
+	bpf_map_delete_elem(&procs, &tgid);
+	bpf_map_delete_elem(&announced, &tgid);
+	send_event(TP_EV_EXEC, tgid, BPF_CORE_READ(p, pid));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(on_exit, struct task_struct *p)
+{
+	__u32 tid = BPF_CORE_READ(p, pid);
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	bpf_map_delete_elem(&tstates, &tid);
+	if (tid != tgid || !tracked(tgid))
+		return 0;
+	bpf_map_delete_elem(&procs, &tgid);
+	bpf_map_delete_elem(&announced, &tgid);
+	send_event(TP_EV_EXIT, tgid, tid);
+	bpf_map_delete_elem(&targets, &tgid);
+	return 0;
+}

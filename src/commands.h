@@ -1,0 +1,11 @@
+/* commands.h - the subcommands main() dispatches to. */
+#ifndef TAIPAN_COMMANDS_H
+#define TAIPAN_COMMANDS_H
+
+#include <stdio.h>
+
+/* Each returns the process exit status. argv[0] is the subcommand's name. */
+int cmd_record(int argc, char **argv);
+void cmd_record_usage(FILE *out);
+
+#endif /* TAIPAN_COMMANDS_H */

@@ -1,0 +1,483 @@
+/* pyproc.c - classifying a process: which CPython, where its runtime lives,
+ * and the offsets and capability flags the BPF walker needs. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "debugoffsets.h"
+#include "elfsym.h"
+#include "memread.h"
+#include "procmaps.h"
+#include "pyproc.h"
+
+/* What changed between versions that the layout table cannot show, as data.
+ * A row applies from its version up to the next row. */
+static const struct py_caps {
+	unsigned int major, minor;
+	uint32_t lflags;
+	enum py_linetable_kind linetable;
+	bool lasti_in_units;
+} py_caps[] = {
+	/* 2.7: PyFrameObject chain; co_lnotab with unsigned line increments. */
+	{ 2, 7, TP_LF_SELF_CLASS, PY_LT_LNOTAB_U8, false },
+	/* 3.6: co_lnotab line increments become signed (What's New in 3.6). */
+	{ 3, 6, TP_LF_SELF_CLASS, PY_LT_LNOTAB, false },
+	/* 3.10: PEP 626 replaces co_lnotab by co_linetable, and f_lasti
+	 * counts code units instead of bytes. */
+	{ 3, 10, TP_LF_SELF_CLASS, PY_LT_LINETABLE, true },
+	/* 3.11: frames become _PyInterpreterFrame, reached through
+	 * tstate->cframe; the position is the prev_instr pointer; PEP 657's
+	 * location table; co_qualname exists, so no class lookup. */
+	{ 3, 11, TP_LF_INTERP_FRAME | TP_LF_CFRAME | TP_LF_LASTI_PTR | TP_LF_IS_ENTRY,
+	  PY_LT_LOCATIONS, false },
+	/* 3.12: is_entry is gone; the eval loop pushes shim frames owned by the
+	 * C stack (owner 3). */
+	{ 3, 12, TP_LF_INTERP_FRAME | TP_LF_CFRAME | TP_LF_LASTI_PTR | TP_LF_OWNER, PY_LT_LOCATIONS,
+	  false },
+	/* 3.13: _PyCFrame is gone: tstate->current_frame; instr_ptr. */
+	{ 3, 13, TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER, PY_LT_LOCATIONS, false },
+	/* 3.14: f_executable is a tagged _PyStackRef. */
+	{ 3, 14, TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER | TP_LF_STACKREF,
+	  PY_LT_LOCATIONS, false },
+};
+
+static const struct py_caps *caps_for(unsigned int major, unsigned int minor)
+{
+	const struct py_caps *best = NULL;
+	if (major == 2 && minor != 7)
+		return NULL;
+	if (major == 3 && minor < 6)
+		return NULL;
+	for (size_t i = 0; i < sizeof(py_caps) / sizeof(py_caps[0]); i++) {
+		const struct py_caps *c = &py_caps[i];
+		if (c->major < major || (c->major == major && c->minor <= minor))
+			best = c;
+	}
+	if (best && best->major != major)
+		return NULL;
+	return best;
+}
+
+int proc_comm(pid_t pid, char *buf)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	if (!fgets(buf, TP_COMM_LEN, f))
+		buf[0] = 0;
+	fclose(f);
+	buf[strcspn(buf, "\n")] = 0;
+	return 0;
+}
+
+/* The innermost pid from the NSpid line of /proc/PID/status, or 0 when the
+ * process lives in our own pid namespace. */
+static uint32_t proc_ns_pid(pid_t pid)
+{
+	char path[64], line[256];
+	uint32_t last = 0;
+	int fields = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		char *p = line + 6, *end;
+		for (;;) {
+			unsigned long v = strtoul(p, &end, 10);
+			if (end == p)
+				break;
+			last = (uint32_t)v;
+			fields++;
+			p = end;
+		}
+		break;
+	}
+	fclose(f);
+	return fields > 1 ? last : 0;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+/* major.minor from a name like libpython3.11.so.1.0, python3.9, libpython3.6m.so. */
+static bool version_from_name(const char *name, unsigned int *major, unsigned int *minor)
+{
+	for (const char *p = strstr(name, "python"); p; p = strstr(p + 1, "python")) {
+		const char *q = p + 6;
+		if (!isdigit((unsigned char)q[0]) || q[1] != '.' || !isdigit((unsigned char)q[2]))
+			continue;
+		char *end;
+		unsigned long mi = strtoul(q + 2, &end, 10);
+		if (mi > 99)
+			continue;
+		*major = (unsigned int)(q[0] - '0');
+		*minor = (unsigned int)mi;
+		return true;
+	}
+	return false;
+}
+
+struct rodata_scan {
+	unsigned int major, minor; /* wanted; 0 when not known */
+	unsigned int found_major, found_minor, found_micro;
+	int matches;
+};
+
+/* Looks for PY_VERSION ("3.9.18", "2.7.18+") among .rodata strings. */
+static int rodata_version_cb(const char *s, size_t len, void *ctx)
+{
+	struct rodata_scan *sc = ctx;
+	unsigned int a, b, c;
+	int used = 0;
+	if (len < 5 || len > 12 || !isdigit((unsigned char)s[0]))
+		return 0;
+	if (sscanf(s, "%1u.%2u.%2u%n", &a, &b, &c, &used) != 3)
+		return 0;
+	if (s[used] && !strchr("abrc+", s[used]))
+		return 0;
+	if (a != 2 && a != 3)
+		return 0;
+	if (sc->major && (a != sc->major || b != sc->minor))
+		return 0;
+	if (sc->matches && (sc->found_major != a || sc->found_minor != b || sc->found_micro != c)) {
+		sc->matches = -1; /* ambiguous: trust none */
+		return 1;
+	}
+	sc->found_major = a;
+	sc->found_minor = b;
+	sc->found_micro = c;
+	sc->matches = 1;
+	return 0;
+}
+
+/* Finds &interp_head on versions without _PyRuntime (2.7, 3.6): the static
+ * symbol when .symtab is there, else the target of the RIP-relative load in
+ * PyInterpreterState_Head(), which is `return interp_head;`. */
+static int find_interp_head(struct elf_file *ef, uint64_t *vaddr)
+{
+	uint64_t fn, size;
+	uint8_t code[16];
+	if (!elf_file_symbol(ef, "interp_head", vaddr, &size))
+		return 0;
+	if (elf_file_symbol(ef, "PyInterpreterState_Head", &fn, &size))
+		return -ENOENT;
+	if (elf_file_read(ef, fn, code, sizeof(code)))
+		return -ENOENT;
+	size_t at = 0;
+	if (code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && code[3] == 0xfa)
+		at = 4; /* endbr64 */
+	/* mov disp32(%rip),%rax = 48 8b 05 disp32 */
+	if (code[at] != 0x48 || code[at + 1] != 0x8b || code[at + 2] != 0x05)
+		return -ENOENT;
+	int32_t disp;
+	memcpy(&disp, code + at + 3, sizeof(disp));
+	*vaddr = fn + at + 7 + (int64_t)disp;
+	return 0;
+}
+
+/* Opens the ELF behind a mapping as the process sees it: through map_files
+ * (works for deleted files and other mount namespaces), else through the
+ * process's root directory. */
+static int open_mapped(pid_t pid, const struct map_entry *m, struct elf_file **ef)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	if (!elf_file_open(path, ef))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
+	return elf_file_open(path, ef);
+}
+
+static bool has_interpreter(struct elf_file *ef)
+{
+	uint64_t v, s;
+	return !elf_file_symbol(ef, "_PyRuntime", &v, &s) ||
+	       !elf_file_section(ef, ".PyRuntime", &v, &s) ||
+	       !elf_file_symbol(ef, "PyInterpreterState_Head", &v, &s);
+}
+
+/* The ELF that holds the interpreter: libpython if one is mapped, else the
+ * executable itself (static builds such as Debian's /usr/bin/python3.X, or
+ * embedders that link libpython statically). */
+static int find_interpreter_elf(pid_t pid, const struct proc_maps *maps, struct elf_file **out,
+				const struct map_entry **where)
+{
+	struct stat exe;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	bool have_exe = stat(path, &exe) == 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < maps->n; i++) {
+			const struct map_entry *m = &maps->v[i];
+			if (m->path[0] != '/' || m->offset != 0)
+				continue;
+			bool want;
+			if (pass == 0)
+				want = strncmp(base_name(m->path), "libpython", 9) == 0;
+			else
+				want = have_exe && m->inode == exe.st_ino &&
+				       strncmp(base_name(m->path), "libpython", 9) != 0;
+			if (!want)
+				continue;
+			struct elf_file *ef;
+			if (open_mapped(pid, m, &ef))
+				continue;
+			if (has_interpreter(ef)) {
+				*out = ef;
+				*where = m;
+				return 0;
+			}
+			elf_file_close(ef);
+		}
+	}
+	return -ENOEXEC;
+}
+
+/* Turns the flat layout into what BPF needs. */
+static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, size_t errlen)
+{
+	const struct py_layout *l = &pp->layout;
+	struct tp_py_offsets *o = &pp->tp.off;
+	uint32_t f = caps->lflags;
+	int32_t ts_frame = (f & TP_LF_CFRAME) ? l->ts_cframe :
+			   (f & TP_LF_INTERP_FRAME) && l->ts_current_frame >= 0 ? l->ts_current_frame :
+										   l->ts_frame;
+	struct {
+		const char *name;
+		int32_t v;
+		__u16 *dst;
+		bool needed;
+	} fields[] = {
+		{ "interpreter next", l->interp_next, &o->interp_next, true },
+		{ "interpreter thread list", l->interp_tstate_head, &o->interp_tstate_head, true },
+		{ "thread next", l->ts_next, &o->ts_next, true },
+		{ "thread id", l->ts_thread_id, &o->ts_thread_id, true },
+		{ "thread frame", ts_frame, &o->ts_frame, true },
+		{ "cframe current frame", l->cframe_current_frame, &o->cframe_current_frame,
+		  f & TP_LF_CFRAME },
+		{ "frame back", l->frame_back, &o->frame_back, true },
+		{ "frame code", l->frame_code, &o->frame_code, true },
+		{ "frame position", l->frame_lasti, &o->frame_lasti, true },
+		{ "frame owner", l->frame_owner, &o->frame_owner, f & TP_LF_OWNER },
+		{ "frame is_entry", l->frame_is_entry, &o->frame_is_entry, f & TP_LF_IS_ENTRY },
+		{ "frame locals", l->frame_localsplus, &o->frame_localsplus, f & TP_LF_SELF_CLASS },
+		{ "object type", l->obj_type, &o->obj_type, f & TP_LF_SELF_CLASS },
+		{ "type flags", l->type_flags, &o->type_flags, f & TP_LF_SELF_CLASS },
+	};
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		if (fields[i].v < 0 || fields[i].v > 0xffff) {
+			if (fields[i].needed) {
+				snprintf(err, errlen, "pid %d: Python %s: no offset for %s", pp->pid,
+					 pp->version, fields[i].name);
+				return -ENOTSUP;
+			}
+			*fields[i].dst = 0;
+			continue;
+		}
+		*fields[i].dst = (__u16)fields[i].v;
+	}
+	o->flags = f;
+	pp->tp.kind = TP_PROC_PYTHON;
+	pp->linetable = caps->linetable;
+	pp->lasti_in_units = caps->lasti_in_units;
+	return 0;
+}
+
+/* Checks the offsets against the live process where it has started: the
+ * first thread state must point back at its interpreter. A build whose
+ * layout differs from the table fails here instead of producing garbage. */
+static int check_live(struct pyproc *pp, char *err, size_t errlen)
+{
+	uint64_t interp = 0, ts = 0, back = 0;
+	const struct py_layout *l = &pp->layout;
+	if (mem_read(pp->pid, pp->tp.interp_head_addr, &interp, 8))
+		return 0; /* not readable yet: BPF counts it if it stays so */
+	if (!interp || mem_read(pp->pid, interp + (uint64_t)l->interp_tstate_head, &ts, 8) || !ts)
+		return 0;
+	if (l->ts_interp < 0 || mem_read(pp->pid, ts + (uint64_t)l->ts_interp, &back, 8))
+		return 0;
+	if (back != interp) {
+		snprintf(err, errlen,
+			 "pid %d: Python %s (%s): the thread state does not point back to its interpreter; "
+			 "this build's layout differs from taipan's offsets",
+			 pp->pid, pp->version, pp->binary);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
+{
+	struct proc_maps maps = { 0 };
+	struct elf_file *ef = NULL;
+	const struct map_entry *where = NULL;
+	uint64_t v, size;
+	int ret;
+
+	memset(pp, 0, sizeof(*pp));
+	pp->pid = pid;
+	ret = procmaps_read(pid, &maps);
+	if (ret) {
+		if (ret == -ESRCH)
+			snprintf(err, errlen, "pid %d: no such process", pid);
+		else
+			snprintf(err, errlen, "pid %d: cannot read its memory map: %s", pid,
+				 strerror(-ret));
+		return ret;
+	}
+	proc_comm(pid, pp->comm);
+	pp->ns_pid = proc_ns_pid(pid);
+	if (pp->ns_pid == (uint32_t)pid)
+		pp->ns_pid = 0;
+
+	ret = find_interpreter_elf(pid, &maps, &ef, &where);
+	if (ret) {
+		snprintf(err, errlen,
+			 "pid %d (%s): not a Python process (no libpython or Python executable mapped)",
+			 pid, pp->comm);
+		goto out;
+	}
+	snprintf(pp->binary, sizeof(pp->binary), "%s", where->path);
+	const struct map_entry *base = procmaps_find_base(&maps, where);
+	pp->bias = (base ? base->start : where->start) - elf_file_base_vaddr(ef);
+
+	/* The version, most reliable source first (DESIGN.md decision 3). */
+	uint64_t rt = 0;
+	if (!elf_file_symbol(ef, "_PyRuntime", &v, &size) ||
+	    !elf_file_section(ef, ".PyRuntime", &v, &size))
+		rt = v;
+	char cookie[8];
+	uint64_t hex = 0;
+	if (rt && !elf_file_read(ef, rt, cookie, 8) && !memcmp(cookie, "xdebugpy", 8) &&
+	    !elf_file_read(ef, rt + 8, &hex, 8)) {
+		pp->version_source = "_Py_DebugOffsets";
+	} else if (!elf_file_symbol(ef, "Py_Version", &v, &size) && !elf_file_read(ef, v, &hex, 8)) {
+		pp->version_source = "Py_Version";
+	}
+	if (hex) {
+		pp->hexversion = (uint32_t)hex;
+		pp->major = (hex >> 24) & 0xff;
+		pp->minor = (hex >> 16) & 0xff;
+	} else {
+		const char *so = elf_file_soname(ef);
+		if ((so && version_from_name(so, &pp->major, &pp->minor)) ||
+		    version_from_name(base_name(pp->binary), &pp->major, &pp->minor))
+			pp->version_source = "file name";
+		struct rodata_scan sc = { .major = pp->major, .minor = pp->minor };
+		elf_file_rodata_strings(ef, rodata_version_cb, &sc);
+		if (sc.matches == 1) {
+			if (!pp->major)
+				pp->version_source = ".rodata version string";
+			pp->major = sc.found_major;
+			pp->minor = sc.found_minor;
+			pp->hexversion = (sc.found_major << 24) | (sc.found_minor << 16) |
+					 (sc.found_micro << 8);
+		} else if (pp->major) {
+			pp->hexversion = (pp->major << 24) | (pp->minor << 16);
+		}
+	}
+	if (!pp->major) {
+		snprintf(err, errlen, "pid %d (%s): %s looks like CPython but its version is unknown",
+			 pid, pp->comm, pp->binary);
+		ret = -ENOTSUP;
+		goto out;
+	}
+	if (pp->hexversion & 0xff00)
+		snprintf(pp->version, sizeof(pp->version), "%u.%u.%u", pp->major, pp->minor,
+			 (pp->hexversion >> 8) & 0xff);
+	else
+		snprintf(pp->version, sizeof(pp->version), "%u.%u", pp->major, pp->minor);
+
+	const struct py_caps *caps = caps_for(pp->major, pp->minor);
+	if (!caps) {
+		snprintf(err, errlen,
+			 "pid %d (%s): Python %s is not supported (taipan reads 2.7 and 3.6 and later)",
+			 pid, pp->comm, pp->version);
+		ret = -ENOTSUP;
+		goto out;
+	}
+	if (rt)
+		pp->runtime_addr = rt + pp->bias;
+	if (!elf_file_symbol(ef, "PyCode_Type", &v, &size))
+		pp->code_type_addr = v + pp->bias;
+
+	/* The offsets: the process's own _Py_DebugOffsets from 3.13 on, the
+	 * generated table before. Never a neighbouring version's row. */
+	if (pp->major == 3 && pp->minor >= 13) {
+		uint8_t buf[2048];
+		size_t want = sizeof(buf);
+		if (!pp->runtime_addr) {
+			snprintf(err, errlen, "pid %d: Python %s without a _PyRuntime symbol or section",
+				 pid, pp->version);
+			ret = -ENOTSUP;
+			goto out;
+		}
+		ret = mem_read(pid, pp->runtime_addr, buf, want);
+		if (ret) {
+			snprintf(err, errlen, "pid %d: cannot read _Py_DebugOffsets: %s", pid,
+				 strerror(-ret));
+			goto out;
+		}
+		uint64_t dhex = 0;
+		char perr[256];
+		ret = py_debug_offsets_parse(buf, want, &pp->layout, &dhex, perr, sizeof(perr));
+		if (ret) {
+			snprintf(err, errlen, "pid %d: Python %s: %s", pid, pp->version, perr);
+			ret = -ENOTSUP;
+			goto out;
+		}
+		if (((dhex >> 16) & 0xffff) != ((pp->hexversion >> 16) & 0xffff)) {
+			snprintf(err, errlen,
+				 "pid %d: _Py_DebugOffsets says version %llx but the binary says %s", pid,
+				 (unsigned long long)dhex, pp->version);
+			ret = -ENOTSUP;
+			goto out;
+		}
+		pp->layout_source = "_Py_DebugOffsets read from the process";
+	} else {
+		const struct py_layout_entry *row = py_layout_find(pp->major, pp->minor);
+		if (!row) {
+			snprintf(err, errlen,
+				 "pid %d (%s): Python %s has no offsets table and no _Py_DebugOffsets",
+				 pid, pp->comm, pp->version);
+			ret = -ENOTSUP;
+			goto out;
+		}
+		pp->layout = row->layout;
+		pp->layout_source = row->source;
+	}
+
+	/* Where the list of interpreters starts. */
+	if (pp->runtime_addr && pp->layout.rt_interp_head >= 0) {
+		pp->tp.interp_head_addr = pp->runtime_addr + (uint64_t)pp->layout.rt_interp_head;
+	} else if (!find_interp_head(ef, &v)) {
+		pp->tp.interp_head_addr = v + pp->bias;
+	} else {
+		snprintf(err, errlen,
+			 "pid %d: Python %s: cannot find the interpreter list (no _PyRuntime, "
+			 "interp_head or PyInterpreterState_Head in %s)",
+			 pid, pp->version, pp->binary);
+		ret = -ENOTSUP;
+		goto out;
+	}
+	ret = fill_tp(pp, caps, err, errlen);
+	if (!ret)
+		ret = check_live(pp, err, errlen);
+out:
+	elf_file_close(ef);
+	procmaps_free(&maps);
+	return ret;
+}

@@ -1,0 +1,446 @@
+/* session.c - events from the ring buffer become stacks in the profile.
+ *
+ * Samples are symbolized as they arrive, not at the end, so that processes
+ * that exit during the recording keep their names (DESIGN.md decision 6).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include "bpfrun.h"
+#include "ksyms.h"
+#include "log.h"
+#include "pyproc.h"
+#include "session.h"
+#include "symbolize.h"
+
+/* How long an unclassified young process is re-examined: its loader may not
+ * have mapped libpython yet when it is first seen. */
+#define YOUNG_MS 3000
+
+enum sproc_state { SP_PENDING, SP_PYTHON, SP_OTHER, SP_EXITED };
+
+struct sproc {
+	UT_hash_handle hh;
+	pid_t pid;
+	enum sproc_state state;
+	struct pyproc pp;
+	struct symbolizer *sz;
+	uint64_t exited_ns;
+	bool warned;
+};
+
+struct session {
+	struct session_opts opts;
+	struct bpfrun *br;
+	struct profile *prof;
+	struct ksyms *ksyms;
+	struct sproc *procs;
+	struct session_stats st;
+	uint32_t *ids; /* scratch: frame ids of one stack */
+	size_t ids_cap;
+	uint64_t start_ns;
+	uint64_t dropped; /* samples of processes user space no longer knows */
+	bool ksyms_failed;
+};
+
+static uint64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Milliseconds since pid started, or -1. */
+static long proc_age_ms(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* Field 22 (starttime) counts from after the last ')' (comm may hold spaces). */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -1;
+	unsigned long long start = 0;
+	int field = 2;
+	for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
+		if (++field == 22) {
+			start = strtoull(tok, NULL, 10);
+			break;
+		}
+	}
+	long hz = sysconf(_SC_CLK_TCK);
+	uint64_t boot_ms = now_ns(CLOCK_BOOTTIME) / 1000000ULL;
+	return (long)(boot_ms - start * 1000ULL / (unsigned long long)hz);
+}
+
+static struct sproc *sproc_get(struct session *s, pid_t pid)
+{
+	struct sproc *p;
+	HASH_FIND_INT(s->procs, &pid, p);
+	return p;
+}
+
+static void sproc_drop(struct session *s, struct sproc *p)
+{
+	HASH_DEL(s->procs, p);
+	symbolizer_free(p->sz);
+	free(p);
+}
+
+/* Classifies pid and tells BPF. Returns 0 when it is now known (Python or
+ * not), -EAGAIN when it should be looked at again soon. */
+static int classify(struct session *s, struct sproc *p, bool require_python, char *err,
+		    size_t errlen)
+{
+	char msg[512];
+	int ret = pyproc_inspect(p->pid, &p->pp, msg, sizeof(msg));
+	if (!ret) {
+		p->sz = symbolizer_new(&p->pp);
+		if (!p->sz)
+			return -ENOMEM;
+		ret = bpfrun_set_proc(s->br, (uint32_t)p->pid, &p->pp.tp);
+		if (ret) {
+			snprintf(err, errlen, "pid %d: cannot register with BPF: %s", p->pid,
+				 strerror(-ret));
+			return ret;
+		}
+		p->state = SP_PYTHON;
+		s->st.processes++;
+		log_debug("pid %d (%s): Python %s (version from %s, offsets from %s), %s", p->pid,
+			  p->pp.comm, p->pp.version, p->pp.version_source, p->pp.layout_source,
+			  p->pp.binary);
+		return 0;
+	}
+	if (ret == -ESRCH) {
+		snprintf(err, errlen, "%s", msg);
+		p->state = SP_EXITED;
+		return ret;
+	}
+	if (ret == -ENOEXEC && !require_python) {
+		long age = proc_age_ms(p->pid);
+		if (age >= 0 && age < YOUNG_MS)
+			return -EAGAIN;
+	}
+	snprintf(err, errlen, "%s", msg);
+	if (ret == -ENOTSUP) {
+		s->st.unsupported++;
+		if (!require_python)
+			log_warn("%s", msg);
+	}
+	p->state = SP_OTHER;
+	struct tp_proc other = { .kind = TP_PROC_NOT_PYTHON };
+	bpfrun_set_proc(s->br, (uint32_t)p->pid, &other);
+	return ret;
+}
+
+static struct sproc *sproc_new(struct session *s, pid_t pid)
+{
+	struct sproc *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	p->state = SP_PENDING;
+	HASH_ADD_INT(s->procs, pid, p);
+	return p;
+}
+
+static void discover(struct session *s, pid_t pid)
+{
+	char err[512];
+	struct sproc *p = sproc_get(s, pid);
+	if (p && p->state == SP_PYTHON) {
+		/* BPF forgot it (an exec we have not seen yet?): tell it again. */
+		bpfrun_set_proc(s->br, (uint32_t)pid, &p->pp.tp);
+		return;
+	}
+	if (p && p->state != SP_PENDING)
+		return;
+	if (!p && !(p = sproc_new(s, pid)))
+		return;
+	classify(s, p, false, err, sizeof(err));
+}
+
+static int ensure_ids(struct session *s, size_t n)
+{
+	if (n <= s->ids_cap)
+		return 0;
+	size_t cap = s->ids_cap ? s->ids_cap : 256;
+	while (cap < n)
+		cap *= 2;
+	uint32_t *v = realloc(s->ids, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->ids = v;
+	s->ids_cap = cap;
+	return 0;
+}
+
+static int marker(struct session *s, const char *text)
+{
+	struct prof_frame f = { .name = text, .kind = PROF_FRAME_MARKER };
+	return profile_intern_frame(s->prof, &f);
+}
+
+static const char *err_marker(unsigned int err)
+{
+	switch (err) {
+	case TP_ERR_NO_TSTATE:
+		return "[no Python thread state]";
+	case TP_ERR_READ_INTERP:
+		return "[interpreter unreadable]";
+	case TP_ERR_READ_TSTATE:
+		return "[thread state unreadable]";
+	case TP_ERR_READ_FRAME:
+		return "[frame unreadable]";
+	case TP_ERR_TRUNCATED:
+		return "[truncated]";
+	case TP_ERR_FSBASE:
+		return "[no thread pointer]";
+	default:
+		return "[unknown error]";
+	}
+}
+
+static int kernel_frame(struct session *s, uint64_t addr)
+{
+	char buf[64];
+	struct prof_frame f = { .kind = PROF_FRAME_KERNEL, .module = "[kernel.kallsyms]", .addr = addr };
+	if (!s->ksyms && !s->ksyms_failed) {
+		s->ksyms = ksyms_load(NULL);
+		if (!s->ksyms) {
+			s->ksyms_failed = true;
+			log_warn("cannot read kernel symbols (/proc/kallsyms): kernel frames stay addresses");
+		}
+	}
+	const char *name = s->ksyms ? ksyms_lookup(s->ksyms, addr, NULL) : NULL;
+	if (!name) {
+		snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
+		name = buf;
+	}
+	f.name = name;
+	return profile_intern_frame(s->prof, &f);
+}
+
+static int on_sample(struct session *s, const struct tp_sample *smp, size_t size)
+{
+	size_t need = __builtin_offsetof(struct tp_sample, frames) +
+		      (size_t)smp->nframes * sizeof(struct tp_frame);
+	if (size < need || smp->nframes > TP_MAX_FRAMES || smp->nkstack > TP_KSTACK_MAX)
+		return 0; /* malformed: cannot happen unless the ABI drifted */
+	struct sproc *p = sproc_get(s, (pid_t)smp->pid);
+	if (!p || p->state != SP_PYTHON) {
+		/* Exited and dropped, or re-exec'd: counted, never guessed. */
+		s->dropped++;
+		return 0;
+	}
+	if (ensure_ids(s, (size_t)smp->nframes + smp->nkstack + 2))
+		return -ENOMEM;
+	uint32_t n = 0;
+	int id;
+	if (smp->err != TP_ERR_NONE) {
+		if (smp->err < 8)
+			s->st.walk_errors[smp->err]++;
+		if (smp->err == TP_ERR_TRUNCATED)
+			s->st.truncated++;
+		/* The frames we have are the innermost; what is missing is
+		 * above them, so the marker is the root. */
+		if ((id = marker(s, err_marker(smp->err))) < 0)
+			return id;
+		s->ids[n++] = (uint32_t)id;
+	}
+	for (int i = (int)smp->nframes - 1; i >= 0; i--) {
+		struct prof_frame f;
+		if (symbolizer_frame(p->sz, &smp->frames[i], &f))
+			s->st.bad_frames++;
+		if ((id = profile_intern_frame(s->prof, &f)) < 0)
+			return id;
+		s->ids[n++] = (uint32_t)id;
+	}
+	for (int i = (int)smp->nkstack - 1; i >= 0; i--) {
+		if ((id = kernel_frame(s, smp->kstack[i])) < 0)
+			return id;
+		s->ids[n++] = (uint32_t)id;
+	}
+	char thread[TP_COMM_LEN + 1];
+	memcpy(thread, smp->comm, TP_COMM_LEN);
+	thread[TP_COMM_LEN] = 0;
+	struct prof_labels lb = {
+		.pid = smp->pid,
+		.tid = smp->tid,
+		.ns_pid = p->pp.ns_pid,
+		.thread_name = thread,
+		.comm = p->pp.comm,
+		.python_version = p->pp.version,
+	};
+	int ret = profile_add(s->prof, s->ids, n, &lb, 1);
+	if (!ret)
+		s->st.samples++;
+	return ret;
+}
+
+static int on_event(void *ctx, const void *data, size_t size)
+{
+	struct session *s = ctx;
+	const struct tp_event *ev = data;
+	if (size < sizeof(*ev))
+		return 0;
+	switch (ev->kind) {
+	case TP_EV_SAMPLE:
+		return on_sample(s, data, size) == -ENOMEM ? -ENOMEM : 0;
+	case TP_EV_DISCOVER:
+		discover(s, (pid_t)ev->pid);
+		break;
+	case TP_EV_EXEC: {
+		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
+		if (p)
+			sproc_drop(s, p);
+		break;
+	}
+	case TP_EV_EXIT: {
+		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
+		if (p && p->state != SP_EXITED) {
+			/* Samples taken just before the exit may still be in the
+			 * ring behind this event: keep the symbols a little. */
+			p->exited_ns = now_ns(CLOCK_MONOTONIC);
+			if (p->state != SP_PYTHON)
+				p->state = SP_EXITED;
+		}
+		break;
+	}
+	}
+	return 0;
+}
+
+int session_new(const struct session_opts *o, struct session **out, char *err, size_t errlen)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	int ret;
+	if (!s || !(s->prof = profile_new())) {
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->opts = *o;
+	struct bpfrun_opts bo = {
+		.system_wide = o->system_wide,
+		.kernel_stacks = o->kernel_stacks,
+		.follow_children = o->follow_children,
+		.rate_hz = o->rate_hz,
+	};
+	ret = bpfrun_open(&bo, on_event, s, &s->br, err, errlen);
+	if (ret) {
+		session_free(s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+void session_free(struct session *s)
+{
+	if (!s)
+		return;
+	struct sproc *p, *tmp;
+	HASH_ITER(hh, s->procs, p, tmp)
+	sproc_drop(s, p);
+	bpfrun_free(s->br);
+	profile_free(s->prof);
+	ksyms_free(s->ksyms);
+	free(s->ids);
+	free(s);
+}
+
+int session_add_pid(struct session *s, pid_t pid, bool require_python, char *err, size_t errlen)
+{
+	struct sproc *p = sproc_get(s, pid);
+	int ret = bpfrun_add_target(s->br, (uint32_t)pid);
+	if (ret) {
+		snprintf(err, errlen, "pid %d: cannot add it to the BPF targets: %s", pid,
+			 strerror(-ret));
+		return ret;
+	}
+	if (!require_python)
+		return 0;
+	if (!p && !(p = sproc_new(s, pid)))
+		return -ENOMEM;
+	ret = classify(s, p, true, err, errlen);
+	return ret == -EAGAIN ? 0 : ret;
+}
+
+int session_start(struct session *s, char *err, size_t errlen)
+{
+	uint64_t period = 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
+	s->start_ns = now_ns(CLOCK_MONOTONIC);
+	profile_set_timing(s->prof, period, now_ns(CLOCK_REALTIME), 0);
+	return bpfrun_start(s->br, err, errlen);
+}
+
+/* Re-examines young processes that were not Python yet, and forgets
+ * exited ones once their last samples had time to arrive. */
+static void housekeeping(struct session *s)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	struct sproc *p, *tmp;
+	char err[512];
+	HASH_ITER(hh, s->procs, p, tmp)
+	{
+		if (p->state == SP_PENDING)
+			classify(s, p, false, err, sizeof(err));
+		else if (p->exited_ns && now - p->exited_ns > 2000000000ULL &&
+			 p->state == SP_PYTHON) {
+			p->state = SP_EXITED;
+			symbolizer_free(p->sz);
+			p->sz = NULL;
+		}
+	}
+}
+
+int session_poll(struct session *s, int timeout_ms)
+{
+	int n = bpfrun_poll(s->br, timeout_ms);
+	if (n < 0 && n != -EINTR)
+		return n;
+	housekeeping(s);
+	profile_set_timing(s->prof, profile_period_ns(s->prof), profile_start_ns(s->prof),
+			   now_ns(CLOCK_MONOTONIC) - s->start_ns);
+	return 0;
+}
+
+struct profile *session_profile(struct session *s)
+{
+	return s->prof;
+}
+
+void session_stats(struct session *s, struct session_stats *st)
+{
+	uint64_t c[TP_STAT__COUNT];
+	if (!bpfrun_stats(s->br, c)) {
+		s->st.lost_ring = c[TP_STAT_RING_FULL];
+		s->st.bpf_samples = c[TP_STAT_SAMPLES];
+		s->st.lost_unknown = c[TP_STAT_UNKNOWN_PROC] + s->dropped;
+	}
+	*st = s->st;
+}
+
+unsigned int session_live_targets(struct session *s)
+{
+	unsigned int n = 0;
+	struct sproc *p, *tmp;
+	HASH_ITER(hh, s->procs, p, tmp)
+	{
+		if (p->state == SP_PYTHON && !p->exited_ns && kill(p->pid, 0) == 0)
+			n++;
+	}
+	return n;
+}

@@ -1,0 +1,56 @@
+/* session.h - one profiling session: BPF in, aggregated profile out.
+ * record, top and agent all drive the same session. */
+#ifndef TAIPAN_SESSION_H
+#define TAIPAN_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "profile.h"
+
+struct session_opts {
+	bool system_wide;
+	bool kernel_stacks;
+	bool follow_children;
+	unsigned int rate_hz;
+};
+
+struct session_stats {
+	uint64_t samples;	 /* samples turned into stacks */
+	uint64_t lost_ring;	 /* dropped: ring buffer full */
+	uint64_t lost_unknown;	 /* dropped: process not classified yet */
+	uint64_t bad_frames;	 /* Python frames whose code object could not be read */
+	uint64_t walk_errors[8]; /* by enum tp_walk_err */
+	uint64_t truncated;	 /* stacks deeper than the walk limit */
+	unsigned int processes;	 /* Python processes seen */
+	unsigned int unsupported; /* processes refused (version, layout) */
+	uint64_t bpf_samples;	 /* perf samples in tracked processes */
+};
+
+struct session;
+
+/* Loads the BPF side. Returns 0 or a negative errno with err filled. */
+int session_new(const struct session_opts *o, struct session **out, char *err, size_t errlen);
+void session_free(struct session *s);
+
+/* Profiles pid from now on. With require_python, a pid that is not a
+ * supported Python process is an error (err says why); otherwise it is only
+ * a target, classified when it first runs. */
+int session_add_pid(struct session *s, pid_t pid, bool require_python, char *err, size_t errlen);
+
+/* Starts sampling. */
+int session_start(struct session *s, char *err, size_t errlen);
+
+/* Handles whatever arrived within timeout_ms. Returns 0 or a negative errno. */
+int session_poll(struct session *s, int timeout_ms);
+
+/* The aggregated profile so far (owned by the session). */
+struct profile *session_profile(struct session *s);
+
+void session_stats(struct session *s, struct session_stats *st);
+
+/* How many of the given pids are still alive and being profiled. */
+unsigned int session_live_targets(struct session *s);
+
+#endif /* TAIPAN_SESSION_H */

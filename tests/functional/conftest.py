@@ -1,0 +1,210 @@
+"""Shared fixtures for taipan's functional tests: the interpreter matrix, the
+taipan binary, workloads that signal when they are busy, and a folded-stack
+parser. These tests need root: they load real BPF programs."""
+
+import glob
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+WORKLOADS = os.path.join(ROOT, "tests", "workloads")
+PYENV = os.environ.get("TAIPAN_PYENV", "/root/.pyenv/versions")
+IN_CI = os.environ.get("CI") == "true"
+
+
+@dataclass
+class Interp:
+    id: str
+    path: str
+    version: tuple
+
+    @property
+    def has_qualname(self):
+        return self.version >= (3, 11)
+
+
+def _pyenv(minor):
+    major, mi = minor.split(".")
+    hits = sorted(glob.glob(os.path.join(PYENV, "%s.*" % minor, "bin", "python%s" % minor)))
+    hits = [h for h in hits if re.search(r"/%s\.%s\.\d+/" % (major, mi), h)]
+    return hits[-1] if hits else None
+
+
+def interpreter_matrix():
+    """Every interpreter the suite runs against: (id, path or None, version)."""
+    rows = []
+    for minor in ["2.7", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]:
+        rows.append(("pyenv-" + minor, _pyenv(minor), tuple(int(x) for x in minor.split("."))))
+    rows.append(("debian-3.11-static", "/usr/bin/python3.11" if os.path.exists("/usr/bin/python3.11") else None, (3, 11)))
+    return rows
+
+
+MATRIX = interpreter_matrix()
+
+
+def require(path, what):
+    """Skips (or, in CI, fails) when a needed file is absent."""
+    if path and os.path.exists(path):
+        return
+    msg = "%s is not installed (%s)" % (what, path)
+    if IN_CI:
+        pytest.fail("required in CI: " + msg)
+    pytest.skip(msg)
+
+
+@pytest.fixture(params=MATRIX, ids=[m[0] for m in MATRIX])
+def interp(request):
+    ident, path, version = request.param
+    require(path, "interpreter " + ident)
+    return Interp(ident, path, version)
+
+
+@pytest.fixture(scope="session")
+def taipan():
+    path = os.environ.get("TAIPAN", os.path.join(ROOT, "build", "taipan"))
+    if not os.path.exists(path):
+        pytest.fail("taipan binary not built: %s (run make)" % path)
+    if os.geteuid() != 0:
+        pytest.skip("functional tests load BPF programs and need root")
+    return path
+
+
+class Workload:
+    """A Python process running a workload, ready once it printed 'ready'."""
+
+    def __init__(self, interp_path, script, *args, cwd=None):
+        self.script = os.path.join(WORKLOADS, script)
+        self.proc = subprocess.Popen(
+            [interp_path, self.script] + [str(a) for a in args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+        )
+        self.pid = self.proc.pid
+
+    def wait_ready(self, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                err = self.proc.stderr.read().decode(errors="replace")
+                raise AssertionError("workload exited before ready: " + err)
+            if line.strip() == b"ready":
+                return self
+        raise AssertionError("workload not ready after %ss" % timeout)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def workload():
+    started = []
+
+    def start(interp_path, script, *args, ready=True, **kw):
+        w = Workload(interp_path, script, *args, **kw)
+        started.append(w)
+        return w.wait_ready() if ready else w
+
+    yield start
+    for w in started:
+        w.stop()
+
+
+def run_taipan(taipan, args, timeout=60, **kw):
+    proc = subprocess.run([taipan] + [str(a) for a in args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=timeout, **kw)
+    proc.stdout = proc.stdout.decode(errors="replace")
+    proc.stderr = proc.stderr.decode(errors="replace")
+    return proc
+
+
+@dataclass
+class Frame:
+    text: str
+    name: str
+    file: str = None
+    line: int = None
+    kernel: bool = False
+    marker: bool = False
+
+
+FRAME_RE = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
+
+
+def parse_frame(text):
+    if text.endswith("_[k]"):
+        return Frame(text, text[:-4], kernel=True)
+    if text.startswith("[") and text.endswith("]"):
+        return Frame(text, text, marker=True)
+    m = FRAME_RE.match(text)
+    if not m:
+        return Frame(text, text)
+    return Frame(text, m.group("name"), m.group("file"),
+                 int(m.group("line")) if m.group("line") else None)
+
+
+@dataclass
+class Stack:
+    pid: int
+    tid: int
+    comm: str
+    thread: str
+    frames: list
+    count: int
+
+    @property
+    def python(self):
+        return [f for f in self.frames if not f.kernel and not f.marker]
+
+    @property
+    def kernel(self):
+        return [f for f in self.frames if f.kernel]
+
+
+THREAD_ROOT = re.compile(r"^(?P<name>.*) \[(?P<kind>pid|tid) (?P<id>\d+)\]$")
+
+
+def parse_folded(path, threads=True):
+    """Stacks of a folded file written with --folded-threads (and usually --folded-lines)."""
+    stacks = []
+    with open(path) as f:
+        for raw in f:
+            raw = raw.rstrip("\n")
+            if not raw:
+                continue
+            body, _, count = raw.rpartition(" ")
+            parts = body.split(";")
+            pid = tid = 0
+            comm = thread = ""
+            if threads:
+                p, t = THREAD_ROOT.match(parts[0]), THREAD_ROOT.match(parts[1])
+                assert p and t and p.group("kind") == "pid" and t.group("kind") == "tid", raw
+                comm, pid, thread, tid = p.group("name"), int(p.group("id")), t.group("name"), int(t.group("id"))
+                parts = parts[2:]
+            stacks.append(Stack(pid, tid, comm, thread, [parse_frame(x) for x in parts], int(count)))
+    return stacks
+
+
+def marked_lines(path):
+    """{'loop': 12, ...} from '# LINE:loop' comments in a workload."""
+    out = {}
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            m = re.search(r"# LINE:([\w-]+)", line)
+            if m:
+                out[m.group(1)] = i
+    return out
+
+
+def total(stacks):
+    return sum(s.count for s in stacks)

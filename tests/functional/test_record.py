@@ -1,0 +1,106 @@
+"""taipan record against real interpreters: exact frames, threads, depth, children."""
+
+import collections
+import os
+import subprocess
+
+import pytest
+
+from conftest import WORKLOADS, marked_lines, parse_folded, run_taipan, total
+
+
+def record_folded(taipan, tmp_path, pid_or_cmd, seconds=2, rate=500, extra=()):
+    out = tmp_path / "out.folded"
+    args = ["record", "-q", "-r", rate, "-o", out, "--folded-lines", "--folded-threads"] + list(extra)
+    if isinstance(pid_or_cmd, int):
+        args += ["-p", pid_or_cmd, "-d", seconds]
+    else:
+        args += ["-d", seconds, "--"] + list(pid_or_cmd)
+    res = run_taipan(taipan, args)
+    assert res.returncode == 0, res.stderr
+    return parse_folded(out)
+
+
+def test_call_chain_exact_frames_and_lines(taipan, interp, workload, tmp_path):
+    w = workload(interp.path, "chain.py", 30)
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel"]) if s.pid == w.pid]
+    n = total(stacks)
+    assert n >= 100, "too few samples: %d" % n
+    lines = marked_lines(w.script)
+    inner = "Worker.run.<locals>.inner" if interp.has_qualname else "inner"
+    expected = [
+        ("<module>", {lines["call-main"]}),
+        ("main", {lines["call-run"]}),
+        ("Worker.run", {lines["call-inner"]}),
+        (inner, {lines["loop"], lines["body"]}),
+    ]
+    busy = collections.Counter()
+    for s in stacks:
+        got = [(f.name, f.line) for f in s.python]
+        assert len(got) == len(expected), "stack %s" % [f.text for f in s.frames]
+        for (name, line), (want_name, want_lines) in zip(got, expected):
+            assert name == want_name, [f.text for f in s.frames]
+            assert line in want_lines, "%s at line %s, want %s" % (name, line, want_lines)
+        assert all(os.path.basename(f.file) == "chain.py" for f in s.python)
+        assert not s.kernel, "--no-kernel left kernel frames"
+        busy[s.python[-1].line] += s.count
+    # Both lines of the loop are where the time goes.
+    assert set(busy) <= {lines["loop"], lines["body"]}
+
+
+def test_four_busy_threads_and_a_sleeper(taipan, interp, workload, tmp_path):
+    w = workload(interp.path, "threads.py", 30)
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=3, rate=1000) if s.pid == w.pid]
+    n = total(stacks)
+    assert n >= 300, "too few samples: %d" % n
+    by_func = collections.Counter()
+    tids = collections.defaultdict(set)
+    for s in stacks:
+        names = [f.name for f in s.python]
+        for fn in ("spin_a", "spin_b", "spin_c", "spin_d"):
+            if fn in names:
+                by_func[fn] += s.count
+                tids[fn].add(s.tid)
+    for fn in ("spin_a", "spin_b", "spin_c", "spin_d"):
+        share = by_func[fn] / n
+        assert 0.15 <= share <= 0.35, "%s has %.0f%% of %d samples: %s" % (fn, 100 * share, n, dict(by_func))
+    # Each function runs on its own thread, and never on the main thread.
+    assert len(set().union(*tids.values())) == 4
+    assert w.pid not in set().union(*tids.values())
+
+
+def test_recursion_1000_deep_every_frame(taipan, interp, workload, tmp_path):
+    w = workload(interp.path, "deep.py", 30, 1000)
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, rate=200, extra=["--no-kernel"]) if s.pid == w.pid]
+    assert total(stacks) >= 50
+    for s in stacks:
+        assert not any(f.marker for f in s.frames), [f.text for f in s.frames[:3]]
+        names = [f.name for f in s.python]
+        assert names[:2] == ["<module>", "main"], names[:3]
+        assert names[2:-1] == ["rec"] * 1001, "depth %d" % names.count("rec")
+        assert names[-1] == "spin"
+
+
+def test_command_grandchild_is_found(taipan, interp, tmp_path):
+    script = os.path.join(WORKLOADS, "chain.py")
+    # "; true" keeps sh from exec'ing: python is sh's child, taipan's grandchild.
+    cmd = ["sh", "-c", '"$0" "$1" 2; true', interp.path, script]
+    stacks = record_folded(taipan, tmp_path, cmd, seconds=30, rate=500)
+    names = {f.name for s in stacks for f in s.python}
+    assert "Worker.run" in names and "main" in names, names
+    assert all(s.comm != "sh" for s in stacks)
+
+
+def test_kernel_frames_sit_above_python(taipan, workload, tmp_path):
+    py = "/usr/bin/python3.11"
+    if not os.path.exists(py):
+        pytest.skip("no /usr/bin/python3.11")
+    w = workload(py, "syscalls.py", 30)
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, rate=500) if s.pid == w.pid]
+    with_kernel = [s for s in stacks if s.kernel]
+    assert total(with_kernel) >= 0.2 * total(stacks), "kernel frames in %d of %d samples" % (total(with_kernel), total(stacks))
+    for s in with_kernel:
+        # root-first: Python frames, then the kernel frames they called into
+        first_k = next(i for i, f in enumerate(s.frames) if f.kernel)
+        assert all(f.kernel for f in s.frames[first_k:]), [f.text for f in s.frames]
+        assert s.python and s.python[-1].name == "read_urandom"
