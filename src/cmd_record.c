@@ -328,7 +328,7 @@ int cmd_record(int argc, char **argv)
 	double t0 = mono_s(), last_shown = 0, elapsed = 0;
 	const char *why = "stopped";
 	for (;;) {
-		ret = session_poll(s, 50);
+		ret = session_poll(s, 20);
 		if (ret) {
 			log_error("reading samples: %s", strerror(-ret));
 			break;

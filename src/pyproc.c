@@ -276,6 +276,7 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 		{ "frame locals", l->frame_localsplus, &o->frame_localsplus, f & TP_LF_SELF_CLASS },
 		{ "object type", l->obj_type, &o->obj_type, f & TP_LF_SELF_CLASS },
 		{ "type flags", l->type_flags, &o->type_flags, f & TP_LF_SELF_CLASS },
+		{ "code name", l->code_name, &o->code_name, true },
 	};
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
 		if (fields[i].v < 0 || fields[i].v > 0xffff) {
@@ -289,6 +290,20 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 		}
 		*fields[i].dst = (__u16)fields[i].v;
 	}
+	/* The walkers read each frame whole: the span covers every field they use. */
+	int32_t span = 0, at[] = { l->frame_back + 8, l->frame_code + 8,
+				   l->frame_lasti + ((f & TP_LF_LASTI_PTR) ? 8 : 4),
+				   (f & TP_LF_OWNER) ? l->frame_owner + 1 : 0,
+				   (f & TP_LF_IS_ENTRY) ? l->frame_is_entry + 1 : 0 };
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+		if (at[i] > span)
+			span = at[i];
+	if (span > TP_FRAME_BUF) {
+		snprintf(err, errlen, "pid %d: Python %s: frame fields span %d bytes, more than %d",
+			 pp->pid, pp->version, span, TP_FRAME_BUF);
+		return -ENOTSUP;
+	}
+	o->frame_span = (__u16)span;
 	o->flags = f;
 	pp->tp.kind = TP_PROC_PYTHON;
 	pp->linetable = caps->linetable;

@@ -20,9 +20,19 @@
 
 enum first_arg { ARG_OTHER = 0, ARG_SELF, ARG_CLS };
 
+/* The fields of a code object that taipan reads. co_name's address is also
+ * what BPF records with each frame (tp_frame.ident): when it differs from the
+ * cached one, another code object took this address. */
+struct code_id {
+	uint64_t co_name, name, file, linetable; /* name: co_qualname on 3.11+, else co_name */
+	int32_t firstlineno;
+	int32_t pad;
+};
+
 struct code_info {
 	UT_hash_handle hh;
 	uint64_t addr;
+	struct code_id id;
 	int ok;
 	char *name;
 	char *file;
@@ -42,7 +52,7 @@ struct class_name {
 struct qual_name {
 	UT_hash_handle hh;
 	struct {
-		uint64_t code, cls;
+		uint64_t code, name, cls; /* name: the code's name object, so a reused address misses */
 	} key;
 	char *name;
 };
@@ -52,8 +62,20 @@ struct symbolizer {
 	struct code_info *codes;
 	struct class_name *classes;
 	struct qual_name *quals;
-	uint64_t ncodes, nfailed;
+	uint64_t ncodes, nfailed, nreplaced;
 };
+
+static void code_info_clear(struct code_info *c)
+{
+	free(c->name);
+	free(c->file);
+	free(c->linetable);
+	c->name = c->file = NULL;
+	c->linetable = NULL;
+	c->ltlen = 0;
+	c->ok = 0;
+	c->first_arg = ARG_OTHER;
+}
 
 struct symbolizer *symbolizer_new(const struct pyproc *pp)
 {
@@ -71,9 +93,7 @@ void symbolizer_free(struct symbolizer *sz)
 	HASH_ITER(hh, sz->codes, c, ct)
 	{
 		HASH_DEL(sz->codes, c);
-		free(c->name);
-		free(c->file);
-		free(c->linetable);
+		code_info_clear(c);
 		free(c);
 	}
 	struct class_name *k, *kt;
@@ -212,40 +232,52 @@ static uint64_t field_ptr(const uint8_t *obj, size_t objlen, int32_t off)
 	return v;
 }
 
-static struct code_info *load_code(struct symbolizer *sz, uint64_t addr)
+#define CODE_HEAD 512
+
+/* Reads the head of the code object at addr into obj and its identity into
+ * id. Returns the number of bytes read, or a negative errno; -EINVAL when
+ * the object is not a code object. */
+static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, struct code_id *id)
 {
 	const struct py_layout *l = &sz->pp.layout;
-	struct code_info *c = calloc(1, sizeof(*c));
-	uint8_t obj[512];
-	if (!c)
-		return NULL;
-	c->addr = addr;
-	HASH_ADD(hh, sz->codes, addr, sizeof(c->addr), c);
-	sz->ncodes++;
-
 	int32_t hi = 0, offs[] = { l->code_filename, l->code_name,     l->code_qualname,
 				   l->code_linetable, l->code_firstlineno, l->code_varnames,
 				   l->code_argcount, l->obj_type };
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
 		if (offs[i] + 8 > hi)
 			hi = offs[i] + 8;
-	if (hi > (int32_t)sizeof(obj) || rd(sz, addr, obj, (size_t)hi))
-		goto bad;
+	if (hi > CODE_HEAD)
+		return -EINVAL;
+	int err = rd(sz, addr, obj, (size_t)hi);
+	if (err)
+		return err;
 	/* A code object's type is PyCode_Type: anything else is a stale or
 	 * corrupt pointer, and its "names" would be garbage. */
 	if (sz->pp.code_type_addr && field_ptr(obj, (size_t)hi, l->obj_type) != sz->pp.code_type_addr)
-		goto bad;
+		return -EINVAL;
+	memset(id, 0, sizeof(*id));
+	id->co_name = field_ptr(obj, (size_t)hi, l->code_name);
+	id->name = field_ptr(obj, (size_t)hi, l->code_qualname >= 0 ? l->code_qualname : l->code_name);
+	id->file = field_ptr(obj, (size_t)hi, l->code_filename);
+	id->linetable = field_ptr(obj, (size_t)hi, l->code_linetable);
+	memcpy(&id->firstlineno, obj + l->code_firstlineno, 4);
+	return hi;
+}
 
-	uint64_t name_obj = field_ptr(obj, (size_t)hi,
-				      l->code_qualname >= 0 ? l->code_qualname : l->code_name);
-	c->name = read_str(sz, name_obj);
-	c->file = read_str(sz, field_ptr(obj, (size_t)hi, l->code_filename));
+/* (Re)reads everything about the code object c->addr into c. */
+static void fill_code(struct symbolizer *sz, struct code_info *c)
+{
+	const struct py_layout *l = &sz->pp.layout;
+	uint8_t obj[CODE_HEAD];
+	int hi = read_code_head(sz, c->addr, obj, &c->id);
+	if (hi < 0)
+		goto bad;
+	c->name = read_str(sz, c->id.name);
+	c->file = read_str(sz, c->id.file);
 	if (!c->name)
 		goto bad;
-	int32_t first = 0;
-	memcpy(&first, obj + l->code_firstlineno, 4);
-	c->firstlineno = first;
-	c->linetable = read_bytes(sz, field_ptr(obj, (size_t)hi, l->code_linetable), &c->ltlen);
+	c->firstlineno = c->id.firstlineno;
+	c->linetable = read_bytes(sz, c->id.linetable, &c->ltlen);
 
 	if ((sz->pp.tp.off.flags & TP_LF_SELF_CLASS) && l->code_argcount >= 0 &&
 	    l->code_varnames >= 0) {
@@ -262,10 +294,29 @@ static struct code_info *load_code(struct symbolizer *sz, uint64_t addr)
 		}
 	}
 	c->ok = 1;
-	return c;
+	return;
 bad:
 	sz->nfailed++;
+}
+
+static struct code_info *load_code(struct symbolizer *sz, uint64_t addr)
+{
+	struct code_info *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->addr = addr;
+	HASH_ADD(hh, sz->codes, addr, sizeof(c->addr), c);
+	sz->ncodes++;
+	fill_code(sz, c);
 	return c;
+}
+
+/* Another code object now lives at c->addr: read it instead. */
+static void replace_code(struct symbolizer *sz, struct code_info *c)
+{
+	code_info_clear(c);
+	sz->nreplaced++;
+	fill_code(sz, c);
 }
 
 /* The short name of a class (tp_name without its module). */
@@ -297,6 +348,7 @@ static const char *qualified(struct symbolizer *sz, struct code_info *c, uint64_
 	struct qual_name probe;
 	memset(&probe, 0, sizeof(probe));
 	probe.key.code = c->addr;
+	probe.key.name = c->id.name;
 	probe.key.cls = cls;
 	HASH_FIND(hh, sz->quals, &probe.key, sizeof(probe.key), q);
 	if (q)
@@ -349,6 +401,8 @@ int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct pro
 	HASH_FIND(hh, sz->codes, &f->code, sizeof(f->code), c);
 	if (!c)
 		c = load_code(sz, f->code);
+	else if (f->ident && f->ident != c->id.co_name)
+		replace_code(sz, c);
 	if (!c || !c->ok) {
 		out->kind = PROF_FRAME_MARKER;
 		out->name = "[unknown]";

@@ -53,8 +53,15 @@ struct tp_py_offsets {
 	__u16 frame_localsplus;	   /* f_localsplus (TP_LF_SELF_CLASS) */
 	__u16 obj_type;		   /* PyObject.ob_type */
 	__u16 type_flags;	   /* PyTypeObject.tp_flags */
+	__u16 frame_span;	   /* bytes of a frame that hold back, code, position, owner, is_entry */
+	__u16 code_name;	   /* PyCodeObject.co_name: the frame's identity check */
+	__u16 pad[2];
 	__u32 flags;		   /* enum tp_layout_flags */
 };
+
+/* Frames are read whole, up to this many bytes (the largest span is 124, in
+ * 2.7's PyFrameObject). A power of two: offsets into it are masked. */
+#define TP_FRAME_BUF 128
 
 enum tp_proc_kind {
 	TP_PROC_PYTHON = 1,	/* walk Python stacks */
@@ -77,9 +84,12 @@ enum tp_frame_flags {
 /* One Python frame as BPF saw it. Symbols and lines are resolved in user space
  * (DESIGN.md decision 6): this is cheap, fixed-size, and version-neutral. */
 struct tp_frame {
-	__u64 code; /* PyCodeObject address */
-	__u64 aux;  /* TP_LF_SELF_CLASS: the class of the first local, else 0 */
-	__u32 pos;  /* f_lasti as stored, or (instruction pointer - code) for TP_LF_LASTI_PTR */
+	__u64 code;  /* PyCodeObject address */
+	__u64 aux;   /* TP_LF_SELF_CLASS: the class of the first local, else 0 */
+	__u64 ident; /* the code object's co_name pointer when sampled, 0 if unread: a
+		      * freed code object's address is soon reused by another, and this
+		      * tells user space that its cached names belong to the old one */
+	__u32 pos;   /* f_lasti as stored, or (instruction pointer - code) for TP_LF_LASTI_PTR */
 	__u32 flags; /* enum tp_frame_flags */
 };
 
@@ -161,9 +171,9 @@ struct tp_config {
 };
 
 #ifndef __BPF__
-_Static_assert(sizeof(struct tp_frame) == 24, "tp_frame layout");
-_Static_assert(sizeof(struct tp_py_offsets) == 32, "tp_py_offsets layout");
-_Static_assert(sizeof(struct tp_proc) == 48, "tp_proc layout");
+_Static_assert(sizeof(struct tp_frame) == 32, "tp_frame layout");
+_Static_assert(sizeof(struct tp_py_offsets) == 40, "tp_py_offsets layout");
+_Static_assert(sizeof(struct tp_proc) == 56, "tp_proc layout");
 _Static_assert(sizeof(struct tp_event) == 24, "tp_event layout");
 _Static_assert(__builtin_offsetof(struct tp_sample, kstack) == 64, "tp_sample header");
 _Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample frames alignment");

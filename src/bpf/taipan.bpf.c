@@ -61,6 +61,7 @@ struct {
  * the value is larger than per-CPU maps allow. Perf samples do not nest on
  * one CPU, so a slot is never shared. */
 struct walk_state {
+	__u8 fbuf[TP_FRAME_BUF + 8]; /* the frame being decoded; +8: loads at masked offsets */
 	__u64 frame; /* next frame to read */
 	struct tp_proc proc;
 	__u32 pending_flags; /* flags for the next recorded frame */
@@ -250,6 +251,30 @@ static __always_inline void walk_step_done(struct bpf_perf_event_data *ctx, stru
 	submit(st);
 }
 
+/* A field of the frame in fbuf, at an offset the verifier can bound. */
+static __always_inline __u64 fbuf_u64(const struct walk_state *st, __u16 off)
+{
+	return *(const __u64 *)&st->fbuf[off & (TP_FRAME_BUF - 1)];
+}
+
+static __always_inline __u32 fbuf_u32(const struct walk_state *st, __u16 off)
+{
+	return *(const __u32 *)&st->fbuf[off & (TP_FRAME_BUF - 1)];
+}
+
+static __always_inline __u8 fbuf_u8(const struct walk_state *st, __u16 off)
+{
+	return st->fbuf[off & (TP_FRAME_BUF - 1)];
+}
+
+/* Copies the part of frame f that the walkers use into fbuf: one read
+ * instead of one per field. */
+static __always_inline int read_frame(struct walk_state *st, __u64 f)
+{
+	__u32 span = st->proc.off.frame_span & (TP_FRAME_BUF - 1);
+	return bpf_probe_read_user(st->fbuf, span, (const void *)f);
+}
+
 /* <= 3.10: a chain of PyFrameObject through f_back; f_lasti is an int. */
 SEC("perf_event")
 int walk_frame_objects(struct bpf_perf_event_data *ctx)
@@ -263,24 +288,21 @@ int walk_frame_objects(struct bpf_perf_event_data *ctx)
 	__u32 n = st->s.nframes;
 
 	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
-		__u64 code = 0;
-		__s32 lasti = -1;
-		if (read_u64(&code, f + o->frame_code)) {
+		if (read_frame(st, f)) {
 			st->s.err = TP_ERR_READ_FRAME;
 			f = 0;
 			break;
 		}
-		bpf_probe_read_user(&lasti, sizeof(lasti), (const void *)(f + o->frame_lasti));
+		__u64 code = fbuf_u64(st, o->frame_code), ident = 0;
+		read_u64(&ident, code + o->code_name);
 		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
 		fr->code = code;
-		fr->pos = (__u32)lasti;
+		fr->ident = ident;
+		fr->pos = fbuf_u32(st, o->frame_lasti);
 		fr->flags = 0;
 		fr->aux = first_local_class(o, f); /* every <= 3.10 version */
 		n++;
-		if (read_u64(&f, f + o->frame_back)) {
-			st->s.err = TP_ERR_READ_FRAME;
-			f = 0;
-		}
+		f = fbuf_u64(st, o->frame_back);
 	}
 	walk_step_done(ctx, st, f, n, TP_PROG_WALK_FRAME_OBJECTS);
 	return 0;
@@ -304,32 +326,30 @@ int walk_interp_frames(struct bpf_perf_event_data *ctx)
 	__u32 n = st->s.nframes;
 
 	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
-		__u8 owner = 0, entry = 0;
-		__u64 code = 0, ip = 0, prev = 0;
-		if (bpf_probe_read_user(&owner, 1, (const void *)(f + o->frame_owner)) ||
-		    read_u64(&code, f + o->frame_code) || read_u64(&prev, f + o->frame_back)) {
+		if (read_frame(st, f)) {
 			st->s.err = TP_ERR_READ_FRAME;
 			f = 0;
 			break;
 		}
+		__u32 owner = fbuf_u8(st, o->frame_owner);
+		__u64 code = fbuf_u64(st, o->frame_code) & code_mask, ident = 0;
 		/* keep is 1 for a Python frame and 0 for a shim or entry frame
 		 * (owner >= limit), computed without a branch: a branch here
 		 * doubles the verifier's states on every iteration. A skipped
 		 * frame is written and then overwritten by the next one, and
 		 * marks the Python frame below it as where an eval loop was
 		 * entered. When n is 0 that mark lands in an unused slot. */
-		__u32 keep = ((__u32)owner - owner_limit) >> 31;
-		read_u64(&ip, f + o->frame_lasti);
-		bpf_probe_read_user(&entry, 1, (const void *)(f + o->frame_is_entry));
-		code &= code_mask;
+		__u32 keep = (owner - owner_limit) >> 31;
+		read_u64(&ident, code + o->code_name);
 		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
 		fr->code = code;
-		fr->pos = (__u32)(ip - code);
-		fr->flags = entry & entry_mask & TP_FF_ENTRY;
+		fr->ident = ident;
+		fr->pos = (__u32)(fbuf_u64(st, o->frame_lasti) - code);
+		fr->flags = fbuf_u8(st, o->frame_is_entry) & entry_mask & TP_FF_ENTRY;
 		fr->aux = 0;
 		st->s.frames[frame_idx(n - 1)].flags |= (1 - keep) & TP_FF_ENTRY;
 		n += keep;
-		f = prev;
+		f = fbuf_u64(st, o->frame_back);
 	}
 	walk_step_done(ctx, st, f, n, TP_PROG_WALK_INTERP_FRAMES);
 	return 0;

@@ -104,3 +104,29 @@ def test_kernel_frames_sit_above_python(taipan, workload, tmp_path):
         first_k = next(i for i, f in enumerate(s.frames) if f.kernel)
         assert all(f.kernel for f in s.frames[first_k:]), [f.text for f in s.frames]
         assert s.python and s.python[-1].name == "read_urandom"
+
+
+def test_reused_code_object_addresses_keep_their_names(taipan, interp, workload, tmp_path):
+    """A freed code object's address is soon given to a new one; each must be
+    named as itself, not as whatever first lived at that address."""
+    w = workload(interp.path, "reuse.py", 30)
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=30, rate=1000, extra=["--no-kernel"])
+              if s.pid == w.pid]
+    addrs = collections.defaultdict(list)
+    for line in w.proc.stdout.read().decode().splitlines():
+        _, gen, addr = line.split()
+        addrs[int(addr)].append(int(gen))
+    shared = [gens for gens in addrs.values() if len(gens) > 1]
+    if not shared:
+        pytest.skip("the allocator never reused a code object's address on %s" % interp.id)
+    leaves = collections.Counter()
+    for s in stacks:
+        if s.python and s.python[-1].name.startswith("f_"):
+            leaf = s.python[-1]
+            # name and file always agree: f_7 lives in <gen-7>
+            assert leaf.file == "<gen-%s>" % leaf.name[2:], leaf.text
+            leaves[leaf.name] += s.count
+    for gens in shared:
+        for g in gens:
+            assert leaves["f_%d" % g] > 0, "generation %d (address shared by %s) never named: %s" % (
+                g, gens, sorted(leaves))
