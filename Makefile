@@ -35,7 +35,7 @@ LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(BUILD)/obj/profil
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all deps run check test unit functional test-san lint format clean install offsets demo
+.PHONY: all deps run check test unit functional test-san lint format clean install offsets demo bench
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/taipan
@@ -105,9 +105,13 @@ run: deps
 
 demo: run
 
-# Regenerate src/pyoffsets_table.c from the DWARF of the pyenv interpreters.
+# Figures, not tests: per-sample BPF cost and the slowdown of a workload.
+bench: $(BUILD)/taipan
+	$(PYTHON) bench/overhead.py --taipan $(abspath $(BUILD)/taipan)
+
+# Regenerate the offset tables from the DWARF of the pyenv interpreters.
 offsets:
-	$(PYTHON) tools/gen_offsets.py --output src/pyoffsets_table.c
+	$(PYTHON) tools/gen_offsets.py --all
 
 lint:
 	clang-format --dry-run --Werror src/*.c src/*.h src/bpf/*.c tests/unit/*.c

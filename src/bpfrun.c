@@ -78,13 +78,14 @@ int bpfrun_open(const struct bpfrun_opts *o, bpfrun_handler fn, void *ctx, struc
 	ret = taipan_bpf__load(br->skel);
 	if (ret) {
 		snprintf(err, errlen,
-			 "cannot load the BPF programs: %s%s; TAIPAN_DEBUG_VERIFIER=1 shows the verifier log",
+			 "cannot load the BPF programs: %s%s; TAIPAN_DEBUG_VERIFIER=1 shows the "
+			 "verifier log",
 			 strerror(-ret), privilege_hint(ret));
 		goto fail;
 	}
 	/* Slots as in taipan.bpf.c: 0 walks PyFrameObject, 1 _PyInterpreterFrame. */
-	int fds[2] = { bpf_program__fd(br->skel->progs.walk_frame_objects),
-		       bpf_program__fd(br->skel->progs.walk_interp_frames) };
+	int fds[2] = {bpf_program__fd(br->skel->progs.walk_frame_objects),
+		      bpf_program__fd(br->skel->progs.walk_interp_frames)};
 	for (int slot = 0; slot < 2 && !ret; slot++)
 		ret = bpf_map_update_elem(bpf_map__fd(br->skel->maps.progs), &slot, &fds[slot],
 					  BPF_ANY);
@@ -122,19 +123,20 @@ int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
 	for (int cpu = 0; cpu < br->ncpus; cpu++) {
 		br->perf_fds[cpu] = -1;
 		struct perf_event_attr attr = {
-			.type = PERF_TYPE_SOFTWARE,
-			.size = sizeof(attr),
-			.config = PERF_COUNT_SW_CPU_CLOCK,
-			.sample_freq = br->rate_hz,
-			.freq = 1,
+		    .type = PERF_TYPE_SOFTWARE,
+		    .size = sizeof(attr),
+		    .config = PERF_COUNT_SW_CPU_CLOCK,
+		    .sample_freq = br->rate_hz,
+		    .freq = 1,
 		};
-		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		int fd =
+		    (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 		if (fd < 0) {
 			if (errno == ENODEV) /* offline CPU */
 				continue;
 			ret = -errno;
-			snprintf(err, errlen, "perf_event_open on CPU %d: %s%s", cpu, strerror(errno),
-				 privilege_hint(ret));
+			snprintf(err, errlen, "perf_event_open on CPU %d: %s%s", cpu,
+				 strerror(errno), privilege_hint(ret));
 			return ret;
 		}
 		br->perf_fds[cpu] = fd;

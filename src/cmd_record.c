@@ -77,19 +77,19 @@ struct record_args {
 static int parse_args(int argc, char **argv, struct record_args *a)
 {
 	static const struct option longopts[] = {
-		{ "pid", required_argument, NULL, 'p' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "rate", required_argument, NULL, 'r' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "format", required_argument, NULL, 'f' },
-		{ "no-kernel", no_argument, NULL, 'K' },
-		{ "folded-lines", no_argument, NULL, 'L' },
-		{ "folded-threads", no_argument, NULL, 'T' },
-		{ "stats", no_argument, NULL, 'S' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	    {"pid", required_argument, NULL, 'p'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"rate", required_argument, NULL, 'r'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"format", required_argument, NULL, 'f'},
+	    {"no-kernel", no_argument, NULL, 'K'},
+	    {"folded-lines", no_argument, NULL, 'L'},
+	    {"folded-threads", no_argument, NULL, 'T'},
+	    {"stats", no_argument, NULL, 'S'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	char *end;
 	int c;
@@ -114,14 +114,16 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 		case 'd':
 			a->duration = strtod(optarg, &end);
 			if (*end || !(a->duration > 0)) {
-				log_error("--duration wants a number of seconds > 0, not '%s'", optarg);
+				log_error("--duration wants a number of seconds > 0, not '%s'",
+					  optarg);
 				return -EINVAL;
 			}
 			break;
 		case 'r': {
 			long v = strtol(optarg, &end, 10);
 			if (*end || v < 1 || v > 10000) {
-				log_error("--rate wants a number from 1 to 10000 (Hz), not '%s'", optarg);
+				log_error("--rate wants a number from 1 to 10000 (Hz), not '%s'",
+					  optarg);
 				return -EINVAL;
 			}
 			a->rate = (unsigned int)v;
@@ -198,12 +200,17 @@ static void print_stats(struct session *s)
 {
 	struct session_stats st;
 	session_stats(s, &st);
-	static const char *const errs[] = { "", "no thread state", "interpreter unreadable",
-					    "thread state unreadable", "frame unreadable",
-					    "truncated", "no thread pointer" };
+	static const char *const errs[] = {"",
+					   "no thread state",
+					   "interpreter unreadable",
+					   "thread state unreadable",
+					   "frame unreadable",
+					   "truncated",
+					   "no thread pointer"};
 	fprintf(stderr,
 		"taipan: stats: %llu perf samples in targets, %llu stacks recorded, "
-		"%llu lost (ring full), %llu lost (process not yet known), %llu unreadable code objects\n",
+		"%llu lost (ring full), %llu lost (process not yet known), %llu unreadable code "
+		"objects\n",
 		(unsigned long long)st.bpf_samples, (unsigned long long)st.samples,
 		(unsigned long long)st.lost_ring, (unsigned long long)st.lost_unknown,
 		(unsigned long long)st.bad_frames);
@@ -252,7 +259,7 @@ static void default_output(char *buf, size_t len)
 
 int cmd_record(int argc, char **argv)
 {
-	struct record_args a = { 0 };
+	struct record_args a = {0};
 	struct session *s = NULL;
 	char err[512], outbuf[64];
 	int ret, gate = -1, status = 1;
@@ -275,9 +282,9 @@ int cmd_record(int argc, char **argv)
 	}
 
 	struct session_opts so = {
-		.kernel_stacks = a.kernel,
-		.follow_children = a.cmd != NULL,
-		.rate_hz = a.rate,
+	    .kernel_stacks = a.kernel,
+	    .follow_children = a.cmd != NULL,
+	    .rate_hz = a.rate,
 	};
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
@@ -307,7 +314,7 @@ int cmd_record(int argc, char **argv)
 		}
 	}
 
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

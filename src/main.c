@@ -8,21 +8,20 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: taipan COMMAND [options]\n"
-		"\n"
-		"A sampling profiler for CPython that walks Python stacks in the kernel\n"
-		"with eBPF: no changes to, restarts of, or pauses in the profiled programs.\n"
-		"Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).\n"
-		"\n"
-		"commands:\n"
-		"  record   sample a process or a command into a profile file\n"
-		"  help     help on a command: taipan help record\n"
-		"  version  print the version\n"
-		"\n"
-		"examples:\n"
-		"  taipan record -p 4242 -d 30 -o profile.pb.gz\n"
-		"  taipan record -o app.folded -- python3 app.py\n");
+	fprintf(out, "usage: taipan COMMAND [options]\n"
+		     "\n"
+		     "A sampling profiler for CPython that walks Python stacks in the kernel\n"
+		     "with eBPF: no changes to, restarts of, or pauses in the profiled programs.\n"
+		     "Needs root (or CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).\n"
+		     "\n"
+		     "commands:\n"
+		     "  record   sample a process or a command into a profile file\n"
+		     "  help     help on a command: taipan help record\n"
+		     "  version  print the version\n"
+		     "\n"
+		     "examples:\n"
+		     "  taipan record -p 4242 -d 30 -o profile.pb.gz\n"
+		     "  taipan record -o app.folded -- python3 app.py\n");
 }
 
 int main(int argc, char **argv)

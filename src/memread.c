@@ -11,8 +11,8 @@ int mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 		return 0;
 	if (!addr || addr + len < addr)
 		return -EFAULT;
-	struct iovec local = { .iov_base = buf, .iov_len = len };
-	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr, .iov_len = len };
+	struct iovec local = {.iov_base = buf, .iov_len = len};
+	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
 	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
 	if (n < 0)
 		return -errno;

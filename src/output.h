@@ -9,8 +9,8 @@
 
 enum output_format {
 	OUTPUT_UNKNOWN = 0,
-	OUTPUT_FOLDED,	 /* .folded .txt: "root;…;leaf count" lines */
-	OUTPUT_PPROF,	 /* .pb.gz .pprof: gzipped pprof protobuf */
+	OUTPUT_FOLDED, /* .folded .txt: "root;…;leaf count" lines */
+	OUTPUT_PPROF,  /* .pb.gz .pprof: gzipped pprof protobuf */
 };
 
 struct output_opts {

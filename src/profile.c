@@ -4,19 +4,27 @@
  * a sample's identity is a flat byte key: labels followed by frame ids.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* An insert that cannot grow its table leaves the entry out and sets its oom
+ * flag, instead of uthash's default of calling exit(). */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(ent) ((ent)->oom = true)
 #include <uthash.h>
 
 #include "profile.h"
 
 struct istr {
 	UT_hash_handle hh;
+	bool oom;
 	char s[]; /* key */
 };
 
 struct frame_ent {
 	UT_hash_handle hh;
+	bool oom;
 	uint32_t id;
 	size_t keylen;
 	char *key;
@@ -32,6 +40,7 @@ struct sample_key {
 
 struct sample_ent {
 	UT_hash_handle hh;
+	bool oom;
 	size_t index;
 	struct sample_key *key;
 	size_t keylen;
@@ -121,8 +130,14 @@ static const char *intern(struct profile *p, const char *s, int *err)
 		*err = -ENOMEM;
 		return NULL;
 	}
+	e->oom = false;
 	memcpy(e->s, s, len + 1);
 	HASH_ADD_KEYPTR(hh, p->strings, e->s, len, e);
+	if (e->oom) {
+		free(e);
+		*err = -ENOMEM;
+		return NULL;
+	}
 	return e->s;
 }
 
@@ -178,8 +193,13 @@ int profile_intern_frame(struct profile *p, const struct prof_frame *f)
 	memcpy(e->key, &in, sizeof(in));
 	e->keylen = sizeof(in);
 	e->id = p->nframes;
-	p->frames[p->nframes++] = in;
 	HASH_ADD_KEYPTR(hh, p->frame_index, e->key, e->keylen, e);
+	if (e->oom) {
+		free(e->key);
+		free(e);
+		return -ENOMEM;
+	}
+	p->frames[p->nframes++] = in;
 	return (int)e->id;
 }
 
@@ -224,18 +244,23 @@ int profile_add(struct profile *p, const uint32_t *frames, uint32_t n,
 	e->key = key;
 	e->keylen = keylen;
 	e->index = p->nsamples;
+	HASH_ADD_KEYPTR(hh, p->sample_index, e->key, e->keylen, e);
+	if (e->oom) {
+		free(key);
+		free(e);
+		return -ENOMEM;
+	}
 	struct prof_sample *s = &p->samples[p->nsamples++];
 	s->frames = key->frames;
 	s->nframes = n;
-	s->labels = (struct prof_labels){ .pid = key->pid,
-					  .tid = key->tid,
-					  .ns_pid = key->ns_pid,
-					  .thread_name = key->thread_name,
-					  .comm = key->comm,
-					  .python_version = key->python_version };
+	s->labels = (struct prof_labels){.pid = key->pid,
+					 .tid = key->tid,
+					 .ns_pid = key->ns_pid,
+					 .thread_name = key->thread_name,
+					 .comm = key->comm,
+					 .python_version = key->python_version};
 	s->count = count;
 	p->total += count;
-	HASH_ADD_KEYPTR(hh, p->sample_index, e->key, e->keylen, e);
 	return 0;
 }
 

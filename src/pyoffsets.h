@@ -45,15 +45,15 @@ struct py_layout {
 	int32_t code_linetable; /* co_lnotab (<= 3.9) / co_linetable (3.10+) */
 	int32_t code_adaptive;	/* co_code_adaptive (3.11+) */
 	/* objects */
-	int32_t obj_type;	      /* PyObject.ob_type */
-	int32_t type_name;	      /* PyTypeObject.tp_name (char *) */
-	int32_t type_flags;	      /* PyTypeObject.tp_flags */
-	int32_t tuple_item;	      /* PyTupleObject.ob_item */
-	int32_t var_size;	      /* PyVarObject.ob_size */
-	int32_t bytes_sval;	      /* PyBytesObject.ob_sval (3.x) / PyStringObject.ob_sval (2.7) */
-	int32_t unicode_length;	      /* PyASCIIObject.length (3.x) */
-	int32_t unicode_state;	      /* PyASCIIObject.state (3.x) */
-	int32_t unicode_ascii_size;   /* sizeof(PyASCIIObject) (3.x) */
+	int32_t obj_type;	    /* PyObject.ob_type */
+	int32_t type_name;	    /* PyTypeObject.tp_name (char *) */
+	int32_t type_flags;	    /* PyTypeObject.tp_flags */
+	int32_t tuple_item;	    /* PyTupleObject.ob_item */
+	int32_t var_size;	    /* PyVarObject.ob_size */
+	int32_t bytes_sval;	    /* PyBytesObject.ob_sval (3.x) / PyStringObject.ob_sval (2.7) */
+	int32_t unicode_length;	    /* PyASCIIObject.length (3.x) */
+	int32_t unicode_state;	    /* PyASCIIObject.state (3.x) */
+	int32_t unicode_ascii_size; /* sizeof(PyASCIIObject) (3.x) */
 	int32_t unicode_compact_size; /* sizeof(PyCompactUnicodeObject) (3.x) */
 };
 

@@ -21,27 +21,27 @@ static const struct py_caps {
 	enum py_linetable_kind linetable;
 	bool lasti_in_units;
 } py_caps[] = {
-	/* 2.7: PyFrameObject chain; co_lnotab with unsigned line increments. */
-	{ 2, 7, TP_LF_SELF_CLASS, PY_LT_LNOTAB_U8, false },
-	/* 3.6: co_lnotab line increments become signed (What's New in 3.6). */
-	{ 3, 6, TP_LF_SELF_CLASS, PY_LT_LNOTAB, false },
-	/* 3.10: PEP 626 replaces co_lnotab by co_linetable, and f_lasti
-	 * counts code units instead of bytes. */
-	{ 3, 10, TP_LF_SELF_CLASS, PY_LT_LINETABLE, true },
-	/* 3.11: frames become _PyInterpreterFrame, reached through
-	 * tstate->cframe; the position is the prev_instr pointer; PEP 657's
-	 * location table; co_qualname exists, so no class lookup. */
-	{ 3, 11, TP_LF_INTERP_FRAME | TP_LF_CFRAME | TP_LF_LASTI_PTR | TP_LF_IS_ENTRY,
-	  PY_LT_LOCATIONS, false },
-	/* 3.12: is_entry is gone; the eval loop pushes shim frames owned by the
-	 * C stack (owner 3). */
-	{ 3, 12, TP_LF_INTERP_FRAME | TP_LF_CFRAME | TP_LF_LASTI_PTR | TP_LF_OWNER, PY_LT_LOCATIONS,
-	  false },
-	/* 3.13: _PyCFrame is gone: tstate->current_frame; instr_ptr. */
-	{ 3, 13, TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER, PY_LT_LOCATIONS, false },
-	/* 3.14: f_executable is a tagged _PyStackRef. */
-	{ 3, 14, TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER | TP_LF_STACKREF,
-	  PY_LT_LOCATIONS, false },
+    /* 2.7: PyFrameObject chain; co_lnotab with unsigned line increments. */
+    {2, 7, TP_LF_SELF_CLASS, PY_LT_LNOTAB_U8, false},
+    /* 3.6: co_lnotab line increments become signed (What's New in 3.6). */
+    {3, 6, TP_LF_SELF_CLASS, PY_LT_LNOTAB, false},
+    /* 3.10: PEP 626 replaces co_lnotab by co_linetable, and f_lasti
+     * counts code units instead of bytes. */
+    {3, 10, TP_LF_SELF_CLASS, PY_LT_LINETABLE, true},
+    /* 3.11: frames become _PyInterpreterFrame, reached through
+     * tstate->cframe; the position is the prev_instr pointer; PEP 657's
+     * location table; co_qualname exists, so no class lookup. */
+    {3, 11, TP_LF_INTERP_FRAME | TP_LF_CFRAME | TP_LF_LASTI_PTR | TP_LF_IS_ENTRY, PY_LT_LOCATIONS,
+     false},
+    /* 3.12: is_entry is gone; the eval loop pushes shim frames owned by the
+     * C stack (owner 3). */
+    {3, 12, TP_LF_INTERP_FRAME | TP_LF_CFRAME | TP_LF_LASTI_PTR | TP_LF_OWNER, PY_LT_LOCATIONS,
+     false},
+    /* 3.13: _PyCFrame is gone: tstate->current_frame; instr_ptr. */
+    {3, 13, TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER, PY_LT_LOCATIONS, false},
+    /* 3.14: f_executable is a tagged _PyStackRef. */
+    {3, 14, TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER | TP_LF_STACKREF, PY_LT_LOCATIONS,
+     false},
 };
 
 static const struct py_caps *caps_for(unsigned int major, unsigned int minor)
@@ -252,37 +252,38 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	const struct py_layout *l = &pp->layout;
 	struct tp_py_offsets *o = &pp->tp.off;
 	uint32_t f = caps->lflags;
-	int32_t ts_frame = (f & TP_LF_CFRAME) ? l->ts_cframe :
-			   (f & TP_LF_INTERP_FRAME) && l->ts_current_frame >= 0 ? l->ts_current_frame :
-										   l->ts_frame;
+	int32_t ts_frame = (f & TP_LF_CFRAME) ? l->ts_cframe
+			   : (f & TP_LF_INTERP_FRAME) && l->ts_current_frame >= 0
+			       ? l->ts_current_frame
+			       : l->ts_frame;
 	struct {
 		const char *name;
 		int32_t v;
 		__u16 *dst;
 		bool needed;
 	} fields[] = {
-		{ "interpreter next", l->interp_next, &o->interp_next, true },
-		{ "interpreter thread list", l->interp_tstate_head, &o->interp_tstate_head, true },
-		{ "thread next", l->ts_next, &o->ts_next, true },
-		{ "thread id", l->ts_thread_id, &o->ts_thread_id, true },
-		{ "thread frame", ts_frame, &o->ts_frame, true },
-		{ "cframe current frame", l->cframe_current_frame, &o->cframe_current_frame,
-		  f & TP_LF_CFRAME },
-		{ "frame back", l->frame_back, &o->frame_back, true },
-		{ "frame code", l->frame_code, &o->frame_code, true },
-		{ "frame position", l->frame_lasti, &o->frame_lasti, true },
-		{ "frame owner", l->frame_owner, &o->frame_owner, f & TP_LF_OWNER },
-		{ "frame is_entry", l->frame_is_entry, &o->frame_is_entry, f & TP_LF_IS_ENTRY },
-		{ "frame locals", l->frame_localsplus, &o->frame_localsplus, f & TP_LF_SELF_CLASS },
-		{ "object type", l->obj_type, &o->obj_type, f & TP_LF_SELF_CLASS },
-		{ "type flags", l->type_flags, &o->type_flags, f & TP_LF_SELF_CLASS },
-		{ "code name", l->code_name, &o->code_name, true },
+	    {"interpreter next", l->interp_next, &o->interp_next, true},
+	    {"interpreter thread list", l->interp_tstate_head, &o->interp_tstate_head, true},
+	    {"thread next", l->ts_next, &o->ts_next, true},
+	    {"thread id", l->ts_thread_id, &o->ts_thread_id, true},
+	    {"thread frame", ts_frame, &o->ts_frame, true},
+	    {"cframe current frame", l->cframe_current_frame, &o->cframe_current_frame,
+	     f & TP_LF_CFRAME},
+	    {"frame back", l->frame_back, &o->frame_back, true},
+	    {"frame code", l->frame_code, &o->frame_code, true},
+	    {"frame position", l->frame_lasti, &o->frame_lasti, true},
+	    {"frame owner", l->frame_owner, &o->frame_owner, f & TP_LF_OWNER},
+	    {"frame is_entry", l->frame_is_entry, &o->frame_is_entry, f & TP_LF_IS_ENTRY},
+	    {"frame locals", l->frame_localsplus, &o->frame_localsplus, f & TP_LF_SELF_CLASS},
+	    {"object type", l->obj_type, &o->obj_type, f & TP_LF_SELF_CLASS},
+	    {"type flags", l->type_flags, &o->type_flags, f & TP_LF_SELF_CLASS},
+	    {"code name", l->code_name, &o->code_name, true},
 	};
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
 		if (fields[i].v < 0 || fields[i].v > 0xffff) {
 			if (fields[i].needed) {
-				snprintf(err, errlen, "pid %d: Python %s: no offset for %s", pp->pid,
-					 pp->version, fields[i].name);
+				snprintf(err, errlen, "pid %d: Python %s: no offset for %s",
+					 pp->pid, pp->version, fields[i].name);
 				return -ENOTSUP;
 			}
 			*fields[i].dst = 0;
@@ -291,10 +292,10 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 		*fields[i].dst = (__u16)fields[i].v;
 	}
 	/* The walkers read each frame whole: the span covers every field they use. */
-	int32_t span = 0, at[] = { l->frame_back + 8, l->frame_code + 8,
-				   l->frame_lasti + ((f & TP_LF_LASTI_PTR) ? 8 : 4),
-				   (f & TP_LF_OWNER) ? l->frame_owner + 1 : 0,
-				   (f & TP_LF_IS_ENTRY) ? l->frame_is_entry + 1 : 0 };
+	int32_t span = 0, at[] = {l->frame_back + 8, l->frame_code + 8,
+				  l->frame_lasti + ((f & TP_LF_LASTI_PTR) ? 8 : 4),
+				  (f & TP_LF_OWNER) ? l->frame_owner + 1 : 0,
+				  (f & TP_LF_IS_ENTRY) ? l->frame_is_entry + 1 : 0};
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
 		if (at[i] > span)
 			span = at[i];
@@ -326,7 +327,8 @@ static int check_live(struct pyproc *pp, char *err, size_t errlen)
 		return 0;
 	if (back != interp) {
 		snprintf(err, errlen,
-			 "pid %d: Python %s (%s): the thread state does not point back to its interpreter; "
+			 "pid %d: Python %s (%s): the thread state does not point back to its "
+			 "interpreter; "
 			 "this build's layout differs from taipan's offsets",
 			 pp->pid, pp->version, pp->binary);
 		return -ENOTSUP;
@@ -336,7 +338,7 @@ static int check_live(struct pyproc *pp, char *err, size_t errlen)
 
 int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 {
-	struct proc_maps maps = { 0 };
+	struct proc_maps maps = {0};
 	struct elf_file *ef = NULL;
 	const struct map_entry *where = NULL;
 	uint64_t v, size;
@@ -360,9 +362,10 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 
 	ret = find_interpreter_elf(pid, &maps, &ef, &where);
 	if (ret) {
-		snprintf(err, errlen,
-			 "pid %d (%s): not a Python process (no libpython or Python executable mapped)",
-			 pid, pp->comm);
+		snprintf(
+		    err, errlen,
+		    "pid %d (%s): not a Python process (no libpython or Python executable mapped)",
+		    pid, pp->comm);
 		goto out;
 	}
 	snprintf(pp->binary, sizeof(pp->binary), "%s", where->path);
@@ -376,13 +379,16 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 		rt = v;
 	char cookie[8];
 	uint64_t hex = 0;
+	bool exact = false; /* the micro version is known */
 	if (rt && !elf_file_read(ef, rt, cookie, 8) && !memcmp(cookie, "xdebugpy", 8) &&
 	    !elf_file_read(ef, rt + 8, &hex, 8)) {
 		pp->version_source = "_Py_DebugOffsets";
-	} else if (!elf_file_symbol(ef, "Py_Version", &v, &size) && !elf_file_read(ef, v, &hex, 8)) {
+	} else if (!elf_file_symbol(ef, "Py_Version", &v, &size) &&
+		   !elf_file_read(ef, v, &hex, 8)) {
 		pp->version_source = "Py_Version";
 	}
 	if (hex) {
+		exact = true;
 		pp->hexversion = (uint32_t)hex;
 		pp->major = (hex >> 24) & 0xff;
 		pp->minor = (hex >> 16) & 0xff;
@@ -391,26 +397,28 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 		if ((so && version_from_name(so, &pp->major, &pp->minor)) ||
 		    version_from_name(base_name(pp->binary), &pp->major, &pp->minor))
 			pp->version_source = "file name";
-		struct rodata_scan sc = { .major = pp->major, .minor = pp->minor };
+		struct rodata_scan sc = {.major = pp->major, .minor = pp->minor};
 		elf_file_rodata_strings(ef, rodata_version_cb, &sc);
 		if (sc.matches == 1) {
 			if (!pp->major)
 				pp->version_source = ".rodata version string";
 			pp->major = sc.found_major;
 			pp->minor = sc.found_minor;
-			pp->hexversion = (sc.found_major << 24) | (sc.found_minor << 16) |
-					 (sc.found_micro << 8);
+			pp->hexversion =
+			    (sc.found_major << 24) | (sc.found_minor << 16) | (sc.found_micro << 8);
+			exact = true;
 		} else if (pp->major) {
 			pp->hexversion = (pp->major << 24) | (pp->minor << 16);
 		}
 	}
 	if (!pp->major) {
-		snprintf(err, errlen, "pid %d (%s): %s looks like CPython but its version is unknown",
-			 pid, pp->comm, pp->binary);
+		snprintf(err, errlen,
+			 "pid %d (%s): %s looks like CPython but its version is unknown", pid,
+			 pp->comm, pp->binary);
 		ret = -ENOTSUP;
 		goto out;
 	}
-	if (pp->hexversion & 0xff00)
+	if (exact)
 		snprintf(pp->version, sizeof(pp->version), "%u.%u.%u", pp->major, pp->minor,
 			 (pp->hexversion >> 8) & 0xff);
 	else
@@ -418,9 +426,10 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 
 	const struct py_caps *caps = caps_for(pp->major, pp->minor);
 	if (!caps) {
-		snprintf(err, errlen,
-			 "pid %d (%s): Python %s is not supported (taipan reads 2.7 and 3.6 and later)",
-			 pid, pp->comm, pp->version);
+		snprintf(
+		    err, errlen,
+		    "pid %d (%s): Python %s is not supported (taipan reads 2.7 and 3.6 and later)",
+		    pid, pp->comm, pp->version);
 		ret = -ENOTSUP;
 		goto out;
 	}
@@ -435,8 +444,9 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 		uint8_t buf[2048];
 		size_t want = sizeof(buf);
 		if (!pp->runtime_addr) {
-			snprintf(err, errlen, "pid %d: Python %s without a _PyRuntime symbol or section",
-				 pid, pp->version);
+			snprintf(err, errlen,
+				 "pid %d: Python %s without a _PyRuntime symbol or section", pid,
+				 pp->version);
 			ret = -ENOTSUP;
 			goto out;
 		}
@@ -455,9 +465,10 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 			goto out;
 		}
 		if (((dhex >> 16) & 0xffff) != ((pp->hexversion >> 16) & 0xffff)) {
-			snprintf(err, errlen,
-				 "pid %d: _Py_DebugOffsets says version %llx but the binary says %s", pid,
-				 (unsigned long long)dhex, pp->version);
+			snprintf(
+			    err, errlen,
+			    "pid %d: _Py_DebugOffsets says version %llx but the binary says %s",
+			    pid, (unsigned long long)dhex, pp->version);
 			ret = -ENOTSUP;
 			goto out;
 		}
@@ -465,9 +476,10 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 	} else {
 		const struct py_layout_entry *row = py_layout_find(pp->major, pp->minor);
 		if (!row) {
-			snprintf(err, errlen,
-				 "pid %d (%s): Python %s has no offsets table and no _Py_DebugOffsets",
-				 pid, pp->comm, pp->version);
+			snprintf(
+			    err, errlen,
+			    "pid %d (%s): Python %s has no offsets table and no _Py_DebugOffsets",
+			    pid, pp->comm, pp->version);
 			ret = -ENOTSUP;
 			goto out;
 		}

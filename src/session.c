@@ -139,7 +139,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 			log_warn("%s", msg);
 	}
 	p->state = SP_OTHER;
-	struct tp_proc other = { .kind = TP_PROC_NOT_PYTHON };
+	struct tp_proc other = {.kind = TP_PROC_NOT_PYTHON};
 	bpfrun_set_proc(s->br, (uint32_t)p->pid, &other);
 	return ret;
 }
@@ -188,7 +188,7 @@ static int ensure_ids(struct session *s, size_t n)
 
 static int marker(struct session *s, const char *text)
 {
-	struct prof_frame f = { .name = text, .kind = PROF_FRAME_MARKER };
+	struct prof_frame f = {.name = text, .kind = PROF_FRAME_MARKER};
 	return profile_intern_frame(s->prof, &f);
 }
 
@@ -215,12 +215,14 @@ static const char *err_marker(unsigned int err)
 static int kernel_frame(struct session *s, uint64_t addr)
 {
 	char buf[64];
-	struct prof_frame f = { .kind = PROF_FRAME_KERNEL, .module = "[kernel.kallsyms]", .addr = addr };
+	struct prof_frame f = {
+	    .kind = PROF_FRAME_KERNEL, .module = "[kernel.kallsyms]", .addr = addr};
 	if (!s->ksyms && !s->ksyms_failed) {
 		s->ksyms = ksyms_load(NULL);
 		if (!s->ksyms) {
 			s->ksyms_failed = true;
-			log_warn("cannot read kernel symbols (/proc/kallsyms): kernel frames stay addresses");
+			log_warn("cannot read kernel symbols (/proc/kallsyms): kernel frames stay "
+				 "addresses");
 		}
 	}
 	const char *name = s->ksyms ? ksyms_lookup(s->ksyms, addr, NULL) : NULL;
@@ -276,12 +278,12 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	memcpy(thread, smp->comm, TP_COMM_LEN);
 	thread[TP_COMM_LEN] = 0;
 	struct prof_labels lb = {
-		.pid = smp->pid,
-		.tid = smp->tid,
-		.ns_pid = p->pp.ns_pid,
-		.thread_name = thread,
-		.comm = p->pp.comm,
-		.python_version = p->pp.version,
+	    .pid = smp->pid,
+	    .tid = smp->tid,
+	    .ns_pid = p->pp.ns_pid,
+	    .thread_name = thread,
+	    .comm = p->pp.comm,
+	    .python_version = p->pp.version,
 	};
 	int ret = profile_add(s->prof, s->ids, n, &lb, 1);
 	if (!ret)
@@ -333,10 +335,10 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 	}
 	s->opts = *o;
 	struct bpfrun_opts bo = {
-		.system_wide = o->system_wide,
-		.kernel_stacks = o->kernel_stacks,
-		.follow_children = o->follow_children,
-		.rate_hz = o->rate_hz,
+	    .system_wide = o->system_wide,
+	    .kernel_stacks = o->kernel_stacks,
+	    .follow_children = o->follow_children,
+	    .rate_hz = o->rate_hz,
 	};
 	ret = bpfrun_open(&bo, on_event, s, &s->br, err, errlen);
 	if (ret) {

@@ -15,7 +15,7 @@
 #include "memread.h"
 #include "symbolize.h"
 
-#define MAX_STR 1024	       /* longest name or file name kept */
+#define MAX_STR 1024		/* longest name or file name kept */
 #define MAX_LINETABLE (1 << 20) /* longest line table read */
 
 enum first_arg { ARG_OTHER = 0, ARG_SELF, ARG_CLS };
@@ -52,7 +52,8 @@ struct class_name {
 struct qual_name {
 	UT_hash_handle hh;
 	struct {
-		uint64_t code, name, cls; /* name: the code's name object, so a reused address misses */
+		uint64_t code, name,
+		    cls; /* name: the code's name object, so a reused address misses */
 	} key;
 	char *name;
 };
@@ -240,9 +241,9 @@ static uint64_t field_ptr(const uint8_t *obj, size_t objlen, int32_t off)
 static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, struct code_id *id)
 {
 	const struct py_layout *l = &sz->pp.layout;
-	int32_t hi = 0, offs[] = { l->code_filename, l->code_name,     l->code_qualname,
-				   l->code_linetable, l->code_firstlineno, l->code_varnames,
-				   l->code_argcount, l->obj_type };
+	int32_t hi = 0, offs[] = {l->code_filename,  l->code_name,	  l->code_qualname,
+				  l->code_linetable, l->code_firstlineno, l->code_varnames,
+				  l->code_argcount,  l->obj_type};
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
 		if (offs[i] + 8 > hi)
 			hi = offs[i] + 8;
@@ -253,11 +254,13 @@ static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, st
 		return err;
 	/* A code object's type is PyCode_Type: anything else is a stale or
 	 * corrupt pointer, and its "names" would be garbage. */
-	if (sz->pp.code_type_addr && field_ptr(obj, (size_t)hi, l->obj_type) != sz->pp.code_type_addr)
+	if (sz->pp.code_type_addr &&
+	    field_ptr(obj, (size_t)hi, l->obj_type) != sz->pp.code_type_addr)
 		return -EINVAL;
 	memset(id, 0, sizeof(*id));
 	id->co_name = field_ptr(obj, (size_t)hi, l->code_name);
-	id->name = field_ptr(obj, (size_t)hi, l->code_qualname >= 0 ? l->code_qualname : l->code_name);
+	id->name =
+	    field_ptr(obj, (size_t)hi, l->code_qualname >= 0 ? l->code_qualname : l->code_name);
 	id->file = field_ptr(obj, (size_t)hi, l->code_filename);
 	id->linetable = field_ptr(obj, (size_t)hi, l->code_linetable);
 	memcpy(&id->firstlineno, obj + l->code_firstlineno, 4);

@@ -30,33 +30,33 @@
 enum tp_layout_flags {
 	TP_LF_INTERP_FRAME = 1 << 0, /* frames are _PyInterpreterFrame (3.11+) */
 	TP_LF_CFRAME = 1 << 1,	     /* top frame is tstate->cframe->current_frame (3.11, 3.12) */
-	TP_LF_OWNER = 1 << 2,	     /* frames carry an owner byte; owner >= 3 is not Python (3.12+) */
-	TP_LF_STACKREF = 1 << 3,     /* f_executable is a tagged _PyStackRef: mask & ~3 (3.14+) */
-	TP_LF_LASTI_PTR = 1 << 4,    /* position is a pointer into the code object (3.11+) */
-	TP_LF_IS_ENTRY = 1 << 5,     /* frames carry an is_entry byte (3.11) */
-	TP_LF_SELF_CLASS = 1 << 6,   /* record the class of the first local (<= 3.10) */
+	TP_LF_OWNER = 1 << 2,	  /* frames carry an owner byte; owner >= 3 is not Python (3.12+) */
+	TP_LF_STACKREF = 1 << 3,  /* f_executable is a tagged _PyStackRef: mask & ~3 (3.14+) */
+	TP_LF_LASTI_PTR = 1 << 4, /* position is a pointer into the code object (3.11+) */
+	TP_LF_IS_ENTRY = 1 << 5,  /* frames carry an is_entry byte (3.11) */
+	TP_LF_SELF_CLASS = 1 << 6, /* record the class of the first local (<= 3.10) */
 };
 
 /* Offsets are bytes from the start of the named structure. */
 struct tp_py_offsets {
-	__u16 interp_next;	   /* PyInterpreterState.next */
-	__u16 interp_tstate_head;  /* PyInterpreterState.tstate_head / threads.head */
-	__u16 ts_next;		   /* PyThreadState.next */
-	__u16 ts_thread_id;	   /* PyThreadState.thread_id (== pthread_self() == fs base) */
-	__u16 ts_frame;		   /* PyThreadState.frame / .cframe / .current_frame */
+	__u16 interp_next;	    /* PyInterpreterState.next */
+	__u16 interp_tstate_head;   /* PyInterpreterState.tstate_head / threads.head */
+	__u16 ts_next;		    /* PyThreadState.next */
+	__u16 ts_thread_id;	    /* PyThreadState.thread_id (== pthread_self() == fs base) */
+	__u16 ts_frame;		    /* PyThreadState.frame / .cframe / .current_frame */
 	__u16 cframe_current_frame; /* _PyCFrame.current_frame (TP_LF_CFRAME) */
-	__u16 frame_back;	   /* f_back / previous */
-	__u16 frame_code;	   /* f_code / f_executable */
-	__u16 frame_lasti;	   /* f_lasti (int) / prev_instr / instr_ptr (pointer) */
-	__u16 frame_owner;	   /* owner byte (TP_LF_OWNER) */
-	__u16 frame_is_entry;	   /* is_entry byte (TP_LF_IS_ENTRY) */
-	__u16 frame_localsplus;	   /* f_localsplus (TP_LF_SELF_CLASS) */
-	__u16 obj_type;		   /* PyObject.ob_type */
-	__u16 type_flags;	   /* PyTypeObject.tp_flags */
-	__u16 frame_span;	   /* bytes of a frame that hold back, code, position, owner, is_entry */
-	__u16 code_name;	   /* PyCodeObject.co_name: the frame's identity check */
+	__u16 frame_back;	    /* f_back / previous */
+	__u16 frame_code;	    /* f_code / f_executable */
+	__u16 frame_lasti;	    /* f_lasti (int) / prev_instr / instr_ptr (pointer) */
+	__u16 frame_owner;	    /* owner byte (TP_LF_OWNER) */
+	__u16 frame_is_entry;	    /* is_entry byte (TP_LF_IS_ENTRY) */
+	__u16 frame_localsplus;	    /* f_localsplus (TP_LF_SELF_CLASS) */
+	__u16 obj_type;		    /* PyObject.ob_type */
+	__u16 type_flags;	    /* PyTypeObject.tp_flags */
+	__u16 frame_span; /* bytes of a frame that hold back, code, position, owner, is_entry */
+	__u16 code_name;  /* PyCodeObject.co_name: the frame's identity check */
 	__u16 pad[2];
-	__u32 flags;		   /* enum tp_layout_flags */
+	__u32 flags; /* enum tp_layout_flags */
 };
 
 /* Frames are read whole, up to this many bytes (the largest span is 124, in
@@ -78,7 +78,8 @@ struct tp_proc {
 
 /* Per-frame flags. */
 enum tp_frame_flags {
-	TP_FF_ENTRY = 1 << 0, /* first frame of a C-level eval loop call (3.11 is_entry, or under a skipped shim) */
+	TP_FF_ENTRY = 1 << 0, /* first frame of a C-level eval loop call (3.11 is_entry, or under a
+				 skipped shim) */
 };
 
 /* One Python frame as BPF saw it. Symbols and lines are resolved in user space
@@ -96,12 +97,12 @@ struct tp_frame {
 /* Why a Python walk stopped short. Each has a per-CPU counter too. */
 enum tp_walk_err {
 	TP_ERR_NONE = 0,
-	TP_ERR_NO_TSTATE = 1,	  /* thread has no PyThreadState (not a Python thread, or not yet) */
-	TP_ERR_READ_INTERP = 2,	  /* interpreter list unreadable */
-	TP_ERR_READ_TSTATE = 3,	  /* thread state unreadable */
-	TP_ERR_READ_FRAME = 4,	  /* a frame was unreadable: the stack is partial */
-	TP_ERR_TRUNCATED = 5,	  /* more than TP_MAX_FRAMES frames */
-	TP_ERR_FSBASE = 6,	  /* task has no fs base */
+	TP_ERR_NO_TSTATE = 1,	/* thread has no PyThreadState (not a Python thread, or not yet) */
+	TP_ERR_READ_INTERP = 2, /* interpreter list unreadable */
+	TP_ERR_READ_TSTATE = 3, /* thread state unreadable */
+	TP_ERR_READ_FRAME = 4,	/* a frame was unreadable: the stack is partial */
+	TP_ERR_TRUNCATED = 5,	/* more than TP_MAX_FRAMES frames */
+	TP_ERR_FSBASE = 6,	/* task has no fs base */
 	TP_ERR__COUNT
 };
 
@@ -135,11 +136,11 @@ struct tp_sample {
 	__u32 tid;
 	__u32 cpu;
 	__u64 time_ns;
-	__u64 tstate;	 /* PyThreadState address, 0 if none */
-	__u16 nframes;	 /* Python frames in frames[], innermost first */
-	__u16 nkstack;	 /* kernel frames in kstack[], innermost first */
-	__u16 err;	 /* enum tp_walk_err */
-	__u16 flags;	 /* enum tp_sample_flags */
+	__u64 tstate;	  /* PyThreadState address, 0 if none */
+	__u16 nframes;	  /* Python frames in frames[], innermost first */
+	__u16 nkstack;	  /* kernel frames in kstack[], innermost first */
+	__u16 err;	  /* enum tp_walk_err */
+	__u16 flags;	  /* enum tp_sample_flags */
 	__u32 walk_calls; /* tail calls the walk took (for diagnosis) */
 	__u32 pad;
 	char comm[TP_COMM_LEN]; /* thread name */
@@ -150,24 +151,24 @@ struct tp_sample {
 
 /* Per-CPU counters, read by --stats. */
 enum tp_stat {
-	TP_STAT_SAMPLES = 0,	  /* perf samples in tracked processes */
-	TP_STAT_SENT,		  /* samples written to the ring */
-	TP_STAT_UNKNOWN_PROC,	  /* samples of a tgid not yet classified */
-	TP_STAT_DISCOVER_SENT,	  /* discover events written */
-	TP_STAT_NOT_PYTHON,	  /* samples of known non-Python processes */
-	TP_STAT_TSTATE_CACHED,	  /* PyThreadState found through the per-thread cache */
-	TP_STAT_TSTATE_WALKED,	  /* PyThreadState found by walking the thread list */
-	TP_STAT_RING_FULL,	  /* events dropped: ring buffer full */
-	TP_STAT_ERR_BASE,	  /* + enum tp_walk_err */
+	TP_STAT_SAMPLES = 0,   /* perf samples in tracked processes */
+	TP_STAT_SENT,	       /* samples written to the ring */
+	TP_STAT_UNKNOWN_PROC,  /* samples of a tgid not yet classified */
+	TP_STAT_DISCOVER_SENT, /* discover events written */
+	TP_STAT_NOT_PYTHON,    /* samples of known non-Python processes */
+	TP_STAT_TSTATE_CACHED, /* PyThreadState found through the per-thread cache */
+	TP_STAT_TSTATE_WALKED, /* PyThreadState found by walking the thread list */
+	TP_STAT_RING_FULL,     /* events dropped: ring buffer full */
+	TP_STAT_ERR_BASE,      /* + enum tp_walk_err */
 	TP_STAT__COUNT = TP_STAT_ERR_BASE + TP_ERR__COUNT
 };
 
 /* Settings that user space writes into .rodata before load. */
 struct tp_config {
-	__u32 system_wide;   /* sample every process; else only tgids in the targets map */
-	__u32 kernel_stacks; /* collect kernel stacks */
+	__u32 system_wide;     /* sample every process; else only tgids in the targets map */
+	__u32 kernel_stacks;   /* collect kernel stacks */
 	__u32 follow_children; /* tgids forked by a target become targets */
-	__u32 self_tgid;     /* never sample taipan itself */
+	__u32 self_tgid;       /* never sample taipan itself */
 };
 
 #ifndef __BPF__

@@ -62,7 +62,7 @@ struct {
  * one CPU, so a slot is never shared. */
 struct walk_state {
 	__u8 fbuf[TP_FRAME_BUF + 8]; /* the frame being decoded; +8: loads at masked offsets */
-	__u64 frame; /* next frame to read */
+	__u64 frame;		     /* next frame to read */
 	struct tp_proc proc;
 	__u32 pending_flags; /* flags for the next recorded frame */
 	__u32 pad;
@@ -127,10 +127,10 @@ static __always_inline bool tracked(__u32 tgid)
 static __always_inline void send_event(__u32 kind, __u32 tgid, __u32 tid)
 {
 	struct tp_event ev = {
-		.kind = kind,
-		.pid = tgid,
-		.tid = tid,
-		.time_ns = bpf_ktime_get_ns(),
+	    .kind = kind,
+	    .pid = tgid,
+	    .tid = tid,
+	    .time_ns = bpf_ktime_get_ns(),
 	};
 	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), BPF_RB_FORCE_WAKEUP))
 		stat_inc(TP_STAT_RING_FULL);
@@ -158,9 +158,9 @@ static __always_inline void submit(struct walk_state *st)
 		size = sizeof(st->s);
 	/* Wake the reader only when a good amount is waiting: it polls on a
 	 * timer anyway, and a wakeup per sample costs a context switch. */
-	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (512 << 10) ?
-			      BPF_RB_FORCE_WAKEUP :
-			      BPF_RB_NO_WAKEUP;
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (512 << 10)
+			  ? BPF_RB_FORCE_WAKEUP
+			  : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&events, &st->s, size, flags))
 		stat_inc(TP_STAT_RING_FULL);
 	else
@@ -428,8 +428,8 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	st->frame = frame;
 	if (frame) {
 		bpf_tail_call(ctx, &progs,
-			      (o->flags & TP_LF_INTERP_FRAME) ? TP_PROG_WALK_INTERP_FRAMES :
-								TP_PROG_WALK_FRAME_OBJECTS);
+			      (o->flags & TP_LF_INTERP_FRAME) ? TP_PROG_WALK_INTERP_FRAMES
+							      : TP_PROG_WALK_FRAME_OBJECTS);
 		/* The tail call can only fail if user space did not fill the
 		 * program array; send the sample without Python frames. */
 		s->err = TP_ERR_TRUNCATED;

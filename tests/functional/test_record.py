@@ -130,3 +130,14 @@ def test_reused_code_object_addresses_keep_their_names(taipan, interp, workload,
         for g in gens:
             assert leaves["f_%d" % g] > 0, "generation %d (address shared by %s) never named: %s" % (
                 g, gens, sorted(leaves))
+
+
+def test_deeper_than_the_limit_is_marked_not_cut_silently(taipan, interp, workload, tmp_path):
+    w = workload(interp.path, "deep.py", 30, 2500)
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, rate=100, extra=["--no-kernel"]) if s.pid == w.pid]
+    assert total(stacks) >= 20
+    for s in stacks:
+        assert s.frames[0].text == "[truncated]", [f.text for f in s.frames[:2]]
+        # the innermost 2,048 frames are kept: the busy leaf and its callers
+        assert len(s.python) == 2048 and s.python[-1].name == "spin"
+        assert all(f.name == "rec" for f in s.python[:-1])

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""bench/overhead.py - what profiling costs, measured side by side.
+
+1. Per-sample BPF cost: with kernel.bpf_stats_enabled, run_time_ns / run_cnt of
+   the perf_event program (tail calls are charged to the program that made
+   them) while taipan samples a workload at Python depth 20 and 1,000.
+2. Slowdown: one copy of a fixed CPU-bound workload per core, with no
+   profiler, taipan at 100 Hz and taipan at 1 kHz, in alternating rounds;
+   medians and min-max of the work's own timing, as ratios to no profiler.
+
+Needs root. Prints figures; asserts nothing about them.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def prog_stats(name):
+    out = sh(["bpftool", "prog", "show", "-j"]).stdout
+    for p in json.loads(out or "[]"):
+        if p.get("name") == name:
+            return p.get("run_time_ns", 0), p.get("run_cnt", 0)
+    return None
+
+
+def sample_cost(taipan, python, depth, seconds, rate):
+    """ns per sample of the whole BPF walk at this depth."""
+    work = subprocess.Popen([python, os.path.join(HERE, "work.py"), str(depth), "400000000"],
+                            stdout=subprocess.DEVNULL)
+    time.sleep(0.5)
+    out = tempfile.mktemp(suffix=".folded")
+    rec = subprocess.Popen([taipan, "record", "-q", "--no-kernel", "-r", str(rate), "-p", str(work.pid),
+                            "-d", str(seconds + 1), "-o", out])
+    time.sleep(0.7)  # loaded and attached
+    first = prog_stats("on_sample")
+    time.sleep(seconds)
+    last = prog_stats("on_sample")
+    rec.wait()
+    work.kill()
+    work.wait()
+    frames = 0
+    if os.path.exists(out):
+        with open(out) as f:
+            line = f.readline()
+            frames = line.count(";") + 1 if line else 0
+        os.unlink(out)
+    if not first or not last or last[1] == first[1]:
+        return None, 0, frames
+    return (last[0] - first[0]) / (last[1] - first[1]), last[1] - first[1], frames
+
+
+def timed_round(taipan, python, rate, ncpu, depth, iters):
+    """Seconds of work per copy, with taipan at rate Hz (0: no profiler)."""
+    cmd = [python, os.path.join(HERE, "work.py"), str(depth), str(iters)]
+    script = " & ".join(" ".join(cmd) for _ in range(ncpu)) + " & wait"
+    if rate:
+        out = tempfile.mktemp(suffix=".folded")
+        res = sh([taipan, "record", "-q", "-r", str(rate), "-o", out, "--", "sh", "-c", script])
+        if os.path.exists(out):
+            os.unlink(out)
+    else:
+        res = sh(["sh", "-c", script])
+    times = [float(x) for x in res.stdout.split()]
+    if len(times) != ncpu:
+        raise RuntimeError("workload output: %r %s" % (res.stdout, res.stderr))
+    return statistics.mean(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--taipan", default=os.path.join(ROOT, "build", "taipan"))
+    ap.add_argument("--python", default="/root/.pyenv/versions/3.12.1/bin/python3.12")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=15000000)
+    ap.add_argument("--seconds", type=float, default=4)
+    args = ap.parse_args()
+    ncpu = os.cpu_count()
+
+    print("machine: %s, %d CPUs, kernel %s, python %s" % (platform.node(), ncpu, platform.release(), args.python))
+    old = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1")
+    try:
+        print("\nper-sample BPF cost (run_time_ns / run_cnt of on_sample, tail calls included), 1 kHz:")
+        for depth in (20, 1000):
+            ns, cnt, frames = sample_cost(args.taipan, args.python, depth, args.seconds, 1000)
+            print("  depth %5d: %8.0f ns per sample over %d samples (%d frames in the folded stack)" % (
+                depth, ns or 0, cnt, frames))
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(old)
+
+    print("\nslowdown: %d copies (one per CPU) of work.py at depth 20, %d rounds, alternating" % (ncpu, args.runs))
+    rates = [0, 100, 1000]
+    results = {r: [] for r in rates}
+    for i in range(args.runs):
+        for r in rates:
+            results[r].append(timed_round(args.taipan, args.python, r, ncpu, 20, args.iters))
+        sys.stderr.write("  round %d/%d\n" % (i + 1, args.runs))
+    base = statistics.median(results[0])
+    print("  %-12s %10s %10s %18s" % ("profiler", "median s", "ratio", "min-max ratio"))
+    for r in rates:
+        med = statistics.median(results[r])
+        name = "none" if r == 0 else "taipan %d Hz" % r
+        print("  %-12s %10.3f %10.4f %8.4f-%-8.4f" % (name, med, med / base, min(results[r]) / base,
+                                                     max(results[r]) / base))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+# work.py - a fixed amount of pure-Python CPU work at a given stack depth.
+# Usage: python work.py DEPTH ITERATIONS. Prints the seconds the work took.
+import sys
+import time
+
+
+def busy(n):
+    x = 0
+    for i in range(n):
+        x += i * i % 7
+    return x
+
+
+def descend(depth, n):
+    if depth <= 1:
+        return busy(n)
+    return descend(depth - 1, n)
+
+
+def main():
+    sys.setrecursionlimit(100000)
+    depth = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 10000000
+    t0 = time.perf_counter()
+    descend(depth, n)
+    sys.stdout.write("%.6f\n" % (time.perf_counter() - t0))
+
+
+main()
