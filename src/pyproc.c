@@ -161,6 +161,41 @@ static int rodata_version_cb(const char *s, size_t len, void *ctx)
 	return 0;
 }
 
+/* PY_VERSION through Py_GetVersion(), which formats it with snprintf: the
+ * string is one of the function's RIP-relative lea operands. Linkers merge it
+ * into the tail of a longer string, so it is not always a string of its own
+ * in .rodata. Returns 0 with the version, or -ENOENT. */
+static int version_from_getversion(struct elf_file *ef, unsigned int *major, unsigned int *minor,
+				   unsigned int *micro)
+{
+	uint64_t fn, size;
+	uint8_t code[96];
+	if (elf_file_symbol(ef, "Py_GetVersion", &fn, &size) ||
+	    elf_file_read(ef, fn, code, sizeof(code)))
+		return -ENOENT;
+	for (size_t i = 0; i + 7 <= sizeof(code); i++) {
+		/* lea disp32(%rip),reg: REX.W (0x48 or 0x4c), 8d, ModRM 00 reg 101 */
+		if ((code[i] != 0x48 && code[i] != 0x4c) || code[i + 1] != 0x8d ||
+		    (code[i + 2] & 0xc7) != 0x05)
+			continue;
+		int32_t disp;
+		memcpy(&disp, code + i + 3, 4);
+		char str[16] = {0};
+		if (elf_file_read(ef, fn + i + 7 + (int64_t)disp, str, sizeof(str) - 1))
+			continue;
+		unsigned int a, b, c;
+		int used = 0;
+		if (sscanf(str, "%1u.%2u.%2u%n", &a, &b, &c, &used) == 3 && used >= 5 &&
+		    (!str[used] || strchr("abrc+", str[used])) && (a == 2 || a == 3)) {
+			*major = a;
+			*minor = b;
+			*micro = c;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 /* Finds &interp_head on versions without _PyRuntime (2.7, 3.6): the static
  * symbol when .symtab is there, else the target of the RIP-relative load in
  * PyInterpreterState_Head(), which is `return interp_head;`. */
@@ -387,11 +422,18 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 		   !elf_file_read(ef, v, &hex, 8)) {
 		pp->version_source = "Py_Version";
 	}
+	unsigned int gv_major, gv_minor, gv_micro;
 	if (hex) {
 		exact = true;
 		pp->hexversion = (uint32_t)hex;
 		pp->major = (hex >> 24) & 0xff;
 		pp->minor = (hex >> 16) & 0xff;
+	} else if (!version_from_getversion(ef, &gv_major, &gv_minor, &gv_micro)) {
+		exact = true;
+		pp->version_source = "Py_GetVersion's PY_VERSION";
+		pp->major = gv_major;
+		pp->minor = gv_minor;
+		pp->hexversion = (gv_major << 24) | (gv_minor << 16) | (gv_micro << 8);
 	} else {
 		const char *so = elf_file_soname(ef);
 		if ((so && version_from_name(so, &pp->major, &pp->minor)) ||

@@ -31,6 +31,7 @@ struct sproc {
 	enum sproc_state state;
 	struct pyproc pp;
 	struct symbolizer *sz;
+	uint64_t classified_ns; /* CLOCK_MONOTONIC, like the BPF events' time_ns */
 	uint64_t exited_ns;
 	bool warned;
 };
@@ -104,6 +105,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		    size_t errlen)
 {
 	char msg[512];
+	p->classified_ns = now_ns(CLOCK_MONOTONIC);
 	int ret = pyproc_inspect(p->pid, &p->pp, msg, sizeof(msg));
 	if (!ret) {
 		p->sz = symbolizer_new(&p->pp);
@@ -304,9 +306,15 @@ static int on_event(void *ctx, const void *data, size_t size)
 		discover(s, (pid_t)ev->pid);
 		break;
 	case TP_EV_EXEC: {
+		/* What we knew describes the old program, unless we looked at
+		 * the process after the exec (a young process is re-examined on
+		 * a timer, and may have been classified before this event was
+		 * read). Forget it, in BPF too, so the next sample asks again. */
 		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
-		if (p)
+		if (p && p->classified_ns < ev->time_ns) {
+			bpfrun_del_proc(s->br, ev->pid);
 			sproc_drop(s, p);
+		}
 		break;
 	}
 	case TP_EV_EXIT: {

@@ -24,6 +24,7 @@ enum first_arg { ARG_OTHER = 0, ARG_SELF, ARG_CLS };
  * what BPF records with each frame (tp_frame.ident): when it differs from the
  * cached one, another code object took this address. */
 struct code_id {
+	uint64_t ident;				 /* as BPF computes it: see struct tp_frame */
 	uint64_t co_name, name, file, linetable; /* name: co_qualname on 3.11+, else co_name */
 	int32_t firstlineno;
 	int32_t pad;
@@ -264,6 +265,9 @@ static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, st
 	id->file = field_ptr(obj, (size_t)hi, l->code_filename);
 	id->linetable = field_ptr(obj, (size_t)hi, l->code_linetable);
 	memcpy(&id->firstlineno, obj + l->code_firstlineno, 4);
+	uint64_t chars = 0;
+	rd(sz, id->co_name + sz->pp.tp.off.name_data, &chars, 8);
+	id->ident = id->co_name ? id->co_name ^ chars : 0;
 	return hi;
 }
 
@@ -404,7 +408,7 @@ int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct pro
 	HASH_FIND(hh, sz->codes, &f->code, sizeof(f->code), c);
 	if (!c)
 		c = load_code(sz, f->code);
-	else if (f->ident && f->ident != c->id.co_name)
+	else if (f->ident && f->ident != c->id.ident)
 		replace_code(sz, c);
 	if (!c || !c->ok) {
 		out->kind = PROF_FRAME_MARKER;

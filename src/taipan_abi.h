@@ -55,7 +55,8 @@ struct tp_py_offsets {
 	__u16 type_flags;	    /* PyTypeObject.tp_flags */
 	__u16 frame_span; /* bytes of a frame that hold back, code, position, owner, is_entry */
 	__u16 code_name;  /* PyCodeObject.co_name: the frame's identity check */
-	__u16 pad[2];
+	__u16 name_data;  /* where a str's characters start (sizeof(PyASCIIObject); 2.7: ob_sval) */
+	__u16 pad;
 	__u32 flags; /* enum tp_layout_flags */
 };
 
@@ -87,9 +88,10 @@ enum tp_frame_flags {
 struct tp_frame {
 	__u64 code;  /* PyCodeObject address */
 	__u64 aux;   /* TP_LF_SELF_CLASS: the class of the first local, else 0 */
-	__u64 ident; /* the code object's co_name pointer when sampled, 0 if unread: a
-		      * freed code object's address is soon reused by another, and this
-		      * tells user space that its cached names belong to the old one */
+	__u64 ident; /* co_name's address XOR the first 8 bytes of its characters, 0 if
+		      * unread. A freed code object's address is soon reused by another,
+		      * often with its name string reused in step; this tells user space
+		      * that its cached names belong to the old one. */
 	__u32 pos;   /* f_lasti as stored, or (instruction pointer - code) for TP_LF_LASTI_PTR */
 	__u32 flags; /* enum tp_frame_flags */
 };

@@ -267,6 +267,18 @@ static __always_inline __u8 fbuf_u8(const struct walk_state *st, __u16 off)
 	return st->fbuf[off & (TP_FRAME_BUF - 1)];
 }
 
+/* What identifies the code object at code now (struct tp_frame.ident): its
+ * name's address and first characters. Pointers alone do not do: a new code
+ * object and its new name string can both land where freed ones were. */
+static __always_inline __u64 code_ident(const struct tp_py_offsets *o, __u64 code)
+{
+	__u64 name = 0, chars = 0;
+	if (read_u64(&name, code + o->code_name) || !name)
+		return 0;
+	read_u64(&chars, name + o->name_data);
+	return name ^ chars;
+}
+
 /* Copies the part of frame f that the walkers use into fbuf: one read
  * instead of one per field. */
 static __always_inline int read_frame(struct walk_state *st, __u64 f)
@@ -293,11 +305,10 @@ int walk_frame_objects(struct bpf_perf_event_data *ctx)
 			f = 0;
 			break;
 		}
-		__u64 code = fbuf_u64(st, o->frame_code), ident = 0;
-		read_u64(&ident, code + o->code_name);
+		__u64 code = fbuf_u64(st, o->frame_code);
 		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
 		fr->code = code;
-		fr->ident = ident;
+		fr->ident = code_ident(o, code);
 		fr->pos = fbuf_u32(st, o->frame_lasti);
 		fr->flags = 0;
 		fr->aux = first_local_class(o, f); /* every <= 3.10 version */
@@ -332,7 +343,7 @@ int walk_interp_frames(struct bpf_perf_event_data *ctx)
 			break;
 		}
 		__u32 owner = fbuf_u8(st, o->frame_owner);
-		__u64 code = fbuf_u64(st, o->frame_code) & code_mask, ident = 0;
+		__u64 code = fbuf_u64(st, o->frame_code) & code_mask;
 		/* keep is 1 for a Python frame and 0 for a shim or entry frame
 		 * (owner >= limit), computed without a branch: a branch here
 		 * doubles the verifier's states on every iteration. A skipped
@@ -340,10 +351,9 @@ int walk_interp_frames(struct bpf_perf_event_data *ctx)
 		 * marks the Python frame below it as where an eval loop was
 		 * entered. When n is 0 that mark lands in an unused slot. */
 		__u32 keep = (owner - owner_limit) >> 31;
-		read_u64(&ident, code + o->code_name);
 		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
 		fr->code = code;
-		fr->ident = ident;
+		fr->ident = code_ident(o, code);
 		fr->pos = (__u32)(fbuf_u64(st, o->frame_lasti) - code);
 		fr->flags = fbuf_u8(st, o->frame_is_entry) & entry_mask & TP_FF_ENTRY;
 		fr->aux = 0;
