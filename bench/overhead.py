@@ -13,6 +13,7 @@ Needs root. Prints figures; asserts nothing about them.
 import argparse
 import json
 import os
+import re
 import platform
 import statistics
 import subprocess
@@ -36,6 +37,20 @@ def prog_stats(name):
     return None
 
 
+def target_samples():
+    """TP_STAT_SAMPLES (key 0 of taipan's per-CPU stats map): perf samples
+    that landed in a profiled process, summed over CPUs."""
+    out = sh(["bpftool", "map", "dump", "name", "stats", "-j"]).stdout
+    for e in json.loads(out or "[]"):
+        key = e.get("key")
+        k = int.from_bytes(bytes(int(b, 16) for b in key), "little") if isinstance(key, list) else key
+        if k == 0:
+            vals = e.get("values", [])
+            return sum(v["value"] if isinstance(v["value"], int)
+                       else int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in vals)
+    return None
+
+
 def sample_cost(taipan, python, depth, seconds, rate):
     """ns per sample of the whole BPF walk at this depth."""
     work = subprocess.Popen([python, os.path.join(HERE, "work.py"), str(depth), "400000000"],
@@ -43,11 +58,11 @@ def sample_cost(taipan, python, depth, seconds, rate):
     time.sleep(0.5)
     out = tempfile.mktemp(suffix=".folded")
     rec = subprocess.Popen([taipan, "record", "-q", "--no-kernel", "-r", str(rate), "-p", str(work.pid),
-                            "-d", str(seconds + 1), "-o", out])
-    time.sleep(0.7)  # loaded and attached
-    first = prog_stats("on_sample")
+                            "-d", str(seconds + 2), "-o", out])
+    time.sleep(1)  # loaded and attached
+    first, t1 = prog_stats("on_sample"), target_samples()
     time.sleep(seconds)
-    last = prog_stats("on_sample")
+    last, t2 = prog_stats("on_sample"), target_samples()
     rec.wait()
     work.kill()
     work.wait()
@@ -57,9 +72,12 @@ def sample_cost(taipan, python, depth, seconds, rate):
             line = f.readline()
             frames = line.count(";") + 1 if line else 0
         os.unlink(out)
-    if not first or not last or last[1] == first[1]:
-        return None, 0, frames
-    return (last[0] - first[0]) / (last[1] - first[1]), last[1] - first[1], frames
+    if not first or not last or last[1] == first[1] or t1 is None or t2 == t1:
+        return None, None, 0, 0, frames
+    ns, runs, py = last[0] - first[0], last[1] - first[1], t2 - t1
+    # Per Python sample, all run time is charged to the Python samples: the
+    # other CPU's samples (idle, or other processes) return after a lookup.
+    return ns / runs, ns / py, runs, py, frames
 
 
 def timed_round(taipan, python, rate, ncpu, depth, iters):
@@ -94,11 +112,12 @@ def main():
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
         f.write("1")
     try:
-        print("\nper-sample BPF cost (run_time_ns / run_cnt of on_sample, tail calls included), 1 kHz:")
-        for depth in (20, 1000):
-            ns, cnt, frames = sample_cost(args.taipan, args.python, depth, args.seconds, 1000)
-            print("  depth %5d: %8.0f ns per sample over %d samples (%d frames in the folded stack)" % (
-                depth, ns or 0, cnt, frames))
+        print("\nper-sample BPF cost: run_time_ns of on_sample (tail calls included) over the samples that\n"
+              "landed in the workload, and over all runs of the program (every CPU), at 1 kHz:")
+        for depth in (20, 50, 1000):
+            per_run, per_py, runs, py, frames = sample_cost(args.taipan, args.python, depth, args.seconds, 1000)
+            print("  depth %5d: %8.0f ns per Python sample (%d samples), %6.0f ns per program run (%d runs); "
+                  "%d frames in the folded stack" % (depth, per_py or 0, py, per_run or 0, runs, frames))
     finally:
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write(old)

@@ -33,6 +33,8 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_PYENV = "/root/.pyenv/versions"
+DEFAULT_ROOTS = os.environ.get("TAIPAN_ROOTS", "/var/cache/taipan-test")
+ROOTS = DEFAULT_ROOTS
 KINDS = {
     "layouts": "src/pyoffsets_table.c",
     "debug": "src/debugoffsets_table.c",
@@ -243,6 +245,78 @@ class Build:
         return {e: out.get(i) for i, e in enumerate(exprs)}
 
 
+class HeaderBuild:
+    """A 3.14+ interpreter known only by its installed headers (Debian's
+    libpython3.X-dev in a root made by scripts/make-roots.sh): expressions are
+    evaluated by compiling them as C constant expressions against those headers
+    and running the result. Only the _Py_DebugOffsets positions come from here;
+    the interpreter itself is never run."""
+
+    def __init__(self, root, incdir):
+        self.root = root
+        self.incdir = incdir  # .../usr/include/python3.14
+        self.hexversion = patchlevel_hex(os.path.join(incdir, "patchlevel.h"))
+        self.version = (self.hexversion >> 24, (self.hexversion >> 16) & 0xFF)
+        micro = (self.hexversion >> 8) & 0xFF
+        self.name = f"{self.version[0]}.{self.version[1]}.{micro}"
+        self.lib = incdir
+        self.gdb_errors = ""
+
+    def source(self):
+        suite = os.path.basename(self.root.rstrip("/"))
+        return (f"offsetof against the headers of Debian {suite} libpython{self.version[0]}."
+                f"{self.version[1]}-dev {self.name}, compiled with gcc")
+
+    def eval(self, exprs):
+        """{expr: int or None}: one program prints them all; an expression the
+        compiler rejects (a member this version lacks) is dropped and the rest
+        compiled again."""
+        import tempfile
+        live = list(range(len(exprs)))
+        with tempfile.TemporaryDirectory() as tmp:
+            src, exe = os.path.join(tmp, "do.c"), os.path.join(tmp, "do")
+            for _ in range(len(exprs) + 1):
+                lines = ["#define Py_BUILD_CORE 1", "#include <Python.h>",
+                         "#include <internal/pycore_debug_offsets.h>", "#include <stdio.h>",
+                         "int main(void)", "{"]
+                first = len(lines) + 1
+                for i in live:
+                    lines.append(f'\tprintf("@@{i} %ld\\n", (long)({exprs[i]}));')
+                lines += ["\treturn 0;", "}", ""]
+                with open(src, "w") as f:
+                    f.write("\n".join(lines))
+                p = subprocess.run(["gcc", "-w", "-I", self.incdir, "-idirafter",
+                                    os.path.join(self.root, "usr/include"), src, "-o", exe],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                if p.returncode == 0:
+                    break
+                bad = {int(n) - first for n in re.findall(r"do\.c:(\d+):\d+: error", p.stderr)}
+                bad = {live[b] for b in bad if 0 <= b < len(live)}
+                if not bad:
+                    raise GenError(f"{self.incdir}: cannot compile against the headers:\n{p.stderr}")
+                self.gdb_errors += p.stderr
+                live = [i for i in live if i not in bad]
+            out = subprocess.run([exe], stdout=subprocess.PIPE, text=True, check=True).stdout
+        vals = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@(\d+) (-?\d+)", out)}
+        return {e: vals.get(i) for i, e in enumerate(exprs)}
+
+
+def header_builds(roots, have):
+    """HeaderBuilds for the minors that no pyenv build in have covers."""
+    if not os.path.isdir(roots):
+        raise GenError(f"{roots}: no such directory; make it with scripts/make-roots.sh (--roots)")
+    found = {}
+    for pl in sorted(glob.glob(os.path.join(roots, "*", "usr", "include", "python3.*", "patchlevel.h"))):
+        inc = os.path.dirname(pl)
+        if not os.path.exists(os.path.join(inc, "internal", "pycore_debug_offsets.h")):
+            continue
+        b = HeaderBuild(os.path.dirname(os.path.dirname(os.path.dirname(inc))), inc)
+        if b.version in have or (b.version in found and found[b.version].hexversion >= b.hexversion):
+            continue
+        found[b.version] = b
+    return [found[v] for v in sorted(found)]
+
+
 def in_range(v, first, last):
     return first <= v and (last is None or v <= last)
 
@@ -386,6 +460,7 @@ def gen_debug(bs, out_path):
     out = [header("positions of the members of _Py_DebugOffsets, per minor version.", out_path),
            '#include "debugoffsets.h"', "",
            "const struct py_debug_offsets_row py_debug_offsets_table[] = {"]
+    rows += header_builds(ROOTS, {b.version for b in rows})
     for b in rows:
         t, pos = read_debug_row(b, members)
         out += ["\t{", f"\t\t.hexversion = {b.hexversion:#010x},", f"\t\t.source = {c_string(b.source())},",
@@ -461,9 +536,13 @@ def main():
     ap.add_argument("--check", metavar="PATH", nargs="?", const="",
                     help="regenerate and compare with PATH; exit 1 with a diff if they differ")
     ap.add_argument("--pyenv", metavar="DIR", default=DEFAULT_PYENV, help=f"default {DEFAULT_PYENV}")
+    ap.add_argument("--roots", metavar="DIR", default=DEFAULT_ROOTS,
+                    help=f"Debian roots with newer headers (scripts/make-roots.sh), default {DEFAULT_ROOTS}")
     ap.add_argument("--all", action="store_true",
                     help="every kind at its path in the repo; with --check, compare instead of writing")
     a = ap.parse_args()
+    global ROOTS
+    ROOTS = a.roots
     if a.output and a.check is not None:
         ap.error("--output and --check exclude each other")
     if a.all and a.output:

@@ -5,6 +5,7 @@ parser. These tests need root: they load real BPF programs."""
 import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -16,18 +17,41 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 WORKLOADS = os.path.join(ROOT, "tests", "workloads")
 PYENV = os.environ.get("TAIPAN_PYENV", "/root/.pyenv/versions")
+# Debian roots made by scripts/make-roots.sh (make roots).
+ROOTS = os.environ.get("TAIPAN_ROOTS", "/var/cache/taipan-test")
+# Where the workloads are copied inside a root.
+ROOT_WORKLOADS = "/tmp/taipan-workloads"
 IN_CI = os.environ.get("CI") == "true"
 
 
 @dataclass
 class Interp:
     id: str
-    path: str
+    path: str  # the interpreter as the process sees it
     version: tuple
+    root: str = None  # a Debian root it runs in through chroot, or None
 
     @property
     def has_qualname(self):
         return self.version >= (3, 11)
+
+    def argv(self, script, *args):
+        """The command that runs a workload (a host path) with this interpreter."""
+        if not self.root:
+            return [self.path, script] + [str(a) for a in args]
+        inside = os.path.join(ROOT_WORKLOADS, os.path.basename(script))
+        copy_workloads(self.root)
+        if not os.path.exists(self.root + inside):
+            shutil.copy(script, self.root + inside)
+        return ["chroot", self.root, self.path, inside] + [str(a) for a in args]
+
+
+def copy_workloads(root):
+    dst = root + ROOT_WORKLOADS
+    os.makedirs(dst, exist_ok=True)
+    for name in os.listdir(WORKLOADS):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(WORKLOADS, name), dst)
 
 
 def _pyenv(minor):
@@ -38,11 +62,24 @@ def _pyenv(minor):
 
 
 def interpreter_matrix():
-    """Every interpreter the suite runs against: (id, path or None, version)."""
+    """Every interpreter the suite runs against: (id, path or None, version, root)."""
     rows = []
     for minor in ["2.7", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13"]:
-        rows.append(("pyenv-" + minor, _pyenv(minor), tuple(int(x) for x in minor.split("."))))
-    rows.append(("debian-3.11-static", "/usr/bin/python3.11" if os.path.exists("/usr/bin/python3.11") else None, (3, 11)))
+        rows.append(("pyenv-" + minor, _pyenv(minor), tuple(int(x) for x in minor.split(".")), None))
+    rows.append(("debian-3.11-static", "/usr/bin/python3.11" if os.path.exists("/usr/bin/python3.11") else None,
+                 (3, 11), None))
+    # Debian's own builds in roots: non-PIE executables with libpython linked
+    # in (python3.X, diverted to the -nopie build), the PIE build (python3.X-pie),
+    # and the debug build (python3.X-dbg); reachable only through /proc/PID/root.
+    in_root = [("bullseye", "3.9", "")]
+    for minor in ["3.13", "3.14", "3.15"]:
+        in_root += [("sid", minor, ""), ("sid", minor, "-pie"), ("sid", minor, "-dbg")]
+    for suite, minor, variant in in_root:
+        root = os.path.join(ROOTS, suite)
+        path = "/usr/bin/python%s%s" % (minor, variant)
+        ok = os.path.exists(root + path)
+        rows.append(("%s-%s%s" % (suite, minor, variant), path if ok else None,
+                     tuple(int(x) for x in minor.split(".")), root))
     return rows
 
 
@@ -61,9 +98,11 @@ def require(path, what):
 
 @pytest.fixture(params=MATRIX, ids=[m[0] for m in MATRIX])
 def interp(request):
-    ident, path, version = request.param
-    require(path, "interpreter " + ident)
-    return Interp(ident, path, version)
+    ident, path, version, root = request.param
+    if root and not path:
+        require(None, "interpreter %s in %s (run scripts/make-roots.sh)" % (ident, root))
+    require(root + path if root else path, "interpreter " + ident)
+    return Interp(ident, path, version, root)
 
 
 @pytest.fixture(scope="session")
@@ -79,10 +118,13 @@ def taipan():
 class Workload:
     """A Python process running a workload, ready once it printed 'ready'."""
 
-    def __init__(self, interp_path, script, *args, cwd=None):
+    def __init__(self, interp, script, *args, cwd=None):
+        """interp: an Interp, or the path of an interpreter on the host."""
         self.script = os.path.join(WORKLOADS, script)
+        if not isinstance(interp, Interp):
+            interp = Interp("host", interp, (0, 0))
         self.proc = subprocess.Popen(
-            [interp_path, self.script] + [str(a) for a in args],
+            interp.argv(self.script, *args),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
         )
         self.pid = self.proc.pid
@@ -110,8 +152,8 @@ class Workload:
 def workload():
     started = []
 
-    def start(interp_path, script, *args, ready=True, **kw):
-        w = Workload(interp_path, script, *args, **kw)
+    def start(interp, script, *args, ready=True, **kw):
+        w = Workload(interp, script, *args, **kw)
         started.append(w)
         return w.wait_ready() if ready else w
 

@@ -158,7 +158,7 @@ def go_pprof(*args):
 
 
 def test_pprof_read_by_go_tool_pprof(taipan, interp, workload, tmp_path):
-    w = workload(interp.path, "chain.py", 30)
+    w = workload(interp, "chain.py", 30)
     out = tmp_path / "x.pb.gz"
     res = run_taipan(taipan, ["record", "-q", "-p", w.pid, "-d", "2", "-r", "500", "-o", out])
     assert res.returncode == 0, res.stderr

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# make-roots.sh - Debian roots holding the Pythons that taipan's tests run
+# besides the host's: bullseye (3.9) and sid (3.13, 3.14, 3.15 and their
+# debug builds). Built with debootstrap into a cache outside the clone, with
+# a private apt configuration in each root; the host's apt sources are never
+# touched. Idempotent: a root that is complete is left alone.
+#
+#   scripts/make-roots.sh [CACHE]     (default $TAIPAN_ROOTS or /var/cache/taipan-test)
+set -euo pipefail
+
+cache=${1:-${TAIPAN_ROOTS:-/var/cache/taipan-test}}
+log=$cache/make-roots.log
+
+# The mirror the host already uses for Debian, read from apt's own
+# configuration (one-line or deb822 sources alike).
+mirror=$(apt-cache policy 2>/dev/null | awk '$3 ~ /^bookworm\/main$/ && $2 ~ /^https?:\/\// { print $2; exit }')
+if [[ -z $mirror ]]; then
+  echo "make-roots: cannot find the Debian mirror in apt's configuration (apt-get update first?)" >&2
+  exit 1
+fi
+command -v debootstrap >/dev/null || { echo "make-roots: debootstrap is not installed" >&2; exit 1; }
+mkdir -p "$cache"
+
+# build_root NAME SUITE PACKAGE…
+build_root() {
+  local name=$1 suite=$2
+  shift 2
+  local root=$cache/$name
+  local want
+  want=$(printf '%s\n' "$@" | sort | tr '\n' ' ')
+  if [[ -e $root/.taipan-packages && $(cat "$root/.taipan-packages") == "$want" ]]; then
+    return 0
+  fi
+  local t0=$SECONDS
+  if [[ ! -e $root/.taipan-debootstrap ]]; then
+    echo "make-roots: debootstrap $suite into $root (a few minutes, once)" >&2
+    rm -rf "$root"
+    debootstrap --variant=minbase "$suite" "$root" "$mirror" >>"$log" 2>&1 || {
+      echo "make-roots: debootstrap $suite failed; see $log" >&2
+      exit 1
+    }
+    touch "$root/.taipan-debootstrap"
+  fi
+  # The root's own apt configuration: its suite from the same mirror, and
+  # no check of Valid-Until (sid's Release file can be past it).
+  echo "deb $mirror $suite main" >"$root/etc/apt/sources.list"
+  printf 'Acquire::Check-Valid-Until "false";\nAPT::Install-Recommends "false";\n' \
+    >"$root/etc/apt/apt.conf.d/99taipan"
+  echo "make-roots: installing into $name: $*" >&2
+  if ! chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+      sh -c "apt-get update -qq && apt-get install -y -qq $*" >>"$log" 2>&1; then
+    echo "make-roots: apt-get install in $name failed; see $log" >&2
+    exit 1
+  fi
+  echo "$want" >"$root/.taipan-packages"
+  echo "make-roots: $name ready in $((SECONDS - t0)) s" >&2
+}
+
+build_root bullseye bullseye python3.9
+build_root sid sid python3.13 python3.14 python3.15 \
+  python3.13-dbg python3.14-dbg python3.15-dbg python3.13-nopie python3.14-nopie python3.15-nopie \
+  libpython3.13-dev libpython3.14-dev libpython3.15-dev
