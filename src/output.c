@@ -31,6 +31,10 @@ static const struct format_suffix suffixes[] = {
     {".pprof", OUTPUT_PPROF},
     {".folded", OUTPUT_FOLDED},
     {".txt", OUTPUT_FOLDED},
+    {".html", OUTPUT_HTML},
+    {".htm", OUTPUT_HTML},
+    /* .json alone is speedscope: the only JSON profile format taipan writes */
+    {".json", OUTPUT_SPEEDSCOPE},
 };
 
 enum output_format output_format_from_path(const char *path)
@@ -56,6 +60,10 @@ enum output_format output_format_from_name(const char *name)
 		return OUTPUT_FOLDED;
 	if (strcmp(name, "pprof") == 0)
 		return OUTPUT_PPROF;
+	if (strcmp(name, "html") == 0)
+		return OUTPUT_HTML;
+	if (strcmp(name, "speedscope") == 0)
+		return OUTPUT_SPEEDSCOPE;
 	return OUTPUT_UNKNOWN;
 }
 
@@ -66,6 +74,10 @@ const char *output_format_name(enum output_format f)
 		return "folded";
 	case OUTPUT_PPROF:
 		return "pprof";
+	case OUTPUT_HTML:
+		return "html";
+	case OUTPUT_SPEEDSCOPE:
+		return "speedscope";
 	case OUTPUT_UNKNOWN:
 		break;
 	}
@@ -120,6 +132,10 @@ static int encode(const struct profile *p, FILE *out, enum output_format f,
 		return output_write_folded(p, out, o ? o : &defaults);
 	case OUTPUT_PPROF:
 		return output_write_pprof(p, out);
+	case OUTPUT_HTML:
+		return output_write_html(p, out);
+	case OUTPUT_SPEEDSCOPE:
+		return output_write_speedscope(p, out);
 	case OUTPUT_UNKNOWN:
 		break;
 	}
