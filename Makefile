@@ -4,6 +4,7 @@
 #   make run        install missing packages, build, profile the built-in demo
 #   make check      install missing packages, build, run every test (what CI runs)
 #   make SAN=1 ...  the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/san)
+#   make install    bin/taipan and share/man/man1/taipan.1 under PREFIX (/usr/local), DESTDIR honoured
 
 CC ?= gcc
 CLANG ?= clang
@@ -25,17 +26,20 @@ GEN := build/gen
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(SANFLAGS) \
 	  -Isrc -I$(GEN) -MMD -MP
-LDLIBS += -lbpf -lelf -lz -lprotobuf-c -ljansson
+LDLIBS += -lbpf -lelf -lz -lprotobuf-c -ljansson -lncursesw
 LDFLAGS += $(SANFLAGS)
 
 BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_x86 -D__BPF__ -Isrc -I$(GEN) -Wall -Werror
 
 LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(BUILD)/obj/profile.pb-c.o
+# The flame-graph page (src/html/), compiled in as byte arrays.
+HTML_ASSETS := src/html/flamegraph.html src/html/flamegraph.css src/html/flamegraph.js
+LIB_OBJS += $(BUILD)/obj/html_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all deps run check test unit functional test-san lint format clean install offsets demo bench
+.PHONY: all deps roots run check test unit functional test-san lint format clean install offsets demo bench
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/taipan
@@ -55,12 +59,33 @@ $(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.
 $(GEN)/taipan.skel.h: $(GEN)/taipan.bpf.o
 	$(BPFTOOL) gen skeleton $< name taipan_bpf > $@.tmp && mv $@.tmp $@
 
+# The page's parts as C arrays for out_html.c. The style and script are
+# pasted inside <style> and <script> elements, which a "</style" or
+# "</script" in them would end early: refused here.
+$(GEN)/html_assets.c: $(HTML_ASSETS)
+	@mkdir -p $(GEN)
+	@if grep -qi '</script' src/html/flamegraph.js || grep -qi '</style' src/html/flamegraph.css; \
+	then echo "src/html: a </script or </style inside the inlined parts" >&2; exit 1; fi
+	{ echo '/* generated from src/html/ by the Makefile; do not edit */'; \
+	  echo '#include <stddef.h>'; \
+	  for part in page:flamegraph.html css:flamegraph.css js:flamegraph.js; do \
+	    name=taipan_html_$${part%%:*}; \
+	    echo "const unsigned char $$name[] = {"; \
+	    xxd -i < src/html/$${part#*:}; \
+	    echo "};"; \
+	    echo "const size_t $${name}_len = sizeof($$name);"; \
+	  done; } > $@.$$$$.tmp && mv $@.$$$$.tmp $@
+
 # --- user space -----------------------------------------------------------------
 $(BUILD)/obj/profile.pb-c.o: $(GEN)/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
 
 $(BUILD)/obj/%.o: src/%.c | $(GEN)/profile.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/html_assets.o: $(GEN)/html_assets.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -81,10 +106,17 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtaipan.a
 unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
 
-functional: $(BUILD)/taipan
+# test_html.py writes its 100,000-stack page with the unit-test binary.
+functional: $(BUILD)/taipan $(BUILD)/tests/test_output_html
 	TAIPAN=$(abspath $(BUILD)/taipan) $(PYTHON) -m pytest -q -ra tests/functional
 
-test: unit functional
+test: roots
+	$(MAKE) unit
+	$(MAKE) functional
+
+# Debian roots with the other Pythons of the test matrix (cached outside the clone).
+roots:
+	@scripts/make-roots.sh
 
 check: deps
 	$(MAKE) all
@@ -119,8 +151,11 @@ lint:
 format:
 	clang-format -i src/*.c src/*.h src/bpf/*.c tests/unit/*.c
 
+MANDIR ?= $(PREFIX)/share/man
+
 install: $(BUILD)/taipan
 	install -D -m 0755 $(BUILD)/taipan $(DESTDIR)$(PREFIX)/bin/taipan
+	install -D -m 0644 doc/taipan.1 $(DESTDIR)$(MANDIR)/man1/taipan.1
 
 clean:
 	rm -rf build

@@ -12,11 +12,16 @@ pkgs=(
   zlib1g-dev                        # gzip of pprof output
   libprotobuf-c-dev protobuf-c-compiler  # pprof encoding from profile.proto
   libjansson-dev                    # JSON output
+  libncurses-dev                    # the live view of taipan top
   uthash-dev                        # hash tables
   libcmocka-dev                     # C unit tests
   python3-pytest                    # functional tests
+  tmux                              # a terminal for the functional tests of taipan top
+  man-db                            # the tests render doc/taipan.1 with man -l
   golang-go                         # `go tool pprof`, the tests' pprof reader
   gdb                               # tools/gen_offsets.py reads DWARF with it
+  xxd                               # embeds the flame-graph page (src/html/) in the binary
+  chromium                          # the flame-graph tests open the page in headless Chromium
 )
 
 missing=()
@@ -26,6 +31,13 @@ for p in "${pkgs[@]}"; do
     missing+=("$p")
   fi
 done
+
+# Node.js and npm drive Chromium in the flame-graph tests. Any install will
+# do (a machine may have one from elsewhere, whose nodejs package bundles npm
+# and conflicts with Debian's npm package), so look for the commands.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
+fi
 
 if ((${#missing[@]} == 0)); then
   exit 0

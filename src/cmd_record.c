@@ -45,9 +45,11 @@ void cmd_record_usage(FILE *out)
 		"                       or Ctrl-C)\n"
 		"  -r, --rate HZ        samples per second per CPU (default 100; 1 to 10000)\n"
 		"  -o, --output FILE    where to write (default taipan-YYYYmmdd-HHMMSS.folded);\n"
-		"                       the extension picks the format: .folded/.txt folded\n"
-		"                       stacks, .pb.gz/.pprof pprof\n"
-		"  -f, --format FMT     folded or pprof, whatever the extension says\n"
+		"                       the extension picks the format: .html/.htm flame graph,\n"
+		"                       .json speedscope, .pb.gz/.pprof pprof, .folded/.txt\n"
+		"                       folded stacks\n"
+		"  -f, --format FMT     html, speedscope, pprof or folded, whatever the\n"
+		"                       extension says\n"
 		"      --no-kernel      leave out kernel frames\n"
 		"      --folded-lines   folded: name each frame \"function (file:line)\"\n"
 		"      --folded-threads folded: start each stack with its process and thread\n"
@@ -58,6 +60,7 @@ void cmd_record_usage(FILE *out)
 		"\n"
 		"examples:\n"
 		"  taipan record -p 4242 -d 30 -o profile.pb.gz\n"
+		"  taipan record -p 4242 -d 10 -o profile.html    # open in a browser\n"
 		"  taipan record -r 1000 -o app.folded -- python3 app.py --port 8000\n"
 		"  go tool pprof -top profile.pb.gz\n");
 }
@@ -135,7 +138,9 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 		case 'f':
 			a->format = output_format_from_name(optarg);
 			if (a->format == OUTPUT_UNKNOWN) {
-				log_error("unknown --format '%s' (use folded or pprof)", optarg);
+				log_error(
+				    "unknown --format '%s' (use html, speedscope, pprof or folded)",
+				    optarg);
 				return -EINVAL;
 			}
 			break;
@@ -275,8 +280,8 @@ int cmd_record(int argc, char **argv)
 	if (a.format == OUTPUT_UNKNOWN)
 		a.format = output_format_from_path(a.output);
 	if (a.format == OUTPUT_UNKNOWN) {
-		log_error("cannot tell the format of '%s' from its extension; use .folded, .txt, "
-			  ".pb.gz or .pprof, or --format",
+		log_error("cannot tell the format of '%s' from its extension; use .html, .json, "
+			  ".pb.gz, .pprof, .folded or .txt, or --format",
 			  a.output);
 		return 2;
 	}

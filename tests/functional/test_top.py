@@ -1,0 +1,241 @@
+"""taipan top in a real terminal (tmux): the busy function on top, sort keys,
+the thread filter, reset, quitting; and its errors without a terminal."""
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import MATRIX, IN_CI, require, run_taipan
+
+ROW_RE = re.compile(r"^\s*(?P<own>\d+\.\d)%\s+(?P<total>\d+\.\d)%\s+(?P<nown>\d+)\s+(?P<ntotal>\d+)\s+"
+                    r"(?P<name>\S.*?)(?:\s+\((?P<file>[^()]*):(?P<line>\d+)\))?$")
+
+
+def pyenv(ident):
+    path = dict((m[0], m[1]) for m in MATRIX)[ident]
+    require(path, "interpreter " + ident)
+    return path
+
+
+class Screen:
+    """taipan top running in a detached tmux session of its own server."""
+
+    def __init__(self, tmux, taipan, args, status_file):
+        self.tmux = tmux
+        self.sock = "taipan-test-%s" % uuid.uuid4().hex[:12]
+        self.status_file = status_file
+        cmd = "%s %s; echo $? > %s; sleep 600" % (
+            shlex.quote(taipan), " ".join(shlex.quote(str(a)) for a in args), shlex.quote(str(status_file)))
+        self._tmux("new-session", "-d", "-x", "200", "-y", "50", "-s", "top", cmd)
+
+    def _tmux(self, *args):
+        return subprocess.run([self.tmux, "-L", self.sock] + list(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, check=True, timeout=10).stdout
+
+    def text(self):
+        return self._tmux("capture-pane", "-p", "-t", "top")
+
+    def keys(self, *keys):
+        self._tmux("send-keys", "-t", "top", *keys)
+
+    def wait_for(self, pred, timeout=15, what="the screen"):
+        deadline = time.time() + timeout
+        while True:
+            text = self.text()
+            got = pred(text)
+            if got:
+                return got
+            if time.time() > deadline:
+                raise AssertionError("timed out waiting for %s; screen:\n%s" % (what, text))
+            time.sleep(0.2)
+
+    def exit_status(self, timeout=5):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if os.path.exists(self.status_file) and open(self.status_file).read().strip():
+                return int(open(self.status_file).read())
+            time.sleep(0.1)
+        raise AssertionError("taipan top did not exit; screen:\n" + self.text())
+
+    def close(self):
+        subprocess.run([self.tmux, "-L", self.sock, "kill-server"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=10)
+
+
+@pytest.fixture
+def top(taipan, tmp_path):
+    tmux = shutil.which("tmux")
+    if not tmux:
+        msg = "tmux is not installed (scripts/install-deps.sh installs it)"
+        if IN_CI:
+            pytest.fail("required in CI: " + msg)
+        pytest.skip(msg)
+    screens = []
+
+    def start(*args):
+        s = Screen(tmux, taipan, ["top"] + list(args), tmp_path / ("status-%d" % len(screens)))
+        screens.append(s)
+        return s
+
+    yield start
+    for s in screens:
+        s.close()
+
+
+def parse(text):
+    """(header lines, rows as dicts) of one screen."""
+    lines = text.splitlines()
+    rows = []
+    for line in lines[4:]:
+        m = ROW_RE.match(line)
+        if m:
+            d = m.groupdict()
+            rows.append(dict(d, own=float(d["own"]), total=float(d["total"]), nown=int(d["nown"]),
+                             ntotal=int(d["ntotal"])))
+    return lines[:2], rows
+
+
+def samples(text):
+    m = re.search(r"^samples (\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def enough(n):
+    return lambda text: samples(text) >= n and text
+
+
+@pytest.mark.parametrize("ident", ["pyenv-3.12", "pyenv-2.7"])
+def test_busy_function_has_the_largest_own_share(top, workload, ident):
+    w = workload(pyenv(ident), "chain.py", 60)
+    s = top("-p", w.pid, "-r", 200)
+    text = s.wait_for(enough(150), what="150 samples")
+    header, rows = parse(text)
+    assert re.match(r"taipan top - pid %d \(python[\d.]+\), Python %s(\.\d+)?, 200 Hz, since start \d+s$" % (
+        w.pid, re.escape(ident[6:])), header[0].strip()), header[0]
+    assert re.match(r"samples \d+, lost \d+, threads 1, showing all threads, sorted by own$", header[1].strip()), header
+    inner = "Worker.run.<locals>.inner" if ident >= "pyenv-3.11" else "inner"
+    assert rows[0]["name"] == inner and rows[0]["file"] == "chain.py", rows
+    assert rows[0]["own"] >= 80, rows
+    by_name = {r["name"]: r for r in rows}
+    for caller in ("Worker.run", "main", "<module>"):
+        assert by_name[caller]["total"] >= 95 and by_name[caller]["own"] <= 5, rows
+    s.keys("q")
+    assert s.exit_status() == 0
+
+
+def test_sort_keys_thread_filter_reset_and_quit(top, workload):
+    w = workload(pyenv("pyenv-3.12"), "threads.py", 60)
+    s = top("-p", w.pid, "-r", 400)
+    text = s.wait_for(enough(400), what="400 samples")
+    _, rows = parse(text)
+    spins = {"spin_a", "spin_b", "spin_c", "spin_d"}
+    # By own: the four spinning functions first, a quarter each.
+    assert {r["name"] for r in rows[:4]} == spins, rows
+    for r in rows[:4]:
+        assert 10 <= r["own"] <= 40, rows
+
+    # By total: the threading frames under every thread come first.
+    s.keys("t")
+    text = s.wait_for(lambda t: "sorted by total" in t and t, what="the total sort")
+    _, rows = parse(text)
+    assert rows[0]["name"] not in spins and rows[0]["total"] >= 95 and rows[0]["own"] < 5, rows
+    assert [r["total"] for r in rows] == sorted((r["total"] for r in rows), reverse=True), rows
+    s.keys("o")
+    s.wait_for(lambda t: "sorted by own" in t, what="the own sort")
+
+    # h steps through the threads one by one, then back to all of them.
+    seen_tids, spinner_views = set(), 0
+    shown_re = re.compile(r"showing (all threads|thread (\d+) \()")
+    showing = "all threads"
+    for _ in range(8):
+        s.keys("h")
+        # Each press changes what is shown; wait for the redraw.
+        text = s.wait_for(lambda t: shown_re.search(t) and shown_re.search(t).group(1) != showing and t,
+                          what="the next filter")
+        m = shown_re.search(text)
+        showing = m.group(1)
+        if not m.group(2):
+            break
+        tid = int(m.group(2))
+        assert tid not in seen_tids, "thread %d shown twice before all" % tid
+        seen_tids.add(tid)
+        assert tid in {int(t) for t in os.listdir("/proc/%d/task" % w.pid)}
+        _, rows = parse(text)
+        shown = {r["name"] for r in rows} & spins
+        assert len(shown) <= 1, "thread %d shows %s" % (tid, shown)
+        if shown:
+            spinner_views += 1
+            top_row = rows[0]
+            assert top_row["name"] in spins and top_row["own"] >= 90, rows
+    else:
+        raise AssertionError("h never came back to all threads")
+    assert len(seen_tids) >= 4 and spinner_views >= 4, (seen_tids, spinner_views)
+
+    # r counts from now.
+    before = samples(s.text())
+    s.keys("r")
+    text = s.wait_for(lambda t: "since reset" in t and t, what="the reset")
+    assert samples(text) < before
+
+    s.keys("q")
+    assert s.exit_status() == 0
+
+
+def test_sliding_window_and_ctrl_c(top, workload):
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
+    s = top("-p", w.pid, "-w", 2, "-r", 100)
+    s.wait_for(lambda t: "last 2s" in t, what="a full 2 s window")
+    # After 5 s, a 2 s window at 100 Hz holds 2 to 3 s of samples (it moves
+    # once a second), never the whole run.
+    time.sleep(3)
+    n = samples(s.wait_for(enough(100), what="samples"))
+    assert n <= 330, n
+    s.keys("C-c")
+    assert s.exit_status() == 0
+
+
+def error_lines(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("taipan: error:")]
+
+
+def test_errors_and_usage(taipan, workload):
+    res = run_taipan(taipan, ["top", "-p", "9999999"])
+    assert res.returncode == 1
+    errs = error_lines(res.stderr)
+    assert len(errs) == 1 and "no such process" in errs[0], res.stderr
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        res = run_taipan(taipan, ["top", "-p", sleeper.pid])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert res.returncode == 1
+    errs = error_lines(res.stderr)
+    assert len(errs) == 1 and "not a Python process" in errs[0], res.stderr
+
+    # No terminal: said so, before any BPF is loaded.
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 30)
+    res = run_taipan(taipan, ["top", "-p", w.pid], stdin=subprocess.DEVNULL)
+    assert res.returncode == 1
+    errs = error_lines(res.stderr)
+    assert len(errs) == 1 and "needs a terminal" in errs[0], res.stderr
+
+    for args, want in [(["top"], "needs -p PID"), (["top", "-p", "1", "-r", "0"], "--rate"),
+                       (["top", "-p", "1", "-w", "0"], "--window"), (["top", "-p", "1", "x"], "unexpected")]:
+        res = run_taipan(taipan, args)
+        assert res.returncode == 2 and want in res.stderr, (args, res.stderr)
+
+
+def test_help(taipan):
+    for args in (["help", "top"], ["top", "--help"]):
+        res = run_taipan(taipan, args)
+        assert res.returncode == 0
+        for opt in ["--pid", "--rate", "--window", "keys:", "OWN%", "TOTAL%", "examples:", "taipan top -p"]:
+            assert opt in res.stdout, (args, opt)

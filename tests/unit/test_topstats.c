@@ -1,0 +1,234 @@
+/* test_topstats.c - unit tests for top's own/total counts: leaf and
+ * recursion rules, the thread filter, sorting, resets and sliding windows. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "profile.h"
+#include "topstats.h"
+
+struct fixture {
+	struct profile *p;
+	uint32_t a1, a2, b, c, k, mark;
+};
+
+static uint32_t intern(struct profile *p, const char *name, const char *file, int line,
+		       enum prof_frame_kind kind)
+{
+	struct prof_frame f = {.name = name, .file = file, .line = line, .kind = kind};
+	int id = profile_intern_frame(p, &f);
+	assert_true(id >= 0);
+	return (uint32_t)id;
+}
+
+static void add(struct profile *p, uint32_t tid, uint64_t count, int n, ...)
+{
+	uint32_t ids[16];
+	va_list ap;
+	va_start(ap, n);
+	for (int i = 0; i < n; i++)
+		ids[i] = va_arg(ap, uint32_t);
+	va_end(ap);
+	struct prof_labels lb = {.pid = 1, .tid = tid, .thread_name = tid == 1 ? "main" : "worker"};
+	assert_int_equal(profile_add(p, ids, (uint32_t)n, &lb, count), 0);
+}
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+	assert_non_null(fx);
+	fx->p = profile_new();
+	assert_non_null(fx->p);
+	/* A on two lines is one function. */
+	fx->a1 = intern(fx->p, "A", "x.py", 1, PROF_FRAME_PYTHON);
+	fx->a2 = intern(fx->p, "A", "x.py", 2, PROF_FRAME_PYTHON);
+	fx->b = intern(fx->p, "B", "x.py", 10, PROF_FRAME_PYTHON);
+	fx->c = intern(fx->p, "C", "y.py", 20, PROF_FRAME_PYTHON);
+	fx->k = intern(fx->p, "do_syscall_64", NULL, 0, PROF_FRAME_KERNEL);
+	fx->mark = intern(fx->p, "[truncated]", NULL, 0, PROF_FRAME_MARKER);
+	/* Root first. */
+	add(fx->p, 1, 3, 3, fx->c, fx->b, fx->a1);
+	add(fx->p, 2, 1, 3, fx->c, fx->b, fx->a2);
+	add(fx->p, 1, 2, 3, fx->c, fx->b, fx->b);  /* recursion */
+	add(fx->p, 2, 4, 3, fx->c, fx->a1, fx->k); /* in a system call under A */
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+	profile_free(fx->p);
+	free(fx);
+	return 0;
+}
+
+static const struct top_row *row(const struct topstats *ts, const char *name)
+{
+	const struct top_row *const *rows;
+	size_t n = topstats_rows(ts, &rows);
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(rows[i]->name, name))
+			return rows[i];
+	return NULL;
+}
+
+static void test_own_and_total(void **state)
+{
+	struct fixture *fx = *state;
+	struct topstats *ts = topstats_new(0);
+	const struct top_row *const *rows;
+	assert_non_null(ts);
+
+	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_view_samples(ts), 10);
+	assert_int_equal(topstats_window_samples(ts), 10);
+	assert_int_equal(topstats_rows(ts, &rows), 3);
+	/* A: the leaf of 3 + 1 + 4 (the kernel frame does not count). */
+	assert_int_equal(row(ts, "A")->own, 8);
+	assert_int_equal(row(ts, "A")->total, 8);
+	assert_string_equal(row(ts, "A")->file, "x.py");
+	/* B: once per sample, recursion or not. */
+	assert_int_equal(row(ts, "B")->own, 2);
+	assert_int_equal(row(ts, "B")->total, 6);
+	assert_int_equal(row(ts, "C")->own, 0);
+	assert_int_equal(row(ts, "C")->total, 10);
+	assert_null(row(ts, "do_syscall_64"));
+	assert_string_equal(rows[0]->name, "A");
+	assert_string_equal(rows[1]->name, "B");
+	assert_string_equal(rows[2]->name, "C");
+
+	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_TOTAL), 0);
+	assert_int_equal(topstats_rows(ts, &rows), 3);
+	assert_string_equal(rows[0]->name, "C");
+	assert_string_equal(rows[1]->name, "A");
+	assert_string_equal(rows[2]->name, "B");
+
+	const struct top_thread *th;
+	assert_int_equal(topstats_threads(ts, &th), 2);
+	assert_int_equal(th[0].tid, 1);
+	assert_int_equal(th[0].samples, 5);
+	assert_string_equal(th[0].name, "main");
+	assert_int_equal(th[1].tid, 2);
+	assert_int_equal(th[1].samples, 5);
+	topstats_free(ts);
+}
+
+static void test_thread_filter(void **state)
+{
+	struct fixture *fx = *state;
+	struct topstats *ts = topstats_new(0);
+	assert_non_null(ts);
+
+	assert_int_equal(topstats_compute(ts, fx->p, 1, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_view_samples(ts), 5);
+	assert_int_equal(topstats_window_samples(ts), 10);
+	assert_int_equal(row(ts, "A")->own, 3);
+	assert_int_equal(row(ts, "B")->own, 2);
+	assert_int_equal(row(ts, "B")->total, 5);
+	assert_int_equal(row(ts, "C")->total, 5);
+	/* Every thread is still listed, for the next filter. */
+	const struct top_thread *th;
+	assert_int_equal(topstats_threads(ts, &th), 2);
+
+	/* A thread with nothing in view: no rows. */
+	const struct top_row *const *rows;
+	assert_int_equal(topstats_compute(ts, fx->p, 99, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_rows(ts, &rows), 0);
+	assert_int_equal(topstats_view_samples(ts), 0);
+	topstats_free(ts);
+}
+
+static void test_markers_are_rows(void **state)
+{
+	struct fixture *fx = *state;
+	struct topstats *ts = topstats_new(0);
+	assert_non_null(ts);
+	add(fx->p, 3, 5, 2, fx->mark, fx->c);
+	assert_int_equal(topstats_compute(ts, fx->p, 3, TOP_SORT_OWN), 0);
+	assert_int_equal(row(ts, "C")->own, 5);
+	assert_int_equal(row(ts, "[truncated]")->total, 5);
+	assert_null(row(ts, "[truncated]")->file);
+	topstats_free(ts);
+}
+
+static void test_reset(void **state)
+{
+	struct fixture *fx = *state;
+	struct topstats *ts = topstats_new(0);
+	const struct top_row *const *rows;
+	assert_non_null(ts);
+
+	assert_int_equal(topstats_reset(ts, fx->p), 0);
+	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_rows(ts, &rows), 0);
+	assert_int_equal(topstats_view_samples(ts), 0);
+	/* An old stack again, and a new one. */
+	add(fx->p, 1, 2, 3, fx->c, fx->b, fx->a1);
+	add(fx->p, 2, 1, 2, fx->c, fx->b);
+	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_view_samples(ts), 3);
+	assert_int_equal(row(ts, "A")->own, 2);
+	assert_int_equal(row(ts, "B")->own, 1);
+	assert_int_equal(row(ts, "C")->total, 3);
+	/* Ticks do not move a since-reset view. */
+	assert_int_equal(topstats_tick(ts, fx->p), 0);
+	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_view_samples(ts), 3);
+	topstats_free(ts);
+}
+
+static void test_sliding_window(void **state)
+{
+	struct fixture *fx = *state;
+	struct topstats *ts = topstats_new(2); /* the last two ticks */
+	assert_non_null(ts);
+
+	/* Before the window is full, it reaches back to the start. */
+	assert_int_equal(topstats_tick(ts, fx->p), 0);
+	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_view_samples(ts), 10);
+	add(fx->p, 1, 7, 2, fx->c, fx->b);
+	assert_int_equal(topstats_tick(ts, fx->p), 0);
+	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_view_samples(ts), 17);
+	/* Third tick: the first tick's snapshot (10 samples) is the base. */
+	add(fx->p, 2, 1, 1, fx->c);
+	assert_int_equal(topstats_tick(ts, fx->p), 0);
+	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_view_samples(ts), 8);
+	assert_int_equal(row(ts, "B")->own, 7);
+	assert_int_equal(row(ts, "C")->own, 1);
+	assert_null(row(ts, "A"));
+	/* Two more ticks with nothing new: empty. */
+	assert_int_equal(topstats_tick(ts, fx->p), 0);
+	assert_int_equal(topstats_tick(ts, fx->p), 0);
+	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_view_samples(ts), 0);
+	/* A reset empties the window as well. */
+	add(fx->p, 2, 1, 1, fx->c);
+	assert_int_equal(topstats_reset(ts, fx->p), 0);
+	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
+	assert_int_equal(topstats_view_samples(ts), 0);
+	topstats_free(ts);
+	topstats_free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_own_and_total, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_thread_filter, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_markers_are_rows, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sliding_window, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
