@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "log.h"
 #include "pyproc.h"
@@ -60,24 +61,18 @@ static int parse_args(int argc, char **argv, struct dump_args *a)
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	char *end;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "p:jvh", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'p': {
-			long v = strtol(optarg, &end, 10);
-			if (*end || v <= 0 || v > INT_MAX) {
-				log_error("--pid wants a process id, not '%s'", optarg);
-				return -EINVAL;
-			}
+		case 'p':
 			if (a->pid) {
 				log_error("dump reads one process: give -p once");
 				return -EINVAL;
 			}
-			a->pid = (pid_t)v;
+			if (cli_pid(optarg, &a->pid))
+				return -EINVAL;
 			break;
-		}
 		case 'j':
 			a->json = true;
 			break;
@@ -101,13 +96,6 @@ static int parse_args(int argc, char **argv, struct dump_args *a)
 		return -EINVAL;
 	}
 	return 0;
-}
-
-static double mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* The name of thread tid, or "" when it is gone. */
@@ -275,7 +263,7 @@ int cmd_dump(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a))
 		return 2;
-	double t0 = mono_ms();
+	double t0 = (cli_now() * 1e3);
 	ret = pyproc_inspect(a.pid, &pp, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);
@@ -301,7 +289,7 @@ int cmd_dump(int argc, char **argv)
 			  a.pid, (unsigned long long)pp.tp.interp_head_addr, strerror(-ret));
 		goto out;
 	}
-	double t_walk = mono_ms();
+	double t_walk = (cli_now() * 1e3);
 	if (w.nthreads) {
 		th = calloc(w.nthreads, sizeof(*th));
 		if (!th) {
@@ -334,7 +322,7 @@ int cmd_dump(int argc, char **argv)
 	else
 		log_debug("threads matched with OS threads through %s", tid_sources[w.tid_source]);
 	log_debug("%zu threads read in %.1f ms, printed in %.1f ms", w.nthreads, t_walk - t0,
-		  mono_ms() - t_walk);
+		  (cli_now() * 1e3) - t_walk);
 	status = 0;
 out:
 	free(th);

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "log.h"
 #include "output.h"
@@ -101,19 +102,15 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "+p:d:r:o:f:qvh", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'p': {
-			long v = strtol(optarg, &end, 10);
-			if (*end || v <= 0 || v > INT_MAX) {
-				log_error("--pid wants a process id, not '%s'", optarg);
-				return -EINVAL;
-			}
+		case 'p':
 			if (a->npids == MAX_PIDS) {
 				log_error("at most %d --pid options", MAX_PIDS);
 				return -EINVAL;
 			}
-			a->pids[a->npids++] = (pid_t)v;
+			if (cli_pid(optarg, &a->pids[a->npids]))
+				return -EINVAL;
+			a->npids++;
 			break;
-		}
 		case 'd':
 			a->duration = strtod(optarg, &end);
 			if (*end || !(a->duration > 0)) {
@@ -122,16 +119,10 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 				return -EINVAL;
 			}
 			break;
-		case 'r': {
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 10000) {
-				log_error("--rate wants a number from 1 to 10000 (Hz), not '%s'",
-					  optarg);
+		case 'r':
+			if (cli_rate(optarg, &a->rate))
 				return -EINVAL;
-			}
-			a->rate = (unsigned int)v;
 			break;
-		}
 		case 'o':
 			a->output = optarg;
 			break;
@@ -181,13 +172,6 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 		return -EINVAL;
 	}
 	return 0;
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void progress(struct session *s, double elapsed, bool final)
@@ -319,10 +303,7 @@ int cmd_record(int argc, char **argv)
 		}
 	}
 
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	cli_on_stop_signals(on_signal, false);
 
 	ret = session_start(s, err, sizeof(err));
 	if (ret) {
@@ -337,7 +318,7 @@ int cmd_record(int argc, char **argv)
 	}
 
 	bool show = log_get_level() >= LOG_NORMAL && isatty(STDERR_FILENO);
-	double t0 = mono_s(), last_shown = 0, elapsed = 0;
+	double t0 = cli_now(), last_shown = 0, elapsed = 0;
 	const char *why = "stopped";
 	for (;;) {
 		ret = session_poll(s, 20);
@@ -345,7 +326,7 @@ int cmd_record(int argc, char **argv)
 			log_error("reading samples: %s", strerror(-ret));
 			break;
 		}
-		elapsed = mono_s() - t0;
+		elapsed = cli_now() - t0;
 		if (stop_requested) {
 			why = "interrupted";
 			break;

@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "log.h"
 #include "pyproc.h"
+#include "cli.h"
 #include "session.h"
 #include "topstats.h"
 
@@ -93,25 +94,16 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 	while ((c = getopt_long(argc, argv, "p:r:w:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			v = strtol(optarg, &end, 10);
-			if (*end || v <= 0 || v > INT_MAX) {
-				log_error("--pid wants a process id, not '%s'", optarg);
-				return -EINVAL;
-			}
 			if (a->pid) {
 				log_error("top watches one process: give -p once");
 				return -EINVAL;
 			}
-			a->pid = (pid_t)v;
+			if (cli_pid(optarg, &a->pid))
+				return -EINVAL;
 			break;
 		case 'r':
-			v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 10000) {
-				log_error("--rate wants a number from 1 to 10000 (Hz), not '%s'",
-					  optarg);
+			if (cli_rate(optarg, &a->rate))
 				return -EINVAL;
-			}
-			a->rate = (unsigned int)v;
 			break;
 		case 'w':
 			v = strtol(optarg, &end, 10);
@@ -140,13 +132,6 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 		return -EINVAL;
 	}
 	return 0;
-}
-
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* What the screen shows besides the rows. */
@@ -203,7 +188,7 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 			 v->ticks < v->args->window ? v->ticks : v->args->window);
 	else
 		snprintf(span, sizeof(span), "%s %.0fs",
-			 v->was_reset ? "since reset" : "since start", mono_s() - v->since);
+			 v->was_reset ? "since reset" : "since start", cli_now() - v->since);
 	put(0, w, "taipan top - pid %d (%s), Python %s, %u Hz, %s%s", v->pp->pid, v->pp->comm,
 	    v->pp->version, v->args->rate, span, v->exited ? " - the process exited" : "");
 	if (v->tid)
@@ -334,11 +319,7 @@ int cmd_top(int argc, char **argv)
 	}
 
 	/* Ours before ncurses starts: it then leaves them alone. */
-	struct sigaction sa = {.sa_handler = on_signal};
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	cli_on_stop_signals(on_signal, true);
 
 	ret = session_start(s, err, sizeof(err));
 	if (ret) {
@@ -358,8 +339,8 @@ int cmd_top(int argc, char **argv)
 	keypad(stdscr, TRUE);
 	curs_set(0);
 
-	struct view v = {.args = &a, .pp = &pp, .sort = TOP_SORT_OWN, .since = mono_s()};
-	double next = mono_s() + 1.0;
+	struct view v = {.args = &a, .pp = &pp, .sort = TOP_SORT_OWN, .since = cli_now()};
+	double next = cli_now() + 1.0;
 	bool dirty = true;
 	while (!stop_requested) {
 		ret = session_poll(s, 50);
@@ -367,7 +348,7 @@ int cmd_top(int argc, char **argv)
 			v.error = "reading samples failed; q quits";
 			dirty = true;
 		}
-		double now = mono_s();
+		double now = cli_now();
 		if (now >= next) {
 			if (topstats_tick(ts, session_profile(s)))
 				v.error = "out of memory; q quits";

@@ -1,0 +1,24 @@
+/* cli.h - small pieces that every subcommand's command line needs. */
+#ifndef TAIPAN_CLI_H
+#define TAIPAN_CLI_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* Parses the argument of -p/--pid. Returns 0, or -EINVAL after logging
+ * "--pid wants a process id, not 'ARG'". */
+int cli_pid(const char *arg, pid_t *out);
+
+/* Parses the argument of -r/--rate (1 to 10000 Hz). Returns 0, or -EINVAL
+ * after logging what it wants. */
+int cli_rate(const char *arg, unsigned int *out);
+
+/* Seconds on the monotonic clock. */
+double cli_now(void);
+
+/* Calls handler on SIGINT and SIGTERM (and SIGHUP with hup), without
+ * SA_RESTART, so that a blocking wait returns and the caller can stop
+ * cleanly and still write what it has. */
+void cli_on_stop_signals(void (*handler)(int), bool hup);
+
+#endif /* TAIPAN_CLI_H */
