@@ -194,6 +194,16 @@ int bpfrun_del_proc(struct bpfrun *br, uint32_t tgid)
 	return 0;
 }
 
+uint64_t bpfrun_take_unknown(struct bpfrun *br, uint32_t tgid)
+{
+	uint64_t n = 0;
+	int fd = bpf_map__fd(br->skel->maps.unknown_samples);
+	if (bpf_map_lookup_elem(fd, &tgid, &n))
+		return 0;
+	bpf_map_delete_elem(fd, &tgid);
+	return n;
+}
+
 int bpfrun_poll(struct bpfrun *br, int timeout_ms)
 {
 	int n = ring_buffer__poll(br->rb, timeout_ms);

@@ -33,6 +33,10 @@ int bpfrun_add_target(struct bpfrun *br, uint32_t tgid);
 int bpfrun_set_proc(struct bpfrun *br, uint32_t tgid, const struct tp_proc *p);
 int bpfrun_del_proc(struct bpfrun *br, uint32_t tgid);
 
+/* Reads and clears how many samples of tgid were taken before it was
+ * classified (0 when none). */
+uint64_t bpfrun_take_unknown(struct bpfrun *br, uint32_t tgid);
+
 /* Waits up to timeout_ms for records, then consumes everything waiting.
  * Returns the number of records consumed or a negative errno (-EINTR when a
  * signal arrived, which callers treat as a normal wakeup). */

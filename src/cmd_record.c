@@ -34,14 +34,20 @@ void cmd_record_usage(FILE *out)
 	fprintf(out,
 		"usage: taipan record [options] -p PID [-p PID …]\n"
 		"       taipan record [options] -- COMMAND [ARGS…]\n"
+		"       taipan record [options] -a [--comm NAME …] [--cgroup PATH]\n"
 		"\n"
 		"Samples the Python stacks of every thread of the given processes (or of\n"
-		"COMMAND and every process it starts) and writes a profile. Stops after\n"
-		"--duration, when the targets exit, or on Ctrl-C; the profile is written\n"
-		"in every case.\n"
+		"COMMAND and every process it starts, or of every Python process on the\n"
+		"host) and writes a profile. Stops after --duration, when the targets exit,\n"
+		"or on Ctrl-C; the profile is written in every case.\n"
 		"\n"
 		"options:\n"
 		"  -p, --pid PID        profile this running process (repeatable)\n"
+		"  -a, --all            profile every Python process on the host, including\n"
+		"                       those in containers and those that start later\n"
+		"      --comm NAME      with -a: only processes with this name (repeatable)\n"
+		"      --cgroup PATH    with -a: only processes in this cgroup (v2 path prefix,\n"
+		"                       e.g. /system.slice/app.service)\n"
 		"  -d, --duration SECS  stop after SECS seconds (default: until the targets exit\n"
 		"                       or Ctrl-C)\n"
 		"  -r, --rate HZ        samples per second per CPU (default 100; 1 to 10000)\n"
@@ -61,14 +67,21 @@ void cmd_record_usage(FILE *out)
 		"\n"
 		"examples:\n"
 		"  taipan record -p 4242 -d 30 -o profile.pb.gz\n"
+		"  taipan record -a -d 60 -o fleet.pb.gz\n"
 		"  taipan record -p 4242 -d 10 -o profile.html    # open in a browser\n"
 		"  taipan record -r 1000 -o app.folded -- python3 app.py --port 8000\n"
 		"  go tool pprof -top profile.pb.gz\n");
 }
 
+#define MAX_COMMS 32
+
 struct record_args {
 	pid_t pids[MAX_PIDS];
 	int npids;
+	bool all;
+	const char *comms[MAX_COMMS + 1];
+	int ncomms;
+	const char *cgroup;
 	double duration;
 	unsigned int rate;
 	const char *output;
@@ -81,27 +94,35 @@ struct record_args {
 static int parse_args(int argc, char **argv, struct record_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},
-	    {"duration", required_argument, NULL, 'd'},
-	    {"rate", required_argument, NULL, 'r'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"no-kernel", no_argument, NULL, 'K'},
-	    {"folded-lines", no_argument, NULL, 'L'},
-	    {"folded-threads", no_argument, NULL, 'T'},
-	    {"stats", no_argument, NULL, 'S'},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
+	    {"pid", required_argument, NULL, 'p'},	{"all", no_argument, NULL, 'a'},
+	    {"comm", required_argument, NULL, 'C'},	{"cgroup", required_argument, NULL, 'G'},
+	    {"duration", required_argument, NULL, 'd'}, {"rate", required_argument, NULL, 'r'},
+	    {"output", required_argument, NULL, 'o'},	{"format", required_argument, NULL, 'f'},
+	    {"no-kernel", no_argument, NULL, 'K'},	{"folded-lines", no_argument, NULL, 'L'},
+	    {"folded-threads", no_argument, NULL, 'T'}, {"stats", no_argument, NULL, 'S'},
+	    {"quiet", no_argument, NULL, 'q'},		{"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},		{0},
 	};
 	char *end;
 	int c;
 	a->rate = 100;
 	a->kernel = true;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+p:d:r:o:f:qvh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:ad:r:o:f:qvh", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'a':
+			a->all = true;
+			break;
+		case 'C':
+			if (a->ncomms == MAX_COMMS) {
+				log_error("at most %d --comm options", MAX_COMMS);
+				return -EINVAL;
+			}
+			a->comms[a->ncomms++] = optarg;
+			break;
+		case 'G':
+			a->cgroup = optarg;
+			break;
 		case 'p':
 			if (a->npids == MAX_PIDS) {
 				log_error("at most %d --pid options", MAX_PIDS);
@@ -163,12 +184,17 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 	}
 	if (optind < argc)
 		a->cmd = &argv[optind];
-	if (!a->npids && !a->cmd) {
-		log_error("record needs -p PID or -- COMMAND (see 'taipan help record')");
+	if (!a->npids && !a->cmd && !a->all) {
+		log_error("record needs -p PID, -a or -- COMMAND (see 'taipan help record')");
 		return -EINVAL;
 	}
-	if (a->npids && a->cmd) {
-		log_error("give either -p PID or -- COMMAND, not both");
+	if ((a->npids > 0) + (a->cmd != NULL) + a->all > 1) {
+		log_error("give one of -p PID, -a or -- COMMAND");
+		return -EINVAL;
+	}
+	if ((a->ncomms || a->cgroup) && !a->all) {
+		log_error(
+		    "--comm and --cgroup filter -a; with -p or a command, name the processes");
 		return -EINVAL;
 	}
 	return 0;
@@ -271,6 +297,9 @@ int cmd_record(int argc, char **argv)
 	}
 
 	struct session_opts so = {
+	    .system_wide = a.all,
+	    .comms = a.ncomms ? a.comms : NULL,
+	    .cgroup = a.cgroup,
 	    .kernel_stacks = a.kernel,
 	    .follow_children = a.cmd != NULL,
 	    .rate_hz = a.rate,
@@ -353,7 +382,7 @@ int cmd_record(int argc, char **argv)
 				why = "command exited";
 				break;
 			}
-		} else if (!session_live_targets(s)) {
+		} else if (!a.all && !session_live_targets(s)) {
 			why = "target exited";
 			break;
 		}

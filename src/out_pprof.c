@@ -47,19 +47,30 @@ enum fixed_string {
 	S_TNAME,
 	S_COMM,
 	S_PYVER,
+	S_CGROUP,
+	S_CONTAINER,
 	S_NFIXED,
 };
 
 static const char *const fixed_strings[S_NFIXED] = {
-    [S_EMPTY] = "",    [S_SAMPLES] = "samples",	     [S_COUNT] = "count",
-    [S_CPU] = "cpu",   [S_NS] = "nanoseconds",	     [S_PID] = "pid",
-    [S_TID] = "tid",   [S_NSPID] = "ns_pid",	     [S_TNAME] = "thread_name",
-    [S_COMM] = "comm", [S_PYVER] = "python_version",
+    [S_EMPTY] = "",
+    [S_SAMPLES] = "samples",
+    [S_COUNT] = "count",
+    [S_CPU] = "cpu",
+    [S_NS] = "nanoseconds",
+    [S_PID] = "pid",
+    [S_TID] = "tid",
+    [S_NSPID] = "ns_pid",
+    [S_TNAME] = "thread_name",
+    [S_COMM] = "comm",
+    [S_PYVER] = "python_version",
+    [S_CGROUP] = "cgroup",
+    [S_CONTAINER] = "container_id",
 };
 
 /* At most this many labels per sample: pid, tid, ns_pid, thread_name, comm,
- * python_version. */
-#define MAX_LABELS 6
+ * python_version, cgroup, container_id. */
+#define MAX_LABELS 8
 
 struct str_ent {
 	UT_hash_handle hh;
@@ -560,6 +571,10 @@ int output_write_pprof(const struct profile *p, FILE *out)
 			err = add_label(s, ls, S_COMM, str_opt(&e, pl->comm));
 		if (!err)
 			err = add_label(s, ls, S_PYVER, str_opt(&e, pl->python_version));
+		if (!err && pl->cgroup && *pl->cgroup)
+			err = add_label(s, ls, S_CGROUP, str_opt(&e, pl->cgroup));
+		if (!err && pl->container_id && *pl->container_id)
+			err = add_label(s, ls, S_CONTAINER, str_opt(&e, pl->container_id));
 		if (err)
 			goto cleanup;
 	}

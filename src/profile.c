@@ -34,7 +34,7 @@ struct frame_ent {
  * pointers), then the frame ids. */
 struct sample_key {
 	uint32_t pid, tid, ns_pid, nframes;
-	const char *thread_name, *comm, *python_version;
+	const char *thread_name, *comm, *python_version, *cgroup, *container_id;
 	uint32_t frames[];
 };
 
@@ -221,6 +221,8 @@ int profile_add(struct profile *p, const uint32_t *frames, uint32_t n,
 	key->thread_name = intern(p, labels->thread_name, &err);
 	key->comm = intern(p, labels->comm, &err);
 	key->python_version = intern(p, labels->python_version, &err);
+	key->cgroup = intern(p, labels->cgroup, &err);
+	key->container_id = intern(p, labels->container_id, &err);
 	if (err) {
 		free(key);
 		return err;
@@ -258,7 +260,9 @@ int profile_add(struct profile *p, const uint32_t *frames, uint32_t n,
 					 .ns_pid = key->ns_pid,
 					 .thread_name = key->thread_name,
 					 .comm = key->comm,
-					 .python_version = key->python_version};
+					 .python_version = key->python_version,
+					 .cgroup = key->cgroup,
+					 .container_id = key->container_id};
 	s->count = count;
 	p->total += count;
 	return 0;
@@ -287,4 +291,65 @@ const struct prof_sample *profile_sample(const struct profile *p, size_t i)
 uint64_t profile_total(const struct profile *p)
 {
 	return p->total;
+}
+
+/* The merged span: from the earliest start to the latest end. A profile
+ * with neither a start nor a duration has no span yet. */
+static void merge_span(struct profile *dst, const struct profile *src)
+{
+	if (!src->start_ns && !src->duration_ns)
+		return;
+	if (!dst->start_ns && !dst->duration_ns) {
+		dst->start_ns = src->start_ns;
+		dst->duration_ns = src->duration_ns;
+		return;
+	}
+	uint64_t start = dst->start_ns < src->start_ns ? dst->start_ns : src->start_ns;
+	uint64_t dend = dst->start_ns + dst->duration_ns;
+	uint64_t send = src->start_ns + src->duration_ns;
+	dst->start_ns = start;
+	dst->duration_ns = (dend > send ? dend : send) - start;
+}
+
+int profile_merge(struct profile *dst, const struct profile *src)
+{
+	uint32_t *ids = NULL, *stack = NULL;
+	uint32_t deepest = 0;
+	int err = 0;
+
+	if (!dst || !src || dst == src)
+		return -EINVAL;
+	for (size_t i = 0; i < src->nsamples; i++)
+		if (src->samples[i].nframes > deepest)
+			deepest = src->samples[i].nframes;
+	/* Frame ids differ between profiles: map each of src's to dst's. */
+	ids = malloc(((size_t)src->nframes + 1) * sizeof(*ids));
+	stack = malloc(((size_t)deepest + 1) * sizeof(*stack));
+	if (!ids || !stack) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < src->nframes; i++) {
+		int id = profile_intern_frame(dst, &src->frames[i]);
+		if (id < 0) {
+			err = id;
+			goto out;
+		}
+		ids[i] = (uint32_t)id;
+	}
+	for (size_t i = 0; i < src->nsamples; i++) {
+		const struct prof_sample *s = &src->samples[i];
+		for (uint32_t j = 0; j < s->nframes; j++)
+			stack[j] = ids[s->frames[j]];
+		err = profile_add(dst, stack, s->nframes, &s->labels, s->count);
+		if (err)
+			goto out;
+	}
+	if (!dst->period_ns)
+		dst->period_ns = src->period_ns;
+	merge_span(dst, src);
+out:
+	free(ids);
+	free(stack);
+	return err;
 }

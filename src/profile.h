@@ -33,6 +33,8 @@ struct prof_labels {
 	const char *thread_name;
 	const char *comm;
 	const char *python_version;
+	const char *cgroup;	  /* cgroup v2 path, or NULL */
+	const char *container_id; /* the container id in the cgroup path, or NULL */
 };
 
 /* One aggregated sample: a stack (root first) with its labels and count. */
@@ -73,5 +75,13 @@ size_t profile_sample_count(const struct profile *p);
 const struct prof_sample *profile_sample(const struct profile *p, size_t i);
 /* Sum of all sample counts. */
 uint64_t profile_total(const struct profile *p);
+
+/* Adds every sample of src to dst, re-interning src's frames and labels in
+ * dst, so that dst reads as if it had aggregated both. dst's time span grows
+ * to cover src's (the earliest start, the latest end); its period is src's
+ * when dst has none. src is not changed. Returns 0 or a negative errno; on
+ * -ENOMEM dst holds some of src's samples (its counts stay consistent with
+ * its stacks) and its span is unchanged. */
+int profile_merge(struct profile *dst, const struct profile *src);
 
 #endif /* TAIPAN_PROFILE_H */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <uthash.h>
 
 #include "debugoffsets.h"
 #include "elfsym.h"
@@ -243,11 +244,183 @@ static bool has_interpreter(struct elf_file *ef)
 	       !elf_file_symbol(ef, "PyInterpreterState_Head", &v, &s);
 }
 
-/* The ELF that holds the interpreter: libpython if one is mapped, else the
+/* What the interpreter's ELF file tells, the same for every process that maps
+ * it; cached per file. Addresses are link-time virtual addresses. */
+struct elf_facts {
+	bool python; /* it holds a CPython interpreter */
+	bool exact;  /* the micro version is known */
+	unsigned int major, minor;
+	uint32_t hexversion;
+	const char *version_source;
+	uint64_t base_vaddr;  /* elf_file_base_vaddr() */
+	uint64_t runtime;     /* &_PyRuntime, 0 before 3.7 */
+	uint64_t code_type;   /* &PyCode_Type, 0 if not exported */
+	uint64_t interp_head; /* &interp_head (2.7, 3.6), 0 if not found */
+};
+
+/* The version, most reliable source first (DESIGN.md decision 3). */
+static void read_version(struct elf_file *ef, const char *file_name, struct elf_facts *f)
+{
+	uint64_t v, size, hex = 0;
+	char cookie[8];
+	unsigned int a, b, c;
+	if (f->runtime && !elf_file_read(ef, f->runtime, cookie, 8) &&
+	    !memcmp(cookie, "xdebugpy", 8) && !elf_file_read(ef, f->runtime + 8, &hex, 8)) {
+		f->version_source = "_Py_DebugOffsets";
+	} else if (!elf_file_symbol(ef, "Py_Version", &v, &size) &&
+		   !elf_file_read(ef, v, &hex, 8)) {
+		f->version_source = "Py_Version";
+	}
+	if (hex) {
+		f->exact = true;
+		f->hexversion = (uint32_t)hex;
+		f->major = (hex >> 24) & 0xff;
+		f->minor = (hex >> 16) & 0xff;
+		return;
+	}
+	if (!version_from_getversion(ef, &a, &b, &c)) {
+		f->exact = true;
+		f->version_source = "Py_GetVersion's PY_VERSION";
+		f->major = a;
+		f->minor = b;
+		f->hexversion = (a << 24) | (b << 16) | (c << 8);
+		return;
+	}
+	const char *so = elf_file_soname(ef);
+	if ((so && version_from_name(so, &f->major, &f->minor)) ||
+	    version_from_name(file_name, &f->major, &f->minor))
+		f->version_source = "file name";
+	struct rodata_scan sc = {.major = f->major, .minor = f->minor};
+	elf_file_rodata_strings(ef, rodata_version_cb, &sc);
+	if (sc.matches == 1) {
+		if (!f->major)
+			f->version_source = ".rodata version string";
+		f->major = sc.found_major;
+		f->minor = sc.found_minor;
+		f->hexversion =
+		    (sc.found_major << 24) | (sc.found_minor << 16) | (sc.found_micro << 8);
+		f->exact = true;
+	} else if (f->major) {
+		f->hexversion = (f->major << 24) | (f->minor << 16);
+	}
+}
+
+static void read_facts(struct elf_file *ef, const char *file_name, struct elf_facts *f)
+{
+	uint64_t v, size;
+	memset(f, 0, sizeof(*f));
+	f->python = has_interpreter(ef);
+	if (!f->python)
+		return;
+	f->base_vaddr = elf_file_base_vaddr(ef);
+	if (!elf_file_symbol(ef, "_PyRuntime", &v, &size) ||
+	    !elf_file_section(ef, ".PyRuntime", &v, &size))
+		f->runtime = v;
+	if (!elf_file_symbol(ef, "PyCode_Type", &v, &size))
+		f->code_type = v;
+	if (!find_interp_head(ef, &v))
+		f->interp_head = v;
+	read_version(ef, file_name, f);
+}
+
+struct file_key {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+};
+
+struct fact_ent {
+	UT_hash_handle hh;
+	struct file_key key;
+	struct elf_facts facts;
+};
+
+/* Files examined at most before the cache starts again from empty. */
+#define FACT_CACHE_MAX 4096
+
+struct pyproc_cache {
+	struct fact_ent *by_file;
+	unsigned int n;
+	uint64_t hits, misses;
+};
+
+struct pyproc_cache *pyproc_cache_new(void)
+{
+	return calloc(1, sizeof(struct pyproc_cache));
+}
+
+static void cache_clear(struct pyproc_cache *c)
+{
+	struct fact_ent *e, *t;
+	HASH_ITER(hh, c->by_file, e, t)
+	{
+		HASH_DEL(c->by_file, e);
+		free(e);
+	}
+	c->n = 0;
+}
+
+void pyproc_cache_free(struct pyproc_cache *c)
+{
+	if (!c)
+		return;
+	cache_clear(c);
+	free(c);
+}
+
+/* The facts of the file behind mapping m, from the cache when the same file
+ * (device, inode, size, mtime) was read before. Returns 0, or a negative
+ * errno when the file cannot be opened or is not ELF. */
+static int facts_for(struct pyproc_cache *c, pid_t pid, const struct map_entry *m,
+		     struct elf_facts *out)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	struct file_key key;
+	struct fact_ent *e = NULL;
+	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	bool have_key = stat(path, &st) == 0;
+	if (c && have_key) {
+		memset(&key, 0, sizeof(key));
+		key.dev = st.st_dev;
+		key.ino = st.st_ino;
+		key.size = st.st_size;
+		key.mtime = st.st_mtim;
+		HASH_FIND(hh, c->by_file, &key, sizeof(key), e);
+		if (e) {
+			c->hits++;
+			*out = e->facts;
+			return 0;
+		}
+		c->misses++;
+	}
+	struct elf_file *ef;
+	int ret = open_mapped(pid, m, &ef);
+	if (ret)
+		return ret;
+	read_facts(ef, base_name(m->path), out);
+	elf_file_close(ef);
+	if (c && have_key) {
+		if (c->n >= FACT_CACHE_MAX)
+			cache_clear(c);
+		e = calloc(1, sizeof(*e));
+		if (e) {
+			e->key = key;
+			e->facts = *out;
+			HASH_ADD(hh, c->by_file, key, sizeof(e->key), e);
+			c->n++;
+		}
+	}
+	return 0;
+}
+
+/* The file that holds the interpreter: libpython if one is mapped, else the
  * executable itself (static builds such as Debian's /usr/bin/python3.X, or
  * embedders that link libpython statically). */
-static int find_interpreter_elf(pid_t pid, const struct proc_maps *maps, struct elf_file **out,
-				const struct map_entry **where)
+static int find_interpreter(struct pyproc_cache *c, pid_t pid, const struct proc_maps *maps,
+			    struct elf_facts *out, const struct map_entry **where)
 {
 	struct stat exe;
 	char path[64];
@@ -259,23 +432,13 @@ static int find_interpreter_elf(pid_t pid, const struct proc_maps *maps, struct 
 			const struct map_entry *m = &maps->v[i];
 			if (m->path[0] != '/' || m->offset != 0)
 				continue;
-			bool want;
-			if (pass == 0)
-				want = strncmp(base_name(m->path), "libpython", 9) == 0;
-			else
-				want = have_exe && m->inode == exe.st_ino &&
-				       strncmp(base_name(m->path), "libpython", 9) != 0;
-			if (!want)
+			bool lib = strncmp(base_name(m->path), "libpython", 9) == 0;
+			if (pass == 0 ? !lib : (lib || !have_exe || m->inode != exe.st_ino))
 				continue;
-			struct elf_file *ef;
-			if (open_mapped(pid, m, &ef))
-				continue;
-			if (has_interpreter(ef)) {
-				*out = ef;
+			if (!facts_for(c, pid, m, out) && out->python) {
 				*where = m;
 				return 0;
 			}
-			elf_file_close(ef);
 		}
 	}
 	return -ENOEXEC;
@@ -373,10 +536,15 @@ static int check_live(struct pyproc *pp, char *err, size_t errlen)
 
 int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 {
+	return pyproc_inspect_cached(NULL, pid, pp, err, errlen);
+}
+
+int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *pp, char *err,
+			  size_t errlen)
+{
 	struct proc_maps maps = {0};
-	struct elf_file *ef = NULL;
+	struct elf_facts f;
 	const struct map_entry *where = NULL;
-	uint64_t v, size;
 	int ret;
 
 	memset(pp, 0, sizeof(*pp));
@@ -395,7 +563,7 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 	if (pp->ns_pid == (uint32_t)pid)
 		pp->ns_pid = 0;
 
-	ret = find_interpreter_elf(pid, &maps, &ef, &where);
+	ret = find_interpreter(cache, pid, &maps, &f, &where);
 	if (ret) {
 		snprintf(
 		    err, errlen,
@@ -405,54 +573,11 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 	}
 	snprintf(pp->binary, sizeof(pp->binary), "%s", where->path);
 	const struct map_entry *base = procmaps_find_base(&maps, where);
-	pp->bias = (base ? base->start : where->start) - elf_file_base_vaddr(ef);
-
-	/* The version, most reliable source first (DESIGN.md decision 3). */
-	uint64_t rt = 0;
-	if (!elf_file_symbol(ef, "_PyRuntime", &v, &size) ||
-	    !elf_file_section(ef, ".PyRuntime", &v, &size))
-		rt = v;
-	char cookie[8];
-	uint64_t hex = 0;
-	bool exact = false; /* the micro version is known */
-	if (rt && !elf_file_read(ef, rt, cookie, 8) && !memcmp(cookie, "xdebugpy", 8) &&
-	    !elf_file_read(ef, rt + 8, &hex, 8)) {
-		pp->version_source = "_Py_DebugOffsets";
-	} else if (!elf_file_symbol(ef, "Py_Version", &v, &size) &&
-		   !elf_file_read(ef, v, &hex, 8)) {
-		pp->version_source = "Py_Version";
-	}
-	unsigned int gv_major, gv_minor, gv_micro;
-	if (hex) {
-		exact = true;
-		pp->hexversion = (uint32_t)hex;
-		pp->major = (hex >> 24) & 0xff;
-		pp->minor = (hex >> 16) & 0xff;
-	} else if (!version_from_getversion(ef, &gv_major, &gv_minor, &gv_micro)) {
-		exact = true;
-		pp->version_source = "Py_GetVersion's PY_VERSION";
-		pp->major = gv_major;
-		pp->minor = gv_minor;
-		pp->hexversion = (gv_major << 24) | (gv_minor << 16) | (gv_micro << 8);
-	} else {
-		const char *so = elf_file_soname(ef);
-		if ((so && version_from_name(so, &pp->major, &pp->minor)) ||
-		    version_from_name(base_name(pp->binary), &pp->major, &pp->minor))
-			pp->version_source = "file name";
-		struct rodata_scan sc = {.major = pp->major, .minor = pp->minor};
-		elf_file_rodata_strings(ef, rodata_version_cb, &sc);
-		if (sc.matches == 1) {
-			if (!pp->major)
-				pp->version_source = ".rodata version string";
-			pp->major = sc.found_major;
-			pp->minor = sc.found_minor;
-			pp->hexversion =
-			    (sc.found_major << 24) | (sc.found_minor << 16) | (sc.found_micro << 8);
-			exact = true;
-		} else if (pp->major) {
-			pp->hexversion = (pp->major << 24) | (pp->minor << 16);
-		}
-	}
+	pp->bias = (base ? base->start : where->start) - f.base_vaddr;
+	pp->version_source = f.version_source;
+	pp->major = f.major;
+	pp->minor = f.minor;
+	pp->hexversion = f.hexversion;
 	if (!pp->major) {
 		snprintf(err, errlen,
 			 "pid %d (%s): %s looks like CPython but its version is unknown", pid,
@@ -460,7 +585,7 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 		ret = -ENOTSUP;
 		goto out;
 	}
-	if (exact)
+	if (f.exact)
 		snprintf(pp->version, sizeof(pp->version), "%u.%u.%u", pp->major, pp->minor,
 			 (pp->hexversion >> 8) & 0xff);
 	else
@@ -475,10 +600,10 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 		ret = -ENOTSUP;
 		goto out;
 	}
-	if (rt)
-		pp->runtime_addr = rt + pp->bias;
-	if (!elf_file_symbol(ef, "PyCode_Type", &v, &size))
-		pp->code_type_addr = v + pp->bias;
+	if (f.runtime)
+		pp->runtime_addr = f.runtime + pp->bias;
+	if (f.code_type)
+		pp->code_type_addr = f.code_type + pp->bias;
 
 	/* The offsets: the process's own _Py_DebugOffsets from 3.13 on, the
 	 * generated table before. Never a neighbouring version's row. */
@@ -532,8 +657,8 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 	/* Where the list of interpreters starts. */
 	if (pp->runtime_addr && pp->layout.rt_interp_head >= 0) {
 		pp->tp.interp_head_addr = pp->runtime_addr + (uint64_t)pp->layout.rt_interp_head;
-	} else if (!find_interp_head(ef, &v)) {
-		pp->tp.interp_head_addr = v + pp->bias;
+	} else if (f.interp_head) {
+		pp->tp.interp_head_addr = f.interp_head + pp->bias;
 	} else {
 		snprintf(err, errlen,
 			 "pid %d: Python %s: cannot find the interpreter list (no _PyRuntime, "
@@ -546,7 +671,6 @@ int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 	if (!ret)
 		ret = check_live(pp, err, errlen);
 out:
-	elf_file_close(ef);
 	procmaps_free(&maps);
 	return ret;
 }

@@ -44,6 +44,18 @@ struct pyproc {
  * err always gets a one-line message naming the pid and what to do. */
 int pyproc_inspect(pid_t pid, struct pyproc *out, char *err, size_t errlen);
 
+/* Facts read from interpreter files, shared by every process that maps the
+ * same file (device, inode, size, mtime): a new process of a known
+ * interpreter is classified without parsing ELF again, and so is a process
+ * of a known non-Python program. Bounded. */
+struct pyproc_cache;
+struct pyproc_cache *pyproc_cache_new(void);
+void pyproc_cache_free(struct pyproc_cache *c);
+
+/* pyproc_inspect() with a cache (c may be NULL). */
+int pyproc_inspect_cached(struct pyproc_cache *c, pid_t pid, struct pyproc *out, char *err,
+			  size_t errlen);
+
 /* Reads the comm of pid into buf (TP_COMM_LEN). Returns 0 or negative errno. */
 int proc_comm(pid_t pid, char *buf);
 

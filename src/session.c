@@ -3,6 +3,7 @@
  * Samples are symbolized as they arrive, not at the end, so that processes
  * that exit during the recording keep their names (DESIGN.md decision 6).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +31,8 @@ struct sproc {
 	pid_t pid;
 	enum sproc_state state;
 	struct pyproc pp;
+	char cgroup[256];   /* cgroup v2 path */
+	char container[65]; /* container id found in it, or "" */
 	struct symbolizer *sz;
 	uint64_t classified_ns; /* CLOCK_MONOTONIC, like the BPF events' time_ns */
 	uint64_t exited_ns;
@@ -42,6 +45,7 @@ struct session {
 	struct profile *prof;
 	struct ksyms *ksyms;
 	struct sproc *procs;
+	struct pyproc_cache *cache;
 	struct session_stats st;
 	uint32_t *ids; /* scratch: frame ids of one stack */
 	size_t ids_cap;
@@ -99,6 +103,90 @@ static void sproc_drop(struct session *s, struct sproc *p)
 	free(p);
 }
 
+/* The cgroup of pid: its v2 path ("0::/path" in /proc/PID/cgroup), or on a
+ * host that only uses v1 the first non-root v1 path. The container id is the
+ * first run of exactly 64 hex digits in any of the lines, as docker, podman,
+ * containerd and CRI-O name their cgroups. */
+static void read_cgroup(struct sproc *p)
+{
+	char path[64], line[512], v1[sizeof(p->cgroup)] = "";
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", p->pid);
+	p->cgroup[0] = p->container[0] = 0;
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		char *cg = strchr(line, ':');
+		cg = cg ? strchr(cg + 1, ':') : NULL;
+		if (!cg++)
+			continue;
+		/* Long paths are cut to the buffer. */
+		size_t n = strnlen(cg, sizeof(p->cgroup) - 1);
+		if (!strncmp(line, "0::", 3)) {
+			memcpy(p->cgroup, cg, n);
+			p->cgroup[n] = 0;
+		} else if (!v1[0] && strcmp(cg, "/")) {
+			memcpy(v1, cg, n);
+			v1[n] = 0;
+		}
+		for (const char *c = cg; *c && !p->container[0]; c++) {
+			size_t h = strspn(c, "0123456789abcdef");
+			if (h == 64) {
+				memcpy(p->container, c, 64);
+				p->container[64] = 0;
+			}
+			if (h)
+				c += h - 1;
+		}
+	}
+	fclose(f);
+	if ((!p->cgroup[0] || !strcmp(p->cgroup, "/")) && v1[0])
+		memcpy(p->cgroup, v1, sizeof(v1));
+}
+
+/* Whether a Python process passes the system-wide filters. */
+static bool wanted(const struct session *s, const struct sproc *p)
+{
+	if (!s->opts.system_wide)
+		return true;
+	if (s->opts.comms) {
+		bool hit = false;
+		for (const char *const *c = s->opts.comms; *c && !hit; c++)
+			hit = !strcmp(*c, p->pp.comm);
+		if (!hit)
+			return false;
+	}
+	if (s->opts.cgroup && strncmp(p->cgroup, s->opts.cgroup, strlen(s->opts.cgroup)))
+		return false;
+	return true;
+}
+
+static int marker(struct session *s, const char *text);
+
+/* Samples of a process taken before it was recognised are in the profile
+ * as one marker frame, labelled like the process: lost, but not hidden. */
+static void account_early(struct session *s, struct sproc *p)
+{
+	uint64_t n = bpfrun_take_unknown(s->br, (uint32_t)p->pid);
+	int id;
+	if (!n || (id = marker(s, "[before taipan recognised the process]")) < 0)
+		return;
+	uint32_t frame = (uint32_t)id;
+	struct prof_labels lb = {
+	    .pid = (uint32_t)p->pid,
+	    .tid = (uint32_t)p->pid,
+	    .ns_pid = p->pp.ns_pid,
+	    .thread_name = p->pp.comm,
+	    .comm = p->pp.comm,
+	    .python_version = p->pp.version,
+	    .cgroup = p->cgroup,
+	    .container_id = p->container,
+	};
+	if (!profile_add(s->prof, &frame, 1, &lb, n))
+		s->st.lost_early += n;
+}
+
 /* Classifies pid and tells BPF. Returns 0 when it is now known (Python or
  * not), -EAGAIN when it should be looked at again soon. */
 static int classify(struct session *s, struct sproc *p, bool require_python, char *err,
@@ -106,7 +194,15 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 {
 	char msg[512];
 	p->classified_ns = now_ns(CLOCK_MONOTONIC);
-	int ret = pyproc_inspect(p->pid, &p->pp, msg, sizeof(msg));
+	int ret = pyproc_inspect_cached(s->cache, p->pid, &p->pp, msg, sizeof(msg));
+	if (!ret)
+		read_cgroup(p);
+	if (!ret && !wanted(s, p)) {
+		p->state = SP_OTHER;
+		struct tp_proc ignore = {.kind = TP_PROC_NOT_PYTHON};
+		bpfrun_set_proc(s->br, (uint32_t)p->pid, &ignore);
+		return 0;
+	}
 	if (!ret) {
 		p->sz = symbolizer_new(&p->pp);
 		if (!p->sz)
@@ -119,6 +215,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		}
 		p->state = SP_PYTHON;
 		s->st.processes++;
+		account_early(s, p);
 		log_debug("pid %d (%s): Python %s (version from %s, offsets from %s), %s", p->pid,
 			  p->pp.comm, p->pp.version, p->pp.version_source, p->pp.layout_source,
 			  p->pp.binary);
@@ -162,8 +259,10 @@ static void discover(struct session *s, pid_t pid)
 	char err[512];
 	struct sproc *p = sproc_get(s, pid);
 	if (p && p->state == SP_PYTHON) {
-		/* BPF forgot it (an exec we have not seen yet?): tell it again. */
+		/* BPF forgot it (evicted, or an exec we have not read yet): tell
+		 * it again, and account for what it sampled meanwhile. */
 		bpfrun_set_proc(s->br, (uint32_t)pid, &p->pp.tp);
+		account_early(s, p);
 		return;
 	}
 	if (p && p->state != SP_PENDING)
@@ -286,6 +385,8 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	    .thread_name = thread,
 	    .comm = p->pp.comm,
 	    .python_version = p->pp.version,
+	    .cgroup = p->cgroup,
+	    .container_id = p->container,
 	};
 	int ret = profile_add(s->prof, s->ids, n, &lb, 1);
 	if (!ret)
@@ -319,13 +420,15 @@ static int on_event(void *ctx, const void *data, size_t size)
 	}
 	case TP_EV_EXIT: {
 		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
-		if (p && p->state != SP_EXITED) {
+		if (p && !p->exited_ns) {
 			/* Samples taken just before the exit may still be in the
 			 * ring behind this event: keep the symbols a little. */
 			p->exited_ns = now_ns(CLOCK_MONOTONIC);
-			if (p->state != SP_PYTHON)
-				p->state = SP_EXITED;
 		}
+		if (p && p->state == SP_PYTHON)
+			account_early(s, p);
+		else
+			bpfrun_take_unknown(s->br, ev->pid);
 		break;
 	}
 	}
@@ -342,6 +445,13 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 		return -ENOMEM;
 	}
 	s->opts = *o;
+	s->cache = pyproc_cache_new();
+	if (!s->cache) {
+		profile_free(s->prof);
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	struct bpfrun_opts bo = {
 	    .system_wide = o->system_wide,
 	    .kernel_stacks = o->kernel_stacks,
@@ -365,6 +475,7 @@ void session_free(struct session *s)
 	HASH_ITER(hh, s->procs, p, tmp)
 	sproc_drop(s, p);
 	bpfrun_free(s->br);
+	pyproc_cache_free(s->cache);
 	profile_free(s->prof);
 	ksyms_free(s->ksyms);
 	free(s->ids);
@@ -388,8 +499,31 @@ int session_add_pid(struct session *s, pid_t pid, bool require_python, char *err
 	return ret == -EAGAIN ? 0 : ret;
 }
 
+/* System-wide: every process that exists now is classified before the
+ * first sample; later ones announce themselves. */
+static void scan_proc(struct session *s)
+{
+	char msg[512];
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0 || pid == getpid() || sproc_get(s, (pid_t)pid))
+			continue;
+		struct sproc *p = sproc_new(s, (pid_t)pid);
+		if (p)
+			classify(s, p, false, msg, sizeof(msg));
+	}
+	closedir(d);
+}
+
 int session_start(struct session *s, char *err, size_t errlen)
 {
+	if (s->opts.system_wide)
+		scan_proc(s);
 	uint64_t period = 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
 	s->start_ns = now_ns(CLOCK_MONOTONIC);
 	profile_set_timing(s->prof, period, now_ns(CLOCK_REALTIME), 0);
@@ -405,14 +539,11 @@ static void housekeeping(struct session *s)
 	char err[512];
 	HASH_ITER(hh, s->procs, p, tmp)
 	{
-		if (p->state == SP_PENDING)
+		/* Exited: its last samples had two seconds to arrive. */
+		if (p->exited_ns && now - p->exited_ns > 2000000000ULL)
+			sproc_drop(s, p);
+		else if (p->state == SP_PENDING && !p->exited_ns)
 			classify(s, p, false, err, sizeof(err));
-		else if (p->exited_ns && now - p->exited_ns > 2000000000ULL &&
-			 p->state == SP_PYTHON) {
-			p->state = SP_EXITED;
-			symbolizer_free(p->sz);
-			p->sz = NULL;
-		}
 	}
 }
 
@@ -430,6 +561,22 @@ int session_poll(struct session *s, int timeout_ms)
 struct profile *session_profile(struct session *s)
 {
 	return s->prof;
+}
+
+struct profile *session_take_profile(struct session *s)
+{
+	struct profile *fresh = profile_new();
+	if (!fresh)
+		return NULL;
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	struct profile *old = s->prof;
+	profile_set_timing(old, profile_period_ns(old), profile_start_ns(old), now - s->start_ns);
+	/* The next window starts now, in wall-clock time as pprof wants. */
+	profile_set_timing(fresh, profile_period_ns(old),
+			   profile_start_ns(old) + (now - s->start_ns), 0);
+	s->start_ns = now;
+	s->prof = fresh;
+	return old;
 }
 
 void session_stats(struct session *s, struct session_stats *st)

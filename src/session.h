@@ -14,12 +14,19 @@ struct session_opts {
 	bool kernel_stacks;
 	bool follow_children;
 	unsigned int rate_hz;
+	/* System-wide only: profile just the processes whose comm is one of
+	 * these (NULL-terminated; NULL: all), and whose cgroup v2 path starts
+	 * with cgroup (NULL: all). Others are ignored like non-Python ones. */
+	const char *const *comms;
+	const char *cgroup;
 };
 
 struct session_stats {
 	uint64_t samples;	  /* samples turned into stacks */
 	uint64_t lost_ring;	  /* dropped: ring buffer full */
 	uint64_t lost_unknown;	  /* dropped: process not classified yet */
+	uint64_t lost_early;	  /* of those, in processes later found to be Python: in the profile
+				   * as "[before taipan recognised the process]" */
 	uint64_t bad_frames;	  /* Python frames whose code object could not be read */
 	uint64_t walk_errors[8];  /* by enum tp_walk_err */
 	uint64_t truncated;	  /* stacks deeper than the walk limit */
@@ -47,6 +54,12 @@ int session_poll(struct session *s, int timeout_ms);
 
 /* The aggregated profile so far (owned by the session). */
 struct profile *session_profile(struct session *s);
+
+/* Hands over the profile aggregated so far (the caller frees it with
+ * profile_free) and starts an empty one: the agent's fixed windows. Its
+ * duration is the time since the last take (or the start). NULL when out of
+ * memory; the session then keeps its profile. */
+struct profile *session_take_profile(struct session *s);
 
 void session_stats(struct session *s, struct session_stats *st);
 

@@ -19,13 +19,25 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile struct tp_config cfg = {};
 
-/* Python processes (and known non-Python ones), keyed by tgid. */
+/* Python processes and known non-Python ones, keyed by tgid: one lookup
+ * decides what a sample costs. LRU, so that a host with more processes than
+ * entries evicts instead of failing; an evicted process is announced again
+ * and user space, which still knows it, puts it back. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 32768);
 	__type(key, __u32);
 	__type(value, struct tp_proc);
 } procs SEC(".maps");
+
+/* Samples taken of each tgid before user space classified it: they are lost,
+ * and user space reports them per process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u64);
+} unknown_samples SEC(".maps");
 
 /* The tgids to profile when not system-wide. */
 struct {
@@ -378,6 +390,13 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc) {
 		stat_inc(TP_STAT_UNKNOWN_PROC);
+		__u64 *lost = bpf_map_lookup_elem(&unknown_samples, &tgid);
+		if (lost) {
+			__sync_fetch_and_add(lost, 1);
+		} else {
+			__u64 one = 1;
+			bpf_map_update_elem(&unknown_samples, &tgid, &one, BPF_NOEXIST);
+		}
 		announce(tgid, tid);
 		return 0;
 	}

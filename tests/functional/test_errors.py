@@ -125,7 +125,11 @@ def test_ctrl_c_writes_the_profile(taipan, workload, tmp_path):
 
 def test_usage_errors(taipan, tmp_path):
     res = run_taipan(taipan, ["record", "-o", tmp_path / "x.folded"])
-    assert res.returncode == 2 and "needs -p PID or -- COMMAND" in res.stderr
+    assert res.returncode == 2 and "needs -p PID, -a or -- COMMAND" in res.stderr
+    res = run_taipan(taipan, ["record", "-a", "-p", "1", "-o", tmp_path / "x.folded"])
+    assert res.returncode == 2 and "give one of" in res.stderr
+    res = run_taipan(taipan, ["record", "--comm", "x", "-p", "1", "-o", tmp_path / "x.folded"])
+    assert res.returncode == 2 and "filter -a" in res.stderr
     res = run_taipan(taipan, ["record", "-p", "1", "-o", tmp_path / "x.svg"])
     assert res.returncode == 2 and "cannot tell the format" in res.stderr
     res = run_taipan(taipan, ["record", "-r", "0", "-p", "1"])

@@ -1,0 +1,157 @@
+"""record -a: every Python process on the host, including those that start
+later and those that live a fraction of a second; filters and labels."""
+
+import collections
+import json
+import os
+import secrets
+import subprocess
+import time
+
+import pytest
+
+from conftest import WORKLOADS, Workload, parse_folded, require, run_taipan, total
+from test_containers import CHAIN_NAMES, matrix
+from test_errors import go_pprof
+
+EARLY = "[before taipan recognised the process]"
+
+
+def start_record(taipan, out, seconds, *extra):
+    return subprocess.Popen([taipan, "record", "-a", "-r", "250", "-d", str(seconds), "-o", str(out),
+                             "--folded-lines", "--folded-threads", "--stats"] + list(extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_attached(rec, timeout=20):
+    """Until taipan's programs are attached (its perf-event program shows up)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert rec.poll() is None, rec.stderr.read()
+        out = subprocess.run(["bpftool", "prog", "show", "-j"], stdout=subprocess.PIPE, text=True).stdout
+        if any(p.get("name") == "on_sample" for p in json.loads(out or "[]")):
+            return
+        time.sleep(0.1)
+    raise AssertionError("taipan did not attach")
+
+
+def map_keys(name):
+    out = subprocess.run(["bpftool", "map", "dump", "name", name, "-j"], stdout=subprocess.PIPE,
+                         text=True).stdout
+    keys = set()
+    for e in json.loads(out or "[]"):
+        k = e.get("key")
+        keys.add(int.from_bytes(bytes(int(b, 16) for b in k), "little") if isinstance(k, list) else k)
+    return keys
+
+
+def test_processes_before_and_during_the_recording(taipan, tmp_path):
+    before = Workload(matrix("pyenv-3.12"), "chain.py", 30).wait_ready()
+    out = tmp_path / "all.folded"
+    rec = start_record(taipan, out, 6)
+    try:
+        wait_attached(rec)
+        during = Workload(matrix("sid-3.15"), "chain.py", 30).wait_ready()
+        try:
+            _, err = rec.communicate(timeout=60)
+        finally:
+            during.stop()
+    finally:
+        before.stop()
+    assert rec.returncode == 0, err
+    stacks = parse_folded(out)
+    for w in (before, during):
+        mine = [s for s in stacks if s.pid == w.pid]
+        assert total(mine) >= 100, (w.pid, total(mine))
+        assert any([f.name for f in s.python][:3] == CHAIN_NAMES for s in mine)
+
+
+def test_short_lived_processes_keep_their_names(taipan, tmp_path):
+    """200 Python processes of 100-300 ms each, started during a recording:
+    at least 95% of their samples are symbolized, the rest counted as lost."""
+    py = matrix("pyenv-3.12").path
+    out = tmp_path / "churn.folded"
+    rec = start_record(taipan, out, 26)
+    try:
+        wait_attached(rec)
+        driver = subprocess.Popen([py, os.path.join(WORKLOADS, "churn.py"), py, "200", "10"],
+                                  stdout=subprocess.PIPE, text=True)
+        pids = set()
+        for line in driver.stdout:
+            if line.startswith("pid "):
+                pids.add(int(line.split()[1]))
+        driver.wait(timeout=60)
+        assert len(pids) == 200
+        time.sleep(3)  # the exits' grace period passes
+        # Exited processes are gone from taipan's maps.
+        assert not (pids & map_keys("procs")), "exited processes left in the procs map"
+        assert not (pids & map_keys("unknown_samples"))
+        _, err = rec.communicate(timeout=60)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+    assert rec.returncode == 0, err
+    stacks = [s for s in parse_folded(out) if s.pid in pids]
+    lost = sum(s.count for s in stacks if s.frames and s.frames[0].name == EARLY)
+    named = sum(s.count for s in stacks if any(f.name == "short_lived_work" for f in s.python))
+    every = total(stacks)
+    print("short-lived: %d samples, %d in short_lived_work, %d before recognition (%.1f%%), %d processes seen"
+          % (every, named, lost, 100.0 * lost / max(every, 1), len({s.pid for s in stacks})))
+    assert len({s.pid for s in stacks}) >= 190, "processes seen"
+    assert every >= 5000
+    assert lost <= 0.05 * every, "%d of %d samples lost" % (lost, every)
+    assert named >= 0.8 * every, "%d of %d samples in short_lived_work" % (named, every)
+
+
+def test_comm_filter(taipan, tmp_path):
+    py = matrix("pyenv-3.12").path
+    links = []
+    for name in ("pyalpha", "pybeta"):
+        link = tmp_path / name
+        os.symlink(py, link)
+        links.append(str(link))
+    alpha, beta = (Workload(l, "chain.py", 30).wait_ready() for l in links)
+    try:
+        res = run_taipan(taipan, ["record", "-a", "--comm", "pyalpha", "-d", "2", "-o", tmp_path / "f.folded",
+                                  "--folded-threads"])
+    finally:
+        alpha.stop()
+        beta.stop()
+    assert res.returncode == 0, res.stderr
+    pids = {s.pid for s in parse_folded(tmp_path / "f.folded")}
+    assert pids == {alpha.pid}, pids
+
+
+def test_cgroup_filter_and_container_label(taipan, tmp_path):
+    # The cgroup v2 hierarchy, wherever it is mounted; a host that mounts
+    # only v1 controllers still has it, and a private mount shows it.
+    root, mounted = "/sys/fs/cgroup", False
+    if subprocess.run(["stat", "-fc", "%T", root], stdout=subprocess.PIPE, text=True).stdout.strip() != "cgroup2fs":
+        root = str(tmp_path / "cgroup2")
+        os.mkdir(root)
+        subprocess.run(["mount", "-t", "cgroup2", "none", root], check=True)
+        mounted = True
+    cid = secrets.token_hex(32)
+    name = "taipan-test-docker-%s.scope" % cid
+    cg = os.path.join(root, name)
+    os.mkdir(cg)
+    inside = outside = None
+    try:
+        inside = Workload(matrix("pyenv-3.12"), "chain.py", 30).wait_ready()
+        outside = Workload(matrix("pyenv-3.11"), "chain.py", 30).wait_ready()
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write(str(inside.pid))
+        out = tmp_path / "cg.pb.gz"
+        res = run_taipan(taipan, ["record", "-a", "--cgroup", "/" + name, "-d", "2", "-o", out])
+        assert res.returncode == 0, res.stderr
+        raw = go_pprof("-raw", out).replace(" ", "")
+        assert "pid:[%d]" % inside.pid in raw and "pid:[%d]" % outside.pid not in raw
+        assert "cgroup:[/%s]" % name in raw and "container_id:[%s]" % cid in raw
+    finally:
+        for w in (inside, outside):
+            if w:
+                w.stop()
+        time.sleep(0.2)
+        os.rmdir(cg)
+        if mounted:
+            subprocess.run(["umount", root])
