@@ -66,6 +66,8 @@ def test_call_chain_innermost_first(taipan, interp, workload):
         ("main", {lines["call-run"]}),
         ("<module>", {lines["call-main"]}),
     ]
+    # chain.py prints "ready" just before it calls inner: let it get there.
+    time.sleep(0.3)
     res = dump(taipan, w.pid)
     header = res.stdout.splitlines()[0]
     assert header.startswith("Process %d (" % w.pid), header
