@@ -29,18 +29,41 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
-def prog_stats(name):
-    out = sh(["bpftool", "prog", "show", "-j"]).stdout
-    for p in json.loads(out or "[]"):
+def bpf_ids(pid, kind):
+    """The ids of the BPF programs (kind "prog_id") or maps ("map_id") that
+    process pid holds, from its fds: another taipan may be running too."""
+    ids = set()
+    d = "/proc/%d/fdinfo" % pid
+    try:
+        for fd in os.listdir(d):
+            try:
+                for line in open(os.path.join(d, fd)):
+                    if line.startswith(kind + ":"):
+                        ids.add(int(line.split()[1]))
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return ids
+
+
+def prog_stats(name, pid):
+    """(run_time_ns, run_cnt) of pid's BPF program called name."""
+    for i in bpf_ids(pid, "prog_id"):
+        p = json.loads(sh(["bpftool", "prog", "show", "id", str(i), "-j"]).stdout or "{}")
         if p.get("name") == name:
             return p.get("run_time_ns", 0), p.get("run_cnt", 0)
     return None
 
 
-def target_samples():
+def target_samples(pid):
     """TP_STAT_SAMPLES (key 0 of taipan's per-CPU stats map): perf samples
     that landed in a profiled process, summed over CPUs."""
-    out = sh(["bpftool", "map", "dump", "name", "stats", "-j"]).stdout
+    out = "[]"
+    for i in bpf_ids(pid, "map_id"):
+        info = json.loads(sh(["bpftool", "map", "show", "id", str(i), "-j"]).stdout or "{}")
+        if info.get("name") == "stats":
+            out = sh(["bpftool", "map", "dump", "id", str(i), "-j"]).stdout
     for e in json.loads(out or "[]"):
         key = e.get("key")
         k = int.from_bytes(bytes(int(b, 16) for b in key), "little") if isinstance(key, list) else key
@@ -60,9 +83,9 @@ def sample_cost(taipan, python, depth, seconds, rate):
     rec = subprocess.Popen([taipan, "record", "-q", "--no-kernel", "-r", str(rate), "-p", str(work.pid),
                             "-d", str(seconds + 2), "-o", out])
     time.sleep(1)  # loaded and attached
-    first, t1 = prog_stats("on_sample"), target_samples()
+    first, t1 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
     time.sleep(seconds)
-    last, t2 = prog_stats("on_sample"), target_samples()
+    last, t2 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
     rec.wait()
     work.kill()
     work.wait()
@@ -80,6 +103,30 @@ def sample_cost(taipan, python, depth, seconds, rate):
     return ns / runs, ns / py, runs, py, frames
 
 
+def non_python_cost(taipan, seconds, rate):
+    """ns per program run under record -a while every CPU runs a busy
+    non-Python process: after its first sample, one map lookup each."""
+    ncpu = os.cpu_count()
+    busy = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(ncpu)]
+    out = tempfile.mktemp(suffix=".folded")
+    rec = subprocess.Popen([taipan, "record", "-q", "-a", "-r", str(rate), "-d", str(seconds + 2), "-o", out])
+    try:
+        time.sleep(1.5)
+        first = prog_stats("on_sample", rec.pid)
+        time.sleep(seconds)
+        last = prog_stats("on_sample", rec.pid)
+        rec.wait()
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+        if os.path.exists(out):
+            os.unlink(out)
+    if not first or not last or last[1] == first[1]:
+        return None, 0
+    return (last[0] - first[0]) / (last[1] - first[1]), last[1] - first[1]
+
+
 def timed_round(taipan, python, rate, ncpu, depth, iters):
     """Seconds of work per copy, with taipan at rate Hz (0: no profiler)."""
     cmd = [python, os.path.join(HERE, "work.py"), str(depth), str(iters)]
@@ -91,7 +138,7 @@ def timed_round(taipan, python, rate, ncpu, depth, iters):
             os.unlink(out)
     else:
         res = sh(["sh", "-c", script])
-    times = [float(x) for x in res.stdout.split()]
+    times = [float(line.split()[0]) for line in res.stdout.splitlines() if line.strip()]
     if len(times) != ncpu:
         raise RuntimeError("workload output: %r %s" % (res.stdout, res.stderr))
     return statistics.mean(times)
@@ -118,6 +165,9 @@ def main():
             per_run, per_py, runs, py, frames = sample_cost(args.taipan, args.python, depth, args.seconds, 1000)
             print("  depth %5d: %8.0f ns per Python sample (%d samples), %6.0f ns per program run (%d runs); "
                   "%d frames in the folded stack" % (depth, per_py or 0, py, per_run or 0, runs, frames))
+        ns, runs = non_python_cost(args.taipan, args.seconds, 1000)
+        print("  record -a, every CPU busy in a non-Python process: %6.0f ns per program run (%d runs)"
+              % (ns or 0, runs))
     finally:
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write(old)

@@ -5,9 +5,17 @@
 # a private apt configuration in each root; the host's apt sources are never
 # touched. Idempotent: a root that is complete is left alone.
 #
-#   scripts/make-roots.sh [CACHE]     (default $TAIPAN_ROOTS or /var/cache/taipan-test)
+#   scripts/make-roots.sh [--bench] [CACHE]   (default $TAIPAN_ROOTS or /var/cache/taipan-test)
+#
+# --bench also builds trixie with Austin and its python3.13, which only
+# `make bench` uses to compare profilers.
 set -euo pipefail
 
+bench=0
+if [[ ${1:-} == --bench ]]; then
+  bench=1
+  shift
+fi
 cache=${1:-${TAIPAN_ROOTS:-/var/cache/taipan-test}}
 log=$cache/make-roots.log
 
@@ -60,3 +68,6 @@ build_root bullseye bullseye python3.9
 build_root sid sid python3.13 python3.14 python3.15 \
   python3.13-dbg python3.14-dbg python3.15-dbg python3.13-nopie python3.14-nopie python3.15-nopie \
   libpython3.13-dev libpython3.14-dev libpython3.15-dev
+if ((bench)); then
+  build_root trixie trixie python3.13 austin
+fi
