@@ -21,6 +21,12 @@
 #define TP_MAX_FRAMES 2048
 /* Frames walked by one BPF program before it tail-calls the next. */
 #define TP_FRAMES_PER_PROG 64
+/* The per-CPU cache of code-object identities (struct tp_frame.ident): a
+ * power of two, and how long an entry is trusted. Deep stacks repeat the same
+ * code objects; re-reading a name costs two reads a frame. */
+#define TP_ICACHE 256
+#define TP_ICACHE_NS 10000000ULL
+
 /* Interpreters and threads visited when looking for a thread's PyThreadState. */
 #define TP_MAX_INTERPS 4
 #define TP_MAX_THREADS 256

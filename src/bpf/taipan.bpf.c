@@ -72,9 +72,17 @@ struct {
  * max_entries to the number of possible CPUs). Not a per-CPU array because
  * the value is larger than per-CPU maps allow. Perf samples do not nest on
  * one CPU, so a slot is never shared. */
+struct ident_ent {
+	__u64 code, ident, time_ns;
+};
+
 struct walk_state {
 	__u8 fbuf[TP_FRAME_BUF + 8]; /* the frame being decoded; +8: loads at masked offsets */
-	__u64 frame;		     /* next frame to read */
+	/* code object -> identity, direct-mapped, filled at most TP_ICACHE_NS
+	 * ago: a code object whose address was reused is noticed within that
+	 * time, and a deep stack reads each repeated code object's name once. */
+	struct ident_ent icache[TP_ICACHE];
+	__u64 frame; /* next frame to read */
 	struct tp_proc proc;
 	__u32 pending_flags; /* flags for the next recorded frame */
 	__u32 pad;
@@ -282,13 +290,21 @@ static __always_inline __u8 fbuf_u8(const struct walk_state *st, __u16 off)
 /* What identifies the code object at code now (struct tp_frame.ident): its
  * name's address and first characters. Pointers alone do not do: a new code
  * object and its new name string can both land where freed ones were. */
-static __always_inline __u64 code_ident(const struct tp_py_offsets *o, __u64 code)
+static __always_inline __u64 code_ident(struct walk_state *st, __u64 code)
 {
-	__u64 name = 0, chars = 0;
-	if (read_u64(&name, code + o->code_name) || !name)
-		return 0;
-	read_u64(&chars, name + o->name_data);
-	return name ^ chars;
+	struct ident_ent *e = &st->icache[(code >> 4) & (TP_ICACHE - 1)];
+	__u64 now = st->s.time_ns;
+	if (e->code == code && now - e->time_ns < TP_ICACHE_NS)
+		return e->ident;
+	__u64 name = 0, chars = 0, ident = 0;
+	if (!read_u64(&name, code + st->proc.off.code_name) && name) {
+		read_u64(&chars, name + st->proc.off.name_data);
+		ident = name ^ chars;
+	}
+	e->code = code;
+	e->ident = ident;
+	e->time_ns = now;
+	return ident;
 }
 
 /* Copies the part of frame f that the walkers use into fbuf: one read
@@ -320,7 +336,7 @@ int walk_frame_objects(struct bpf_perf_event_data *ctx)
 		__u64 code = fbuf_u64(st, o->frame_code);
 		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
 		fr->code = code;
-		fr->ident = code_ident(o, code);
+		fr->ident = code_ident(st, code);
 		fr->pos = fbuf_u32(st, o->frame_lasti);
 		fr->flags = 0;
 		fr->aux = first_local_class(o, f); /* every <= 3.10 version */
@@ -365,7 +381,7 @@ int walk_interp_frames(struct bpf_perf_event_data *ctx)
 		__u32 keep = (owner - owner_limit) >> 31;
 		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
 		fr->code = code;
-		fr->ident = code_ident(o, code);
+		fr->ident = code_ident(st, code);
 		fr->pos = (__u32)(fbuf_u64(st, o->frame_lasti) - code);
 		fr->flags = fbuf_u8(st, o->frame_is_entry) & entry_mask & TP_FF_ENTRY;
 		fr->aux = 0;
