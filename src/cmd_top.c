@@ -35,9 +35,11 @@ void cmd_top_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: taipan top -p PID [-r HZ] [-w SECS]\n"
+		"       taipan top -a [-r HZ] [-w SECS]\n"
 		"\n"
-		"A live view of where process PID spends its CPU time, refreshed every\n"
-		"second: one row per Python function (name and file), with\n"
+		"A live view of where process PID (or, with -a, every Python process on\n"
+		"the host) spends its CPU time, refreshed every second: one row per\n"
+		"Python function (name and file), with\n"
 		"  OWN%%    the share of samples in which it was the innermost Python frame\n"
 		"          (running its own code, or a C function or system call it called)\n"
 		"  TOTAL%%  the share of samples in which it was anywhere on the stack\n"
@@ -46,7 +48,8 @@ void cmd_top_usage(FILE *out)
 		"Python version, sample rate, samples counted and samples lost.\n"
 		"\n"
 		"options:\n"
-		"  -p, --pid PID        the process to watch (required)\n"
+		"  -p, --pid PID        the process to watch\n"
+		"  -a, --all            every Python process on the host instead\n"
 		"  -r, --rate HZ        samples per second per CPU (default 100; 1 to 10000)\n"
 		"  -w, --window SECS    count only the last SECS seconds (1 to %d; default:\n"
 		"                       everything since the start or the last reset)\n"
@@ -73,6 +76,7 @@ void cmd_top_usage(FILE *out)
 
 struct top_args {
 	pid_t pid;
+	bool all; /* every Python process on the host */
 	unsigned int rate;
 	unsigned int window;
 };
@@ -80,18 +84,16 @@ struct top_args {
 static int parse_args(int argc, char **argv, struct top_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},
-	    {"rate", required_argument, NULL, 'r'},
-	    {"window", required_argument, NULL, 'w'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
+	    {"pid", required_argument, NULL, 'p'},  {"all", no_argument, NULL, 'a'},
+	    {"rate", required_argument, NULL, 'r'}, {"window", required_argument, NULL, 'w'},
+	    {"help", no_argument, NULL, 'h'},	    {0},
 	};
 	char *end;
 	long v;
 	int c;
 	a->rate = 100;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:r:w:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:ar:w:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (a->pid) {
@@ -100,6 +102,9 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 			}
 			if (cli_pid(optarg, &a->pid))
 				return -EINVAL;
+			break;
+		case 'a':
+			a->all = true;
 			break;
 		case 'r':
 			if (cli_rate(optarg, &a->rate))
@@ -127,8 +132,8 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 		log_error("unexpected argument '%s' (see 'taipan help top')", argv[optind]);
 		return -EINVAL;
 	}
-	if (!a->pid) {
-		log_error("top needs -p PID (see 'taipan help top')");
+	if (!a->pid == !a->all) {
+		log_error("top needs -p PID or -a, one of them (see 'taipan help top')");
 		return -EINVAL;
 	}
 	return 0;
@@ -189,8 +194,13 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 	else
 		snprintf(span, sizeof(span), "%s %.0fs",
 			 v->was_reset ? "since reset" : "since start", cli_now() - v->since);
-	put(0, w, "taipan top - pid %d (%s), Python %s, %u Hz, %s%s", v->pp->pid, v->pp->comm,
-	    v->pp->version, v->args->rate, span, v->exited ? " - the process exited" : "");
+	if (v->pp)
+		put(0, w, "taipan top - pid %d (%s), Python %s, %u Hz, %s%s", v->pp->pid,
+		    v->pp->comm, v->pp->version, v->args->rate, span,
+		    v->exited ? " - the process exited" : "");
+	else
+		put(0, w, "taipan top - every Python process (%u seen), %u Hz, %s", st.processes,
+		    v->args->rate, span);
 	if (v->tid)
 		put(1, w,
 		    "samples %llu (%llu in view), lost %llu, threads %zu, showing thread %u "
@@ -290,15 +300,19 @@ int cmd_top(int argc, char **argv)
 	if (parse_args(argc, argv, &a))
 		return 2;
 	/* The version for the header, and a clear error before BPF loads. */
-	ret = pyproc_inspect(a.pid, &pp, err, sizeof(err));
+	ret = a.all ? 0 : pyproc_inspect(a.pid, &pp, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);
 		return 1;
 	}
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-		log_error("top needs a terminal; to write a profile instead, use 'taipan record -p "
-			  "%d'",
-			  a.pid);
+		if (a.all)
+			log_error("top needs a terminal; to write a profile instead, use 'taipan "
+				  "record -a'");
+		else
+			log_error("top needs a terminal; to write a profile instead, use 'taipan "
+				  "record -p %d'",
+				  a.pid);
 		return 1;
 	}
 	ts = topstats_new(a.window);
@@ -306,13 +320,13 @@ int cmd_top(int argc, char **argv)
 		log_error("out of memory");
 		goto out;
 	}
-	struct session_opts so = {.rate_hz = a.rate};
+	struct session_opts so = {.rate_hz = a.rate, .system_wide = a.all};
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);
 		goto out;
 	}
-	ret = session_add_pid(s, a.pid, true, err, sizeof(err));
+	ret = a.all ? 0 : session_add_pid(s, a.pid, true, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);
 		goto out;
@@ -339,7 +353,8 @@ int cmd_top(int argc, char **argv)
 	keypad(stdscr, TRUE);
 	curs_set(0);
 
-	struct view v = {.args = &a, .pp = &pp, .sort = TOP_SORT_OWN, .since = cli_now()};
+	struct view v = {
+	    .args = &a, .pp = a.all ? NULL : &pp, .sort = TOP_SORT_OWN, .since = cli_now()};
 	double next = cli_now() + 1.0;
 	bool dirty = true;
 	while (!stop_requested) {
@@ -353,7 +368,7 @@ int cmd_top(int argc, char **argv)
 			if (topstats_tick(ts, session_profile(s)))
 				v.error = "out of memory; q quits";
 			v.ticks++;
-			if (!v.exited && !session_live_targets(s))
+			if (!a.all && !v.exited && !session_live_targets(s))
 				v.exited = true;
 			next += 1.0;
 			if (next < now)

@@ -129,6 +129,22 @@ def test_busy_function_has_the_largest_own_share(top, workload, ident):
     assert s.exit_status() == 0
 
 
+def test_every_python_process(top, workload):
+    """top -a: the host's Python processes together; the busy workload's
+    function is there (other busy Python processes may be too)."""
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
+    s = top("-a", "-r", 200)
+    text = s.wait_for(lambda t: any(r["name"] == "Worker.run.<locals>.inner" and r["nown"] >= 100
+                                    for r in parse(t)[1]) and t, what="the workload's inner function")
+    header, rows = parse(text)
+    assert re.match(r"taipan top - every Python process \(\d+ seen\), 200 Hz, since start \d+s$",
+                    header[0].strip()), header[0]
+    inner = next(r for r in rows if r["name"] == "Worker.run.<locals>.inner")
+    assert inner["file"] == "chain.py" and inner["own"] > 0
+    s.keys("q")
+    assert s.exit_status() == 0
+
+
 def test_sort_keys_thread_filter_reset_and_quit(top, workload):
     w = workload(pyenv("pyenv-3.12"), "threads.py", 60)
     s = top("-p", w.pid, "-r", 400)
@@ -227,7 +243,7 @@ def test_errors_and_usage(taipan, workload):
     errs = error_lines(res.stderr)
     assert len(errs) == 1 and "needs a terminal" in errs[0], res.stderr
 
-    for args, want in [(["top"], "needs -p PID"), (["top", "-p", "1", "-r", "0"], "--rate"),
+    for args, want in [(["top"], "needs -p PID"), (["top", "-a", "-p", "1"], "one of them"), (["top", "-p", "1", "-r", "0"], "--rate"),
                        (["top", "-p", "1", "-w", "0"], "--window"), (["top", "-p", "1", "x"], "unexpected")]:
         res = run_taipan(taipan, args)
         assert res.returncode == 2 and want in res.stderr, (args, res.stderr)
