@@ -26,7 +26,7 @@ GEN := build/gen
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(SANFLAGS) \
 	  -Isrc -I$(GEN) -MMD -MP
-LDLIBS += -lbpf -lelf -lz -lprotobuf-c -ljansson -lncursesw
+LDLIBS += -lbpf -lelf -lz -lprotobuf-c -ljansson -lncursesw -lmicrohttpd -lcurl -lpthread
 LDFLAGS += $(SANFLAGS)
 
 BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_x86 -D__BPF__ -Isrc -I$(GEN) -Wall -Werror
@@ -137,9 +137,12 @@ run: deps
 
 demo: run
 
-# Figures, not tests: per-sample BPF cost and the slowdown of a workload.
+# Figures, not tests: per-sample BPF cost and slowdown (overhead.py); taipan
+# against Austin and CPython's sampler (compare.py), written to bench/results/.
 bench: $(BUILD)/taipan
+	@scripts/make-roots.sh --bench
 	$(PYTHON) bench/overhead.py --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/compare.py --taipan $(abspath $(BUILD)/taipan)
 
 # Regenerate the offset tables from the DWARF of the pyenv interpreters.
 offsets:
@@ -156,6 +159,8 @@ MANDIR ?= $(PREFIX)/share/man
 install: $(BUILD)/taipan
 	install -D -m 0755 $(BUILD)/taipan $(DESTDIR)$(PREFIX)/bin/taipan
 	install -D -m 0644 doc/taipan.1 $(DESTDIR)$(MANDIR)/man1/taipan.1
+	install -D -m 0644 dist/taipan-agent.service \
+		$(DESTDIR)$(PREFIX)/lib/systemd/system/taipan-agent.service
 
 clean:
 	rm -rf build

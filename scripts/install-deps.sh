@@ -12,6 +12,8 @@ pkgs=(
   zlib1g-dev                        # gzip of pprof output
   libprotobuf-c-dev protobuf-c-compiler  # pprof encoding from profile.proto
   libjansson-dev                    # JSON output
+  libmicrohttpd-dev                 # the agent's HTTP endpoints
+  libcurl4-openssl-dev              # the agent's pushes to Pyroscope
   libncurses-dev                    # the live view of taipan top
   uthash-dev                        # hash tables
   libcmocka-dev                     # C unit tests

@@ -11,5 +11,7 @@ int cmd_dump(int argc, char **argv);
 void cmd_dump_usage(FILE *out);
 int cmd_top(int argc, char **argv);
 void cmd_top_usage(FILE *out);
+int cmd_agent(int argc, char **argv);
+void cmd_agent_usage(FILE *out);
 
 #endif /* TAIPAN_COMMANDS_H */

@@ -14,6 +14,7 @@ static const struct command {
     {"record", cmd_record, cmd_record_usage},
     {"dump", cmd_dump, cmd_dump_usage},
     {"top", cmd_top, cmd_top_usage},
+    {"agent", cmd_agent, cmd_agent_usage},
 };
 
 static const struct command *find_command(const char *name)
@@ -36,6 +37,8 @@ static void usage(FILE *out)
 		     "  record   sample a process or a command into a profile file\n"
 		     "  top      live view of the busiest functions of a process\n"
 		     "  dump     print the Python stack of every thread of a process, now\n"
+		     "  agent    profile every Python process, always on: serve pprof over\n"
+		     "           HTTP and push to Pyroscope\n"
 		     "  help     help on a command: taipan help record (or taipan record --help)\n"
 		     "  version  print the version\n"
 		     "\n"
@@ -44,6 +47,7 @@ static void usage(FILE *out)
 		     "  taipan record -o app.folded -- python3 app.py\n"
 		     "  taipan top -p 4242\n"
 		     "  taipan dump -p 4242\n"
+		     "  taipan agent --push http://pyroscope:4040\n"
 		     "\n"
 		     "'man taipan' has the details.\n");
 }

@@ -1,0 +1,73 @@
+/* push.h - sending the agent's windows to Pyroscope's ingest API, from a
+ * worker thread, with a bounded backlog and retries with backoff. */
+#ifndef TAIPAN_PUSH_H
+#define TAIPAN_PUSH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* How many times one window is tried before it is dropped. */
+#define PUSH_MAX_ATTEMPTS 6
+/* The longest wait between two tries of a window, in seconds. */
+#define PUSH_MAX_BACKOFF 30.0
+
+struct push_opts {
+	const char *url;	   /* the server: http(s)://HOST[:PORT][/PREFIX] */
+	const char *name;	   /* the ingest name, from push_app_name() */
+	unsigned int rate_hz;	   /* sent as sampleRate */
+	unsigned int backlog;	   /* windows waiting at most, 1 or more */
+	unsigned int max_attempts; /* tries per window; 0: PUSH_MAX_ATTEMPTS */
+};
+
+struct push_stats {
+	uint64_t pushed;   /* windows the server accepted */
+	uint64_t failures; /* failed tries (each is logged) */
+	uint64_t dropped;  /* windows given up: backlog full, out of tries, or exiting */
+	unsigned int waiting;
+};
+
+struct pusher;
+
+/* Checks the options and starts the worker thread. The calling thread
+ * should block the signals it handles first: the worker inherits its mask.
+ * Returns 0, or a negative errno with err filled. */
+int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t errlen);
+
+/* Queues a window (gzipped pprof, data from malloc) covering the Unix
+ * seconds [from, until]; the pusher owns data from then on, also on error.
+ * Never blocks on the network: when the backlog is full the oldest waiting
+ * window is dropped, counted and logged. Returns 0 or a negative errno. */
+int push_submit(struct pusher *p, void *data, size_t len, uint64_t from, uint64_t until);
+
+void push_get_stats(struct pusher *p, struct push_stats *st);
+
+/* Tries what is still queued once more each, without backoff, for at most
+ * flush_s seconds in all (a transfer in progress is cut at that deadline),
+ * drops and counts the rest, stops the worker and frees. The final counters
+ * go to *final when it is not NULL. Accepts NULL. */
+void push_free(struct pusher *p, double flush_s, struct push_stats *final);
+
+/* Pieces, public for their unit tests. */
+
+/* The ingest name APP{hostname=HOST}: the application name, which must be
+ * 1 to 100 of [A-Za-z0-9._-] (-EINVAL otherwise), and the host name with
+ * every other character made '_' (no label when host is NULL or empty).
+ * Returns 0, -EINVAL, or -ENOSPC when buf is too small. */
+int push_app_name(char *buf, size_t len, const char *app, const char *host);
+
+/* Checks a --push URL: http:// or https://, a host, no query or fragment.
+ * Returns 0 or -EINVAL. */
+int push_check_url(const char *url);
+
+/* The ingest request's URL: base (trailing slashes dropped) + "/ingest?"
+ * with name (percent-encoded), from, until, spyName=taipan, sampleRate and
+ * format=pprof. Returns 0, -ENOSPC when buf is too small, or -ENOMEM. */
+int push_ingest_url(char *buf, size_t len, const char *base, const char *name, uint64_t from,
+		    uint64_t until, unsigned int rate_hz);
+
+/* Seconds to wait after the failures-th failed try in a row (1 or more):
+ * 1, 2, 4, … up to PUSH_MAX_BACKOFF, scaled by 0.75 + jitter / 2 with jitter
+ * in [0, 1) so that agents that failed together do not retry together. */
+double push_backoff(unsigned int failures, double jitter);
+
+#endif /* TAIPAN_PUSH_H */

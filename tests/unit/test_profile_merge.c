@@ -1,0 +1,330 @@
+/* test_profile_merge.c - unit tests for profile_merge: the merged profile
+ * reads as if one profile had aggregated both, frames are re-interned,
+ * time spans join, src stays as it was, and every allocation failure leaves
+ * a consistent profile and no leak. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "profile.h"
+
+/* --- allocation failures (as in test_output.c) ----------------------------------
+ *
+ * malloc, calloc and realloc are replaced for the whole binary so that the
+ * n-th allocation can fail; ASan replaces them itself, so under it the
+ * injection test is skipped. */
+#ifndef __SANITIZE_ADDRESS__
+#define INJECT_ALLOC_FAILURES 1
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *ptr, size_t n);
+extern void __libc_free(void *ptr);
+
+static long alloc_countdown = -1; /* the allocation to fail; < 0: none */
+static long alloc_failed;
+static bool alloc_counting;
+static long alloc_live;
+
+static bool alloc_should_fail(void)
+{
+	if (alloc_countdown < 0 || alloc_countdown-- > 0)
+		return false;
+	alloc_failed++;
+	errno = ENOMEM;
+	return true;
+}
+
+static void *counted(void *ptr)
+{
+	if (ptr && alloc_counting)
+		alloc_live++;
+	return ptr;
+}
+
+void *malloc(size_t n)
+{
+	return alloc_should_fail() ? NULL : counted(__libc_malloc(n));
+}
+
+void *calloc(size_t n, size_t size)
+{
+	return alloc_should_fail() ? NULL : counted(__libc_calloc(n, size));
+}
+
+void *realloc(void *ptr, size_t n)
+{
+	if (alloc_should_fail())
+		return NULL;
+	return ptr ? __libc_realloc(ptr, n) : counted(__libc_realloc(ptr, n));
+}
+
+void free(void *ptr)
+{
+	if (ptr && alloc_counting)
+		alloc_live--;
+	__libc_free(ptr);
+}
+#endif
+
+/* --- profiles to merge ------------------------------------------------------------ */
+
+static uint32_t frame(struct profile *p, const char *name, const char *file, int line,
+		      enum prof_frame_kind kind)
+{
+	struct prof_frame f = {.name = name,
+			       .file = file,
+			       .line = line,
+			       .first_line = 1,
+			       .kind = kind,
+			       .module = kind == PROF_FRAME_KERNEL ? "[kernel]" : NULL};
+	int id = profile_intern_frame(p, &f);
+	assert_true(id >= 0);
+	return (uint32_t)id;
+}
+
+static void add(struct profile *p, uint32_t pid, const char *thread, uint64_t count, int n, ...)
+{
+	uint32_t ids[8];
+	va_list ap;
+	va_start(ap, n);
+	for (int i = 0; i < n; i++)
+		ids[i] = va_arg(ap, uint32_t);
+	va_end(ap);
+	struct prof_labels lb = {.pid = pid,
+				 .tid = pid + 1,
+				 .thread_name = thread,
+				 .comm = "python3",
+				 .python_version = "3.12.1",
+				 .cgroup = "/system.slice/app.service"};
+	assert_int_equal(profile_add(p, ids, (uint32_t)n, &lb, count), 0);
+}
+
+/* Interned in a different order than b's, so that ids differ. */
+static struct profile *profile_a(void)
+{
+	struct profile *p = profile_new();
+	assert_non_null(p);
+	uint32_t main_ = frame(p, "main", "app.py", 10, PROF_FRAME_PYTHON);
+	uint32_t work = frame(p, "work", "app.py", 20, PROF_FRAME_PYTHON);
+	uint32_t rd = frame(p, "do_syscall_64", NULL, 0, PROF_FRAME_KERNEL);
+	add(p, 100, "main", 5, 2, main_, work);
+	add(p, 100, "main", 2, 3, main_, work, rd);
+	add(p, 200, "w-1", 1, 1, main_);
+	profile_set_timing(p, 10000000, 1000000000000ULL, 2000000000ULL);
+	return p;
+}
+
+static struct profile *profile_b(void)
+{
+	struct profile *p = profile_new();
+	assert_non_null(p);
+	uint32_t other = frame(p, "other", "lib.py", 3, PROF_FRAME_PYTHON);
+	uint32_t work = frame(p, "work", "app.py", 20, PROF_FRAME_PYTHON);
+	uint32_t main_ = frame(p, "main", "app.py", 10, PROF_FRAME_PYTHON);
+	uint32_t work21 = frame(p, "work", "app.py", 21, PROF_FRAME_PYTHON);
+	add(p, 100, "main", 3, 2, main_, work);	 /* the same stack and labels as in a */
+	add(p, 200, "w-1", 4, 2, main_, work21); /* a new line */
+	add(p, 100, "main", 7, 2, main_, other);
+	add(p, 300, "w-2", 1, 0); /* no frames */
+	profile_set_timing(p, 10000000, 1000000000000ULL + 2000000000ULL, 1500000000ULL);
+	return p;
+}
+
+/* A profile as sorted text, one "labels|frames count" line per sample, to
+ * compare profiles whatever their ids and order. */
+static char *canon(const struct profile *p)
+{
+	size_t n = profile_sample_count(p);
+	char **lines = calloc(n ? n : 1, sizeof(*lines));
+	assert_non_null(lines);
+	size_t total = 1;
+	for (size_t i = 0; i < n; i++) {
+		const struct prof_sample *s = profile_sample(p, i);
+		char buf[1024];
+		int o =
+		    snprintf(buf, sizeof(buf), "%u/%u/%s/%s/%s/%s|", s->labels.pid, s->labels.tid,
+			     s->labels.thread_name, s->labels.comm, s->labels.python_version,
+			     s->labels.cgroup ? s->labels.cgroup : "-");
+		for (uint32_t j = 0; j < s->nframes; j++) {
+			const struct prof_frame *f = profile_frame(p, s->frames[j]);
+			o += snprintf(buf + o, sizeof(buf) - (size_t)o, "%s@%s:%d/%d/%s;", f->name,
+				      f->file ? f->file : "-", f->line, (int)f->kind,
+				      f->module ? f->module : "-");
+		}
+		snprintf(buf + o, sizeof(buf) - (size_t)o, " %llu\n", (unsigned long long)s->count);
+		lines[i] = strdup(buf);
+		assert_non_null(lines[i]);
+		total += strlen(buf);
+	}
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && strcmp(lines[j - 1], lines[j]) > 0; j--) {
+			char *t = lines[j];
+			lines[j] = lines[j - 1];
+			lines[j - 1] = t;
+		}
+	char *out = calloc(1, total);
+	assert_non_null(out);
+	for (size_t i = 0; i < n; i++) {
+		strcat(out, lines[i]);
+		free(lines[i]);
+	}
+	free(lines);
+	return out;
+}
+
+static uint64_t sum_counts(const struct profile *p)
+{
+	uint64_t t = 0;
+	for (size_t i = 0; i < profile_sample_count(p); i++)
+		t += profile_sample(p, i)->count;
+	return t;
+}
+
+/* --- tests ------------------------------------------------------------------------ */
+
+static void test_merge_adds_up(void **state)
+{
+	(void)state;
+	struct profile *a = profile_a(), *b = profile_b();
+	char *b_before = canon(b);
+
+	assert_int_equal(profile_merge(a, b), 0);
+	/* What one profile would hold had it seen every sample. */
+	struct profile *want = profile_a();
+	uint32_t other = frame(want, "other", "lib.py", 3, PROF_FRAME_PYTHON);
+	uint32_t work = frame(want, "work", "app.py", 20, PROF_FRAME_PYTHON);
+	uint32_t main_ = frame(want, "main", "app.py", 10, PROF_FRAME_PYTHON);
+	uint32_t work21 = frame(want, "work", "app.py", 21, PROF_FRAME_PYTHON);
+	add(want, 100, "main", 3, 2, main_, work);
+	add(want, 200, "w-1", 4, 2, main_, work21);
+	add(want, 100, "main", 7, 2, main_, other);
+	add(want, 300, "w-2", 1, 0);
+
+	char *got = canon(a), *expect = canon(want), *b_after = canon(b);
+	assert_string_equal(got, expect);
+	assert_int_equal(profile_total(a), 8 + 15);
+	assert_int_equal(profile_total(a), sum_counts(a));
+	/* Frames are shared, not copied: main, work:20, do_syscall_64, other, work:21. */
+	assert_int_equal(profile_frame_count(a), 5);
+	assert_int_equal(profile_sample_count(a), 6);
+	/* src untouched. */
+	assert_string_equal(b_after, b_before);
+	assert_int_equal(profile_total(b), 15);
+	/* Spans join: a's 2 s, then b's 1.5 s right after. */
+	assert_int_equal(profile_start_ns(a), 1000000000000ULL);
+	assert_int_equal(profile_duration_ns(a), 3500000000ULL);
+	assert_int_equal(profile_period_ns(a), 10000000);
+
+	free(got);
+	free(expect);
+	free(b_before);
+	free(b_after);
+	profile_free(want);
+	profile_free(a);
+	profile_free(b);
+}
+
+static void test_merge_into_empty(void **state)
+{
+	(void)state;
+	struct profile *dst = profile_new(), *b = profile_b();
+	assert_non_null(dst);
+	assert_int_equal(profile_merge(dst, b), 0);
+	char *got = canon(dst), *want = canon(b);
+	assert_string_equal(got, want);
+	assert_int_equal(profile_start_ns(dst), profile_start_ns(b));
+	assert_int_equal(profile_duration_ns(dst), profile_duration_ns(b));
+	assert_int_equal(profile_period_ns(dst), profile_period_ns(b));
+	/* Twice: the counts double, nothing else changes. */
+	assert_int_equal(profile_merge(dst, b), 0);
+	assert_int_equal(profile_total(dst), 2 * profile_total(b));
+	assert_int_equal(profile_sample_count(dst), profile_sample_count(b));
+	assert_int_equal(profile_frame_count(dst), profile_frame_count(b));
+	free(got);
+	free(want);
+	profile_free(dst);
+	profile_free(b);
+}
+
+static void test_merge_spans_and_edges(void **state)
+{
+	(void)state;
+	struct profile *a = profile_a(), *empty = profile_new();
+	assert_non_null(empty);
+	/* An empty profile without a span changes nothing. */
+	assert_int_equal(profile_merge(a, empty), 0);
+	assert_int_equal(profile_total(a), 8);
+	assert_int_equal(profile_duration_ns(a), 2000000000ULL);
+	/* An earlier span inside: the start moves back, the end stays. */
+	profile_set_timing(empty, 0, 1000000000000ULL - 500000000ULL, 1000000000ULL);
+	assert_int_equal(profile_merge(a, empty), 0);
+	assert_int_equal(profile_start_ns(a), 1000000000000ULL - 500000000ULL);
+	assert_int_equal(profile_duration_ns(a), 2500000000ULL);
+	assert_int_equal(profile_period_ns(a), 10000000); /* dst's kept */
+	/* Bad arguments. */
+	assert_int_equal(profile_merge(a, a), -EINVAL);
+	assert_int_equal(profile_merge(NULL, a), -EINVAL);
+	assert_int_equal(profile_merge(a, NULL), -EINVAL);
+	profile_free(a);
+	profile_free(empty);
+}
+
+static void test_merge_alloc_failures(void **state)
+{
+	(void)state;
+#ifndef INJECT_ALLOC_FAILURES
+	print_message("skipping: allocation failures cannot be injected under ASan\n");
+	skip();
+#else
+	struct profile *b = profile_b();
+	long n;
+	for (n = 0; n < 10000; n++) {
+		alloc_failed = 0;
+		alloc_live = 0;
+		alloc_counting = true;
+		struct profile *a = profile_a();
+		uint64_t start = profile_start_ns(a), dur = profile_duration_ns(a);
+		alloc_countdown = n;
+		int rc = profile_merge(a, b);
+		alloc_countdown = -1;
+		if (!alloc_failed) {
+			assert_int_equal(rc, 0);
+			assert_int_equal(profile_total(a), 23);
+			profile_free(a);
+			alloc_counting = false;
+			assert_int_equal(alloc_live, 0);
+			break;
+		}
+		assert_int_equal(rc, -ENOMEM);
+		/* Whatever got in is consistent; the span waits for success. */
+		assert_int_equal(profile_total(a), sum_counts(a));
+		assert_true(profile_total(a) >= 8 && profile_total(a) < 23);
+		assert_int_equal(profile_start_ns(a), start);
+		assert_int_equal(profile_duration_ns(a), dur);
+		profile_free(a);
+		alloc_counting = false;
+		assert_int_equal(alloc_live, 0);
+	}
+	assert_true(n > 5); /* the failures did hit the merge */
+	profile_free(b);
+#endif
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_merge_adds_up),
+	    cmocka_unit_test(test_merge_into_empty),
+	    cmocka_unit_test(test_merge_spans_and_edges),
+	    cmocka_unit_test(test_merge_alloc_failures),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
