@@ -4,6 +4,8 @@
 #   make run        install missing packages, build, profile the built-in demo
 #   make check      install missing packages, build, run every test (what CI runs)
 #   make SAN=1 ...  the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/san)
+#   make test-lsan  the unit and functional tests under LeakSanitizer (build/lsan)
+#   make fuzz       libFuzzer over every parser of untrusted input (tests/fuzz/fuzz.mk)
 #   make install    bin/taipan and share/man/man1/taipan.1 under PREFIX (/usr/local), DESTDIR honoured
 
 CC ?= gcc
@@ -17,6 +19,10 @@ SAN ?=
 ifeq ($(SAN),1)
 BUILD ?= build/san
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(SAN),lsan)
+# LeakSanitizer alone: every leak fails the run that exits with it.
+BUILD ?= build/lsan
+SANFLAGS = -fsanitize=leak -fno-omit-frame-pointer
 else
 BUILD ?= build
 SANFLAGS =
@@ -39,7 +45,7 @@ LIB_OBJS += $(BUILD)/obj/html_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all deps roots run check test unit functional test-san lint format clean install offsets demo bench
+.PHONY: all deps roots run check test unit functional test-san test-lsan lint format clean install offsets demo bench
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/taipan
@@ -112,6 +118,7 @@ functional: $(BUILD)/taipan $(BUILD)/tests/test_output_html
 
 test: roots
 	$(MAKE) unit
+	$(MAKE) fuzz-regress
 	$(MAKE) functional
 
 # Debian roots with the other Pythons of the test matrix (cached outside the clone).
@@ -127,6 +134,11 @@ check: deps
 test-san:
 	$(MAKE) SAN=1 all
 	$(MAKE) SAN=1 test
+
+# The unit and functional suites under LeakSanitizer alone (build/lsan).
+test-lsan:
+	$(MAKE) SAN=lsan all
+	$(MAKE) SAN=lsan test
 
 deps:
 	@scripts/install-deps.sh
@@ -149,10 +161,11 @@ offsets:
 	$(PYTHON) tools/gen_offsets.py --all
 
 lint:
-	clang-format --dry-run --Werror src/*.c src/*.h src/bpf/*.c tests/unit/*.c
+	clang-format --dry-run --Werror src/*.c src/*.h src/bpf/*.c tests/unit/*.c \
+		tests/fuzz/*.c tests/fuzz/*.h
 
 format:
-	clang-format -i src/*.c src/*.h src/bpf/*.c tests/unit/*.c
+	clang-format -i src/*.c src/*.h src/bpf/*.c tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
 
 MANDIR ?= $(PREFIX)/share/man
 
@@ -166,4 +179,5 @@ clean:
 	rm -rf build
 
 include tests/unit/fixtures.mk
+include tests/fuzz/fuzz.mk
 -include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d)

@@ -1,7 +1,9 @@
 /* bpfrun.c - the BPF lifecycle: open, configure, load, fill, attach, consume,
  * with a single cleanup path. */
 #include <errno.h>
+#include <linux/capability.h>
 #include <linux/perf_event.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +37,36 @@ static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, args);
 }
 
-static const char *privilege_hint(int err)
+/* Whether this thread has cap in its effective set; true when that cannot
+ * be told, so that no message blames a capability that is there. */
+static bool have_cap(unsigned int cap)
 {
-	if ((err == -EPERM || err == -EACCES) && geteuid() != 0)
-		return " (taipan needs root, or CAP_BPF + CAP_PERFMON + CAP_SYS_PTRACE)";
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3] = {0};
+
+	if (syscall(SYS_capget, &h, d))
+		return true;
+	return d[cap / 32].effective & (1u << (cap % 32));
+}
+
+/* What to add to a message about a BPF or perf call that failed with err:
+ * the capabilities it needs that this process lacks. Root without them
+ * (a container, capsh --drop) is refused like anyone else, so the check is
+ * on capabilities, not on the uid. CAP_SYS_ADMIN stands for both. */
+static const char *privilege_hint(int err, bool need_bpf)
+{
+	if (err != -EPERM && err != -EACCES)
+		return "";
+	bool admin = have_cap(CAP_SYS_ADMIN);
+	bool no_bpf = need_bpf && !admin && !have_cap(CAP_BPF);
+	bool no_perfmon = !admin && !have_cap(CAP_PERFMON);
+	if (no_bpf && no_perfmon)
+		return " (taipan needs CAP_BPF and CAP_PERFMON, and has neither: run it as root, "
+		       "or grant them)";
+	if (no_bpf)
+		return " (taipan needs CAP_BPF, which it does not have)";
+	if (no_perfmon)
+		return " (taipan needs CAP_PERFMON, which it does not have)";
 	if (err == -EACCES)
 		return " (the kernel's verifier rejected them)";
 	return "";
@@ -80,7 +108,7 @@ int bpfrun_open(const struct bpfrun_opts *o, bpfrun_handler fn, void *ctx, struc
 		snprintf(err, errlen,
 			 "cannot load the BPF programs: %s%s; TAIPAN_DEBUG_VERIFIER=1 shows the "
 			 "verifier log",
-			 strerror(-ret), privilege_hint(ret));
+			 strerror(-ret), privilege_hint(ret, true));
 		goto fail;
 	}
 	/* Slots as in taipan.bpf.c: 0 walks PyFrameObject, 1 _PyInterpreterFrame. */
@@ -113,7 +141,7 @@ int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
 	int ret = taipan_bpf__attach(br->skel);
 	if (ret) {
 		snprintf(err, errlen, "cannot attach the process tracepoints: %s%s", strerror(-ret),
-			 privilege_hint(ret));
+			 privilege_hint(ret, true));
 		return ret;
 	}
 	br->perf_links = calloc((size_t)br->ncpus, sizeof(*br->perf_links));
@@ -136,7 +164,7 @@ int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
 				continue;
 			ret = -errno;
 			snprintf(err, errlen, "perf_event_open on CPU %d: %s%s", cpu,
-				 strerror(errno), privilege_hint(ret));
+				 strerror(errno), privilege_hint(ret, false));
 			return ret;
 		}
 		br->perf_fds[cpu] = fd;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <uthash.h>
 
 #include "debugoffsets.h"
@@ -232,6 +233,14 @@ static int open_mapped(pid_t pid, const struct map_entry *m, struct elf_file **e
 		 (unsigned long long)m->start, (unsigned long long)m->end);
 	if (!elf_file_open(path, ef))
 		return 0;
+	/* map_files needs CAP_CHECKPOINT_RESTORE. Without it: the path as
+	 * maps shows it, which is relative to our root (a chroot seen from the
+	 * host), if it is the mapped file itself (device and inode); else the
+	 * same path inside the process's root (another mount namespace). */
+	struct stat st;
+	if (!stat(m->path, &st) && st.st_ino == m->inode && major(st.st_dev) == m->dev_major &&
+	    minor(st.st_dev) == m->dev_minor && !elf_file_open(m->path, ef))
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
 	return elf_file_open(path, ef);
 }
@@ -418,9 +427,12 @@ static int facts_for(struct pyproc_cache *c, pid_t pid, const struct map_entry *
 
 /* The file that holds the interpreter: libpython if one is mapped, else the
  * executable itself (static builds such as Debian's /usr/bin/python3.X, or
- * embedders that link libpython statically). */
+ * embedders that link libpython statically). Returns 0 with *where, or
+ * -ENOEXEC; *unopened is then the first candidate that could not be opened
+ * (not permitted, or deleted), with why in *open_err, or stays NULL. */
 static int find_interpreter(struct pyproc_cache *c, pid_t pid, const struct proc_maps *maps,
-			    struct elf_facts *out, const struct map_entry **where)
+			    struct elf_facts *out, const struct map_entry **where,
+			    const struct map_entry **unopened, int *open_err)
 {
 	struct stat exe;
 	char path[64];
@@ -435,9 +447,14 @@ static int find_interpreter(struct pyproc_cache *c, pid_t pid, const struct proc
 			bool lib = strncmp(base_name(m->path), "libpython", 9) == 0;
 			if (pass == 0 ? !lib : (lib || !have_exe || m->inode != exe.st_ino))
 				continue;
-			if (!facts_for(c, pid, m, out) && out->python) {
+			int ret = facts_for(c, pid, m, out);
+			if (!ret && out->python) {
 				*where = m;
 				return 0;
+			}
+			if (!*unopened && (ret == -EACCES || ret == -EPERM || ret == -ENOENT)) {
+				*unopened = m;
+				*open_err = ret;
 			}
 		}
 	}
@@ -476,6 +493,10 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	    {"object type", l->obj_type, &o->obj_type, f & TP_LF_SELF_CLASS},
 	    {"type flags", l->type_flags, &o->type_flags, f & TP_LF_SELF_CLASS},
 	    {"code name", l->code_name, &o->code_name, true},
+	    /* Where a name's characters start: BPF reads the first 8 of them
+	     * as part of a code object's identity. */
+	    {"str characters", l->unicode_state >= 0 ? l->unicode_ascii_size : l->bytes_sval,
+	     &o->name_data, true},
 	};
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
 		if (fields[i].v < 0 || fields[i].v > 0xffff) {
@@ -517,7 +538,18 @@ static int check_live(struct pyproc *pp, char *err, size_t errlen)
 {
 	uint64_t interp = 0, ts = 0, back = 0;
 	const struct py_layout *l = &pp->layout;
-	if (mem_read(pp->pid, pp->tp.interp_head_addr, &interp, 8))
+	int ret = mem_read(pp->pid, pp->tp.interp_head_addr, &interp, 8);
+	if (ret == -EPERM || ret == -EACCES) {
+		/* Its files were readable but its memory is not: every frame
+		 * would be unreadable, so say so now. */
+		snprintf(err, errlen,
+			 "pid %d: cannot read its memory: %s (reading another process needs "
+			 "CAP_SYS_PTRACE, or the same user and no capabilities the target has and "
+			 "taipan lacks)",
+			 pp->pid, strerror(-ret));
+		return ret;
+	}
+	if (ret)
 		return 0; /* not readable yet: BPF counts it if it stays so */
 	if (!interp || mem_read(pp->pid, interp + (uint64_t)l->interp_tstate_head, &ts, 8) || !ts)
 		return 0;
@@ -534,6 +566,26 @@ static int check_live(struct pyproc *pp, char *err, size_t errlen)
 	return 0;
 }
 
+/* What to add to a message about reading pid's maps or memory that failed
+ * with err: the kernel's ptrace access check refused it. */
+static const char *ptrace_hint(int err)
+{
+	if (err != -EACCES && err != -EPERM)
+		return "";
+	return " (reading another process needs CAP_SYS_PTRACE, or the same user and no "
+	       "capabilities the target has and taipan lacks)";
+}
+
+int pyproc_derive(struct pyproc *pp, char *err, size_t errlen)
+{
+	const struct py_caps *caps = caps_for(pp->major, pp->minor);
+	if (!caps) {
+		snprintf(err, errlen, "Python %u.%u is not supported", pp->major, pp->minor);
+		return -ENOTSUP;
+	}
+	return fill_tp(pp, caps, err, errlen);
+}
+
 int pyproc_inspect(pid_t pid, struct pyproc *pp, char *err, size_t errlen)
 {
 	return pyproc_inspect_cached(NULL, pid, pp, err, errlen);
@@ -544,8 +596,8 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 {
 	struct proc_maps maps = {0};
 	struct elf_facts f;
-	const struct map_entry *where = NULL;
-	int ret;
+	const struct map_entry *where = NULL, *unopened = NULL;
+	int ret, open_err = 0;
 
 	memset(pp, 0, sizeof(*pp));
 	pp->pid = pid;
@@ -554,8 +606,8 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 		if (ret == -ESRCH)
 			snprintf(err, errlen, "pid %d: no such process", pid);
 		else
-			snprintf(err, errlen, "pid %d: cannot read its memory map: %s", pid,
-				 strerror(-ret));
+			snprintf(err, errlen, "pid %d: cannot read its memory map: %s%s", pid,
+				 strerror(-ret), ptrace_hint(ret));
 		return ret;
 	}
 	proc_comm(pid, pp->comm);
@@ -563,7 +615,25 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 	if (pp->ns_pid == (uint32_t)pid)
 		pp->ns_pid = 0;
 
-	ret = find_interpreter(cache, pid, &maps, &f, &where);
+	ret = find_interpreter(cache, pid, &maps, &f, &where, &unopened, &open_err);
+	if (ret && unopened) {
+		/* Not known to be Python: its files could not be read. */
+		if (unopened->deleted)
+			snprintf(err, errlen,
+				 "pid %d (%s): %s was deleted; taipan reads it through "
+				 "/proc/PID/map_files, which needs CAP_CHECKPOINT_RESTORE (or "
+				 "CAP_SYS_ADMIN)",
+				 pid, pp->comm, unopened->path);
+		else
+			snprintf(err, errlen,
+				 "pid %d (%s): cannot open %s: %s (taipan opens it through "
+				 "/proc/PID/map_files, which needs CAP_CHECKPOINT_RESTORE or "
+				 "CAP_SYS_ADMIN, else through /proc/PID/root, which needs "
+				 "CAP_SYS_PTRACE and read access to the path: "
+				 "CAP_DAC_READ_SEARCH in another user's private directory)",
+				 pid, pp->comm, unopened->path, strerror(-open_err));
+		goto out;
+	}
 	if (ret) {
 		snprintf(
 		    err, errlen,
@@ -619,8 +689,8 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 		}
 		ret = mem_read(pid, pp->runtime_addr, buf, want);
 		if (ret) {
-			snprintf(err, errlen, "pid %d: cannot read _Py_DebugOffsets: %s", pid,
-				 strerror(-ret));
+			snprintf(err, errlen, "pid %d: cannot read _Py_DebugOffsets: %s%s", pid,
+				 strerror(-ret), ptrace_hint(ret));
 			goto out;
 		}
 		uint64_t dhex = 0;

@@ -56,6 +56,12 @@ void pyproc_cache_free(struct pyproc_cache *c);
 int pyproc_inspect_cached(struct pyproc_cache *c, pid_t pid, struct pyproc *out, char *err,
 			  size_t errlen);
 
+/* Derives what depends on the version from pp->major, pp->minor and
+ * pp->layout: the BPF offsets and flags in pp->tp, the line-table kind and
+ * the unit of f_lasti (what pyproc_inspect() does once it knows them).
+ * Returns 0, or -ENOTSUP with err filled. */
+int pyproc_derive(struct pyproc *pp, char *err, size_t errlen);
+
 /* Reads the comm of pid into buf (TP_COMM_LEN). Returns 0 or negative errno. */
 int proc_comm(pid_t pid, char *buf);
 

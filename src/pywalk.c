@@ -272,9 +272,10 @@ static int push_frame(struct pywalk_thread *t, uint32_t *cap, const struct tp_fr
 	return 0;
 }
 
-/* The frames of thread t, innermost first. Returns 0 or -ENOMEM; read
- * failures end the walk and are recorded in t->err. */
-static int walk_frames(const struct pyproc *pp, struct pywalk_thread *t)
+/* The frames of thread t, innermost first, taking each frame visited from
+ * *budget. Returns 0 or -ENOMEM; read failures end the walk and are
+ * recorded in t->err. */
+static int walk_frames(const struct pyproc *pp, struct pywalk_thread *t, unsigned int *budget)
 {
 	const struct tp_py_offsets *o = &pp->tp.off;
 	uint32_t fl = o->flags, cap = 0;
@@ -299,10 +300,11 @@ static int walk_frames(const struct pyproc *pp, struct pywalk_thread *t)
 		span = sizeof(fb);
 	memset(fb, 0, sizeof(fb));
 	for (unsigned int steps = 0; frame; steps++) {
-		if (steps == PYWALK_MAX_STEPS || t->nframes == PYWALK_MAX_FRAMES) {
+		if (steps == PYWALK_MAX_STEPS || t->nframes == PYWALK_MAX_FRAMES || !*budget) {
 			t->err = TP_ERR_TRUNCATED;
 			break;
 		}
+		(*budget)--;
 		if (mem_read(pp->pid, frame, fb, span)) {
 			t->err = TP_ERR_READ_FRAME;
 			break;
@@ -353,6 +355,7 @@ int pywalk_read(const struct pyproc *pp, struct pywalk *w)
 {
 	const struct tp_py_offsets *o = &pp->tp.off;
 	uint64_t interp = 0, ts = 0;
+	unsigned int budget = PYWALK_MAX_TOTAL_STEPS;
 	size_t cap = 0;
 	int ret;
 
@@ -392,7 +395,7 @@ int pywalk_read(const struct pyproc *pp, struct pywalk *w)
 			break;
 	}
 	for (size_t i = 0; i < w->nthreads; i++) {
-		ret = walk_frames(pp, &w->threads[i]);
+		ret = walk_frames(pp, &w->threads[i], &budget);
 		if (ret)
 			return ret;
 	}

@@ -19,6 +19,9 @@
 /* Bounds that keep a corrupt or looping list from hanging the walk. */
 #define PYWALK_MAX_FRAMES 4096 /* Python frames kept per thread */
 #define PYWALK_MAX_STEPS 8192  /* frames visited per thread, shims included */
+/* Frames visited in all threads together: 4096 threads can share one
+ * looping frame list, which per-thread bounds alone would walk 16M times. */
+#define PYWALK_MAX_TOTAL_STEPS (1 << 18)
 #define PYWALK_MAX_THREADS 4096
 #define PYWALK_MAX_INTERPS 64
 

@@ -322,8 +322,12 @@ static int kernel_frame(struct session *s, uint64_t addr)
 		s->ksyms = ksyms_load(NULL);
 		if (!s->ksyms) {
 			s->ksyms_failed = true;
-			log_warn("cannot read kernel symbols (/proc/kallsyms): kernel frames stay "
-				 "addresses");
+			if (errno == EPERM)
+				log_warn("kernel symbol addresses in /proc/kallsyms are hidden from "
+					 "taipan (it needs CAP_SYSLOG): kernel frames stay addresses");
+			else
+				log_warn("cannot read kernel symbols (/proc/kallsyms): kernel "
+					 "frames stay addresses");
 		}
 	}
 	const char *name = s->ksyms ? ksyms_lookup(s->ksyms, addr, NULL) : NULL;
@@ -596,7 +600,10 @@ unsigned int session_live_targets(struct session *s)
 	struct sproc *p, *tmp;
 	HASH_ITER(hh, s->procs, p, tmp)
 	{
-		if (p->state == SP_PYTHON && !p->exited_ns && kill(p->pid, 0) == 0)
+		/* EPERM: alive, but another user's (a non-root taipan with
+		 * CAP_SYS_PTRACE may profile it). */
+		if (p->state == SP_PYTHON && !p->exited_ns &&
+		    (kill(p->pid, 0) == 0 || errno == EPERM))
 			n++;
 	}
 	return n;

@@ -17,6 +17,12 @@
 
 #define MAX_STR 1024		/* longest name or file name kept */
 #define MAX_LINETABLE (1 << 20) /* longest line table read */
+/* Bytes one symbolizer keeps (names, files, line tables, entries). A target
+ * can make every frame a distinct code object with a 1 MiB line table, so
+ * without a bound it could grow taipan without end. Past it, new code
+ * objects are not read (and count as failed) and methods keep their bare
+ * names. */
+#define MAX_CACHE_BYTES ((size_t)256 << 20)
 
 enum first_arg { ARG_OTHER = 0, ARG_SELF, ARG_CLS };
 
@@ -65,6 +71,7 @@ struct symbolizer {
 	struct class_name *classes;
 	struct qual_name *quals;
 	uint64_t ncodes, nfailed, nreplaced;
+	size_t bytes; /* held, against MAX_CACHE_BYTES */
 };
 
 static void code_info_clear(struct code_info *c)
@@ -210,12 +217,13 @@ static char *read_str(const struct symbolizer *sz, uint64_t obj)
 	return s;
 }
 
-/* Reads a bytes object's contents (a str on 2.7: the same layout). */
-static uint8_t *read_bytes(const struct symbolizer *sz, uint64_t obj, size_t *len)
+/* Reads a bytes object's contents (a str on 2.7: the same layout), if it
+ * holds at most max bytes. */
+static uint8_t *read_bytes(const struct symbolizer *sz, uint64_t obj, size_t *len, size_t max)
 {
 	const struct py_layout *l = &sz->pp.layout;
 	int64_t n = 0;
-	if (!obj || rd(sz, obj + (uint64_t)l->var_size, &n, 8) || n < 0 || n > MAX_LINETABLE)
+	if (!obj || rd(sz, obj + (uint64_t)l->var_size, &n, 8) || n < 0 || (uint64_t)n > max)
 		return NULL;
 	uint8_t *b = malloc((size_t)n + 1);
 	if (!b || rd(sz, obj + (uint64_t)l->bytes_sval, b, (size_t)n)) {
@@ -271,11 +279,19 @@ static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, st
 	return hi;
 }
 
+/* The bytes c holds, as charged to sz->bytes. */
+static size_t code_bytes(const struct code_info *c)
+{
+	return (c->name ? strlen(c->name) + 1 : 0) + (c->file ? strlen(c->file) + 1 : 0) + c->ltlen;
+}
+
 /* (Re)reads everything about the code object c->addr into c. */
 static void fill_code(struct symbolizer *sz, struct code_info *c)
 {
 	const struct py_layout *l = &sz->pp.layout;
 	uint8_t obj[CODE_HEAD];
+	if (sz->bytes >= MAX_CACHE_BYTES)
+		goto bad;
 	int hi = read_code_head(sz, c->addr, obj, &c->id);
 	if (hi < 0)
 		goto bad;
@@ -284,7 +300,9 @@ static void fill_code(struct symbolizer *sz, struct code_info *c)
 	if (!c->name)
 		goto bad;
 	c->firstlineno = c->id.firstlineno;
-	c->linetable = read_bytes(sz, c->id.linetable, &c->ltlen);
+	size_t room = MAX_CACHE_BYTES - sz->bytes;
+	c->linetable =
+	    read_bytes(sz, c->id.linetable, &c->ltlen, room < MAX_LINETABLE ? room : MAX_LINETABLE);
 
 	if ((sz->pp.tp.off.flags & TP_LF_SELF_CLASS) && l->code_argcount >= 0 &&
 	    l->code_varnames >= 0) {
@@ -301,8 +319,10 @@ static void fill_code(struct symbolizer *sz, struct code_info *c)
 		}
 	}
 	c->ok = 1;
+	sz->bytes += code_bytes(c);
 	return;
 bad:
+	sz->bytes += code_bytes(c); /* a file name read before the name failed */
 	sz->nfailed++;
 }
 
@@ -314,6 +334,7 @@ static struct code_info *load_code(struct symbolizer *sz, uint64_t addr)
 	c->addr = addr;
 	HASH_ADD(hh, sz->codes, addr, sizeof(c->addr), c);
 	sz->ncodes++;
+	sz->bytes += sizeof(*c);
 	fill_code(sz, c);
 	return c;
 }
@@ -321,6 +342,7 @@ static struct code_info *load_code(struct symbolizer *sz, uint64_t addr)
 /* Another code object now lives at c->addr: read it instead. */
 static void replace_code(struct symbolizer *sz, struct code_info *c)
 {
+	sz->bytes -= code_bytes(c);
 	code_info_clear(c);
 	sz->nreplaced++;
 	fill_code(sz, c);
@@ -335,7 +357,8 @@ static const char *class_name(struct symbolizer *sz, uint64_t cls)
 		return k->name;
 	uint64_t tp_name = 0;
 	char buf[256];
-	if (rd(sz, cls + (uint64_t)sz->pp.layout.type_name, &tp_name, 8) ||
+	if (sz->bytes >= MAX_CACHE_BYTES ||
+	    rd(sz, cls + (uint64_t)sz->pp.layout.type_name, &tp_name, 8) ||
 	    mem_read_cstr(sz->pp.pid, tp_name, buf, sizeof(buf)) <= 0)
 		return NULL;
 	k = calloc(1, sizeof(*k));
@@ -346,6 +369,7 @@ static const char *class_name(struct symbolizer *sz, uint64_t cls)
 	}
 	k->addr = cls;
 	HASH_ADD(hh, sz->classes, addr, sizeof(k->addr), k);
+	sz->bytes += sizeof(*k) + strlen(k->name) + 1;
 	return k->name;
 }
 
@@ -361,7 +385,7 @@ static const char *qualified(struct symbolizer *sz, struct code_info *c, uint64_
 	if (q)
 		return q->name;
 	const char *cn = class_name(sz, cls);
-	if (!cn)
+	if (!cn || sz->bytes >= MAX_CACHE_BYTES)
 		return c->name;
 	q = calloc(1, sizeof(*q));
 	if (!q)
@@ -372,6 +396,7 @@ static const char *qualified(struct symbolizer *sz, struct code_info *c, uint64_
 		return c->name;
 	}
 	HASH_ADD(hh, sz->quals, key, sizeof(q->key), q);
+	sz->bytes += sizeof(*q) + strlen(q->name) + 1;
 	return q->name;
 }
 

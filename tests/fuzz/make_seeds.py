@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+# make_seeds.py - seed corpora for the file-format fuzzers, from this machine's real files.
+#
+# Usage: tests/fuzz/make_seeds.py OUTDIR FIXTURES_DIR CC
+#
+# Writes OUTDIR/elf, OUTDIR/procmaps, OUTDIR/linetable and OUTDIR/ksyms. The
+# fuzzers for target memory (symbolize, pywalk) and for _Py_DebugOffsets write
+# their own seeds (TAIPAN_FUZZ_SEEDS; see tests/fuzz/run.sh), since they need
+# the layout tables compiled into taipan.
+#
+#   elf        small real ELF files whole (pyenv's libpython3.so stubs, small
+#              extension modules), the first 64 KiB of the real interpreters
+#              (truncated files are input taipan must refuse cleanly), and a
+#              tiny library built here with the symbols, sections and dynamic
+#              entries taipan looks for;
+#   procmaps   lines of real /proc/PID/maps files;
+#   linetable  records of the line-table fixtures of every installed Python
+#              (tests/fixtures/dump_linetables.py), in the fuzzer's format;
+#   ksyms      slices of /proc/kallsyms, module symbols included.
+import glob
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+ELF_HEAD = 64 * 1024
+
+
+def write(dirname, name, data):
+    os.makedirs(dirname, exist_ok=True)
+    with open(os.path.join(dirname, name), "wb") as f:
+        f.write(data)
+
+
+def safe(path):
+    return path.strip("/").replace("/", "_")
+
+
+def elf_seeds(out, cc):
+    d = os.path.join(out, "elf")
+    small = glob.glob("/root/.pyenv/versions/*/lib/libpython3.so")
+    small += sorted(glob.glob("/root/.pyenv/versions/*/lib/python*/lib-dynload/_testimportmultiple*.so"))
+    for p in small:
+        if os.path.getsize(p) <= ELF_HEAD:
+            with open(p, "rb") as f:
+                write(d, safe(p), f.read())
+    heads = glob.glob("/root/.pyenv/versions/*/lib/libpython*.so.1.0")
+    heads += ["/usr/bin/python3.11"]
+    heads += glob.glob("/var/cache/taipan-test/*/usr/bin/python3.1[3-9]")
+    heads += glob.glob("/var/cache/taipan-test/*/usr/lib/x86_64-linux-gnu/libpython3.*.so.1.0")
+    for p in heads:
+        if os.path.isfile(p):
+            with open(p, "rb") as f:
+                write(d, safe(p) + ".head", f.read(ELF_HEAD))
+    # A libpython in miniature: what pyproc.c looks up, in a file of a few KiB.
+    src = r'''
+const char version_string[] = "3.12.1 (main, Jan  1 2024, 00:00:00) [GCC 12.2.0]";
+const unsigned long Py_Version = 0x030c01f0;
+struct { char cookie[8]; unsigned long version; unsigned long rest[8]; }
+    _PyRuntime = {"xdebugpy", 0x030d00f0, {0}};
+void *PyCode_Type[32];
+static int counter;
+int Py_GetVersion(void) { return ++counter; }
+'''
+    with tempfile.TemporaryDirectory() as tmp:
+        c = os.path.join(tmp, "mini.c")
+        with open(c, "w") as f:
+            f.write(src)
+        for name, extra in (("mini-libpython", []), ("mini-libpython-stripped", ["-s"])):
+            so = os.path.join(tmp, name + ".so")
+            cmd = [cc, "-shared", "-fPIC", "-nostdlib", "-O1", c, "-o", so,
+                   "-Wl,-soname,libpython3.12.so.1.0", "-Wl,--build-id=sha1",
+                   "-Wl,-z,max-page-size=4096", "-Wl,-z,noseparate-code", "-lc"] + extra
+            if subprocess.run(cmd).returncode == 0:
+                with open(so, "rb") as f:
+                    write(d, name, f.read())
+            else:
+                print("make_seeds: could not build the miniature libpython", file=sys.stderr)
+
+
+def procmaps_seeds(out):
+    d = os.path.join(out, "procmaps")
+    seen = set()
+    for pid in ["self", "1"] + sorted(p for p in os.listdir("/proc") if p.isdigit())[:50]:
+        try:
+            with open("/proc/%s/maps" % pid, "rb") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            # One seed per shape: the path's kind, not every library.
+            parts = line.split(None, 5)
+            path = parts[5] if len(parts) > 5 else b""
+            key = (parts[1], path[:1], path.endswith(b"(deleted)"), path.startswith(b"["))
+            if key in seen:
+                continue
+            seen.add(key)
+            write(d, "line%03d" % len(seen), line)
+    extra = [
+        b"7f0000000000-7f0000001000 r-xp 00000000 fd:01 1234                       /usr/lib/libpython3.12.so.1.0 (deleted)",
+        b"00400000-00401000 r--p 00000000 103:02 4242 /opt/py with space/bin/python3",
+        b"ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]",
+        b"55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0",
+    ]
+    for i, line in enumerate(extra):
+        write(d, "extra%d" % i, line)
+
+
+KINDS = {"LNOTAB_U8": 0, "LNOTAB": 1, "LINETABLE": 2, "LOCATIONS": 3}
+
+
+def linetable_seeds(out, fixtures):
+    d = os.path.join(out, "linetable")
+    n = 0
+    for path in sorted(glob.glob(os.path.join(fixtures, "linetables-*.txt"))):
+        per_file = 0
+        with open(path) as f:
+            for line in f:
+                if line.startswith("#") or per_file >= 40:
+                    continue
+                w = line.split()
+                if len(w) < 6 or w[0] not in KINDS:
+                    continue
+                table = b"" if w[4] == "-" else bytes.fromhex(w[4])
+                if len(table) > 4000:
+                    continue
+                pairs = w[6:]
+                off = int(pairs[len(pairs) // 2].split(":")[0]) if pairs else 0
+                data = struct.pack("<BiI", KINDS[w[0]], int(w[2]), off) + table
+                write(d, "%s-%d" % (os.path.basename(path)[11:-4], per_file), data)
+                per_file += 1
+                n += 1
+    if n == 0:
+        print("make_seeds: no line-table fixtures in %s" % fixtures, file=sys.stderr)
+
+
+def ksyms_seeds(out):
+    d = os.path.join(out, "ksyms")
+    try:
+        with open("/proc/kallsyms", "rb") as f:
+            lines = f.read().splitlines(True)
+    except OSError:
+        lines = []
+    if lines:
+        write(d, "head", b"".join(lines[:200]))
+        write(d, "tail", b"".join(lines[-200:]))
+        mid = len(lines) // 2
+        write(d, "mid", b"".join(lines[mid:mid + 200]))
+        # What kptr_restrict makes of it: every address zero.
+        write(d, "restricted", b"".join(b"0000000000000000" + l[16:] for l in lines[:50]))
+    write(d, "aliases",
+          b"ffffffff81000000 T _text\nffffffff81000000 t alias\nffffffff81000000 W weak\n"
+          b"ffffffff81000100 D data\nffffffff81000200 t mod_fn\t[mod]\nffffffff80000000 T low")
+
+
+def main():
+    if len(sys.argv) != 4:
+        print("usage: make_seeds.py OUTDIR FIXTURES_DIR CC", file=sys.stderr)
+        return 2
+    out, fixtures, cc = sys.argv[1:]
+    elf_seeds(out, cc)
+    procmaps_seeds(out)
+    linetable_seeds(out, fixtures)
+    ksyms_seeds(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+# hostile.py - a Python process that corrupts its own interpreter state through
+# ctypes, as a hostile or broken target would, and keeps running.
+#
+# Usage: python hostile.py MODE SECONDS [NAME=OFFSET ...]
+#
+#   frame-loop        spin_looped()'s frame is its own caller (f_back / previous)
+#   frame-garbage     spin_cut()'s caller is a garbage pointer
+#   bad-name          victim()'s code object has a garbage co_name (and co_qualname)
+#   random-linetable  victim()'s line table is replaced by random bytes
+#   thread-cut        three threads; the newest thread state's `next` is garbage,
+#                     so the older ones (main included) are cut off the list
+#   churn             threads start, run a few ms and stop, as fast as they can
+#   exec-chain        runs briefly, then execs /bin/sh, which execs this script
+#                     again, SECONDS times (SECONDS is a count here)
+#
+# NAME=OFFSET are the version's row of src/pyoffsets_table.c (the test reads
+# them from there). Prints "ready" once the state is corrupted and the busy
+# loop runs. Runs under 2.7 and 3.x. Ends with os._exit(): returning through
+# a frame it broke would crash the interpreter, which is not what is tested.
+import ctypes
+import os
+import random
+import sys
+import threading
+import time
+
+MODE = sys.argv[1]
+SECONDS = float(sys.argv[2])
+OFF = dict((a.split("=")[0], int(a.split("=")[1])) for a in sys.argv[3:])
+DEADLINE = time.time() + SECONDS
+# Never mapped in these processes: far below where x86-64 Linux puts the
+# heap, libraries and stacks, and above a non-PIE binary.
+GARBAGE = 0xDEAD0000
+
+ctypes.pythonapi.PyThreadState_Get.restype = ctypes.c_void_p
+ctypes.pythonapi.PyInterpreterState_Head.restype = ctypes.c_void_p
+
+
+def peek(addr):
+    return ctypes.c_void_p.from_address(addr).value or 0
+
+
+def poke(addr, value):
+    ctypes.c_void_p.from_address(addr).value = value
+
+
+def ready():
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+
+
+def busy():
+    n = 0
+    while time.time() < DEADLINE:
+        n += 1
+    return n
+
+
+def caller_frame():
+    """The address of the calling function's frame: its PyFrameObject (<= 3.10)
+    or its _PyInterpreterFrame (3.11+), the `previous` of this call's.
+    Calls no Python function on the way: each would be the current frame."""
+    if sys.version_info < (3, 11):
+        return id(sys._getframe(1))
+    word = ctypes.c_void_p.from_address
+    ts = ctypes.pythonapi.PyThreadState_Get()
+    if OFF.get("ts_cframe", -1) >= 0:
+        me = word(word(ts + OFF["ts_cframe"]).value + OFF["cframe_current_frame"]).value
+    else:
+        me = word(ts + OFF["ts_current_frame"]).value
+    return word(me + OFF["frame_back"]).value
+
+
+def spin_looped():
+    f = caller_frame()
+    poke(f + OFF["frame_back"], f)
+    ready()
+    busy()
+    os._exit(0)
+
+
+def spin_cut():
+    f = caller_frame()
+    poke(f + OFF["frame_back"], GARBAGE)
+    ready()
+    busy()
+    os._exit(0)
+
+
+def victim():
+    ready()
+    busy()
+    os._exit(0)
+
+
+def thread_cut():
+    tstates = []
+    go = threading.Event()
+
+    def worker():
+        tstates.append(ctypes.pythonapi.PyThreadState_Get())
+        go.wait()
+        busy()
+        # A thread that ends unlinks its state from the list, through the
+        # garbage pointer: end the process first.
+        os._exit(0)
+
+    for i in range(3):
+        threading.Thread(target=worker).start()
+        while len(tstates) <= i:  # one at a time: the list order is known
+            time.sleep(0.01)
+    # New thread states go to the head of the list: the newest is first, and
+    # everything after it (older workers, then the main thread) is cut off.
+    head = peek(ctypes.pythonapi.PyInterpreterState_Head() + OFF["interp_tstate_head"])
+    assert head == tstates[-1], (head, tstates)
+    poke(head + OFF["ts_next"], GARBAGE)
+    go.set()
+    ready()
+    busy()
+    os._exit(0)
+
+
+def churn():
+    def short():
+        end = time.time() + 0.002
+        while time.time() < end:
+            pass
+
+    ready()
+    while time.time() < DEADLINE:
+        ts = [threading.Thread(target=short) for _ in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    os._exit(0)
+
+
+def exec_chain():
+    if "HOSTILE_CHAINED" not in os.environ:
+        ready()
+    os.environ["HOSTILE_CHAINED"] = "1"
+    end = time.time() + 0.05
+    while time.time() < end:
+        pass
+    left = int(SECONDS)
+    if left <= 0:
+        os._exit(0)
+    # Through a shell, so that the process is not Python for a while.
+    cmd = 'exec "$0" "$1" exec-chain %d' % (left - 1)
+    os.execv("/bin/sh", ["sh", "-c", cmd, sys.executable, os.path.abspath(__file__)])
+
+
+def main():
+    if MODE == "frame-loop":
+        spin_looped()
+    elif MODE == "frame-garbage":
+        spin_cut()
+    elif MODE == "bad-name":
+        code = victim.__code__
+        poke(id(code) + OFF["code_name"], GARBAGE)
+        if OFF.get("code_qualname", -1) >= 0:
+            poke(id(code) + OFF["code_qualname"], GARBAGE)
+        victim()
+    elif MODE == "random-linetable":
+        code = victim.__code__
+        rng = random.Random(4242)
+        table = bytes(bytearray(rng.getrandbits(8) for _ in range(4096)))
+        globals()["KEEP"] = table  # alive for as long as the code points at it
+        poke(id(code) + OFF["code_linetable"], id(table))
+        victim()
+    elif MODE == "thread-cut":
+        thread_cut()
+    elif MODE == "churn":
+        churn()
+    elif MODE == "exec-chain":
+        exec_chain()
+    else:
+        sys.stderr.write("hostile.py: unknown mode %s\n" % MODE)
+        os._exit(2)
+
+
+main()
