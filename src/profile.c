@@ -115,20 +115,83 @@ uint64_t profile_duration_ns(const struct profile *p)
 	return p->duration_ns;
 }
 
-/* Returns the interned copy of s (NULL stays NULL), or sets *err. */
-static const char *intern(struct profile *p, const char *s, int *err)
+/* The length of the valid UTF-8 sequence at s (1 to 4), or 0 when it is not
+ * one: a bad lead byte, a missing continuation, an overlong form, a
+ * surrogate or a code point past U+10FFFF. */
+static size_t utf8_seq(const unsigned char *s)
 {
-	if (!s)
+	unsigned char c = s[0];
+	if (c < 0x80)
+		return 1;
+	size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+	if (!n || c > 0xf4)
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
+	    (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
+		return 0;
+	return n;
+}
+
+/* s itself when it is valid UTF-8, else a malloc'd copy (into *copy) with
+ * each bad byte replaced by U+FFFD. Names come from other processes' memory
+ * and comm fields cut at 16 bytes; every output format wants UTF-8. */
+static const char *utf8_clean(const char *s, char **copy)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i = 0, n;
+	*copy = NULL;
+	while (u[i] && (n = utf8_seq(u + i)))
+		i += n;
+	if (!u[i])
+		return s;
+	size_t len = strlen(s), o = 0;
+	char *c = malloc(len * 3 + 1);
+	if (!c)
 		return NULL;
+	for (i = 0; u[i];) {
+		n = utf8_seq(u + i);
+		if (n) {
+			memcpy(c + o, u + i, n);
+			o += n;
+			i += n;
+		} else {
+			memcpy(c + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	c[o] = 0;
+	*copy = c;
+	return c;
+}
+
+/* Returns the interned copy of s (NULL stays NULL), or sets *err. Invalid
+ * UTF-8 is repaired first. */
+static const char *intern(struct profile *p, const char *raw, int *err)
+{
+	if (!raw)
+		return NULL;
+	char *copy;
+	const char *s = utf8_clean(raw, &copy);
+	if (!s) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	const char *ret = NULL;
 	struct istr *e;
 	size_t len = strlen(s);
 	HASH_FIND(hh, p->strings, s, len, e);
-	if (e)
-		return e->s;
+	if (e) {
+		ret = e->s;
+		goto out;
+	}
 	e = malloc(sizeof(*e) + len + 1);
 	if (!e) {
 		*err = -ENOMEM;
-		return NULL;
+		goto out;
 	}
 	e->oom = false;
 	memcpy(e->s, s, len + 1);
@@ -136,9 +199,12 @@ static const char *intern(struct profile *p, const char *s, int *err)
 	if (e->oom) {
 		free(e);
 		*err = -ENOMEM;
-		return NULL;
+		goto out;
 	}
-	return e->s;
+	ret = e->s;
+out:
+	free(copy);
+	return ret;
 }
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem)

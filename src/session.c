@@ -258,6 +258,8 @@ static void discover(struct session *s, pid_t pid)
 {
 	char err[512];
 	struct sproc *p = sproc_get(s, pid);
+	if (p && p->exited_ns)
+		return; /* a discover event read after the exit: nothing to put back */
 	if (p && p->state == SP_PYTHON) {
 		/* BPF forgot it (evicted, or an exec we have not read yet): tell
 		 * it again, and account for what it sampled meanwhile. */
@@ -323,8 +325,9 @@ static int kernel_frame(struct session *s, uint64_t addr)
 		if (!s->ksyms) {
 			s->ksyms_failed = true;
 			if (errno == EPERM)
-				log_warn("kernel symbol addresses in /proc/kallsyms are hidden from "
-					 "taipan (it needs CAP_SYSLOG): kernel frames stay addresses");
+				log_warn(
+				    "kernel symbol addresses in /proc/kallsyms are hidden from "
+				    "taipan (it needs CAP_SYSLOG): kernel frames stay addresses");
 			else
 				log_warn("cannot read kernel symbols (/proc/kallsyms): kernel "
 					 "frames stay addresses");
@@ -544,9 +547,13 @@ static void housekeeping(struct session *s)
 	HASH_ITER(hh, s->procs, p, tmp)
 	{
 		/* Exited: its last samples had two seconds to arrive. */
-		if (p->exited_ns && now - p->exited_ns > 2000000000ULL)
+		if (p->exited_ns && now - p->exited_ns > 2000000000ULL) {
+			/* BPF removed it at the exit; this removes what a late
+			 * event may have put back. */
+			bpfrun_del_proc(s->br, (uint32_t)p->pid);
+			bpfrun_take_unknown(s->br, (uint32_t)p->pid);
 			sproc_drop(s, p);
-		else if (p->state == SP_PENDING && !p->exited_ns)
+		} else if (p->state == SP_PENDING && !p->exited_ns)
 			classify(s, p, false, err, sizeof(err));
 	}
 }

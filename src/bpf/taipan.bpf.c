@@ -113,6 +113,9 @@ struct {
 	__type(value, __u32);
 } progs SEC(".maps");
 
+/* include/linux/sched.h: set at the start of do_exit(). */
+#define PF_EXITING 0x00000004
+
 /* Py_TPFLAGS_TYPE_SUBCLASS: the object is itself a class. Unchanged since 2.x. */
 #define PY_TPFLAGS_TYPE_SUBCLASS (1UL << 31)
 /* Frames with owner >= 3 are C-stack shims, entry frames or sentinels, never
@@ -405,6 +408,11 @@ int on_sample(struct bpf_perf_event_data *ctx)
 
 	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc) {
+		/* A task still runs for a while after its exit tracepoint
+		 * removed it: not a new process to announce. */
+		struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+		if (BPF_CORE_READ(cur, flags) & PF_EXITING)
+			return 0;
 		stat_inc(TP_STAT_UNKNOWN_PROC);
 		__u64 *lost = bpf_map_lookup_elem(&unknown_samples, &tgid);
 		if (lost) {
