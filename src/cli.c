@@ -34,6 +34,16 @@ int cli_rate(const char *arg, unsigned int *out)
 	return 0;
 }
 
+int cli_comm(const char *arg, const char **comms, int *n, int max)
+{
+	if (*n >= max) {
+		log_error("at most %d --comm options", max);
+		return -EINVAL;
+	}
+	comms[(*n)++] = arg;
+	return 0;
+}
+
 double cli_now(void)
 {
 	struct timespec ts;

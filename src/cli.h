@@ -13,6 +13,10 @@ int cli_pid(const char *arg, pid_t *out);
  * after logging what it wants. */
 int cli_rate(const char *arg, unsigned int *out);
 
+/* Appends the argument of a repeatable --comm to comms[*n], at most max of
+ * them. Returns 0, or -EINVAL after logging that there are too many. */
+int cli_comm(const char *arg, const char **comms, int *n, int max);
+
 /* Seconds on the monotonic clock. */
 double cli_now(void);
 

@@ -114,11 +114,8 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			a->all = true;
 			break;
 		case 'C':
-			if (a->ncomms == MAX_COMMS) {
-				log_error("at most %d --comm options", MAX_COMMS);
+			if (cli_comm(optarg, a->comms, &a->ncomms, MAX_COMMS))
 				return -EINVAL;
-			}
-			a->comms[a->ncomms++] = optarg;
 			break;
 		case 'G':
 			a->cgroup = optarg;
