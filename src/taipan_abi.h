@@ -26,6 +26,8 @@
  * code objects; re-reading a name costs two reads a frame. */
 #define TP_ICACHE 256
 #define TP_ICACHE_NS 10000000ULL
+#define TP_TCACHE 64	   /* per-CPU thread -> PyThreadState cache entries */
+#define TP_TSTATE_SPAN 256 /* most bytes of a PyThreadState read at once */
 
 /* Interpreters and threads visited when looking for a thread's PyThreadState. */
 #define TP_MAX_INTERPS 4
@@ -69,6 +71,10 @@ struct tp_py_offsets {
 /* Frames are read whole, up to this many bytes (the largest span is 124, in
  * 2.7's PyFrameObject). A power of two: offsets into it are masked. */
 #define TP_FRAME_BUF 128
+/* The walkers' window on user memory (see frame_at in taipan.bpf.c): up to a
+ * page below a frame plus the frame, read at once; lengths masked to TP_WIN_MASK. */
+#define TP_WIN_PAGE 4096
+#define TP_WIN_MASK 8191
 
 enum tp_proc_kind {
 	TP_PROC_PYTHON = 1,	/* walk Python stacks */

@@ -76,12 +76,24 @@ struct ident_ent {
 	__u64 code, ident, time_ns;
 };
 
+/* A thread (pid_tgid) and its PyThreadState, as last found on this CPU. */
+struct tstate_ent {
+	__u64 id, ts;
+};
+
 struct walk_state {
-	__u8 fbuf[TP_FRAME_BUF + 8]; /* the frame being decoded; +8: loads at masked offsets */
+	/* A copy of user memory holding the frame being decoded: on 3.11+
+	 * the page of the frame up to its end, so that the callers below it
+	 * in the same data-stack page need no read of their own. */
+	__u8 win[TP_WIN_MASK + 1 + TP_FRAME_BUF + 8]; /* +: loads at masked offsets */
+	__u64 win_base;				      /* user address of win[0] */
+	__u64 win_len;				      /* bytes of win that hold a copy, 0 if none */
 	/* code object -> identity, direct-mapped, filled at most TP_ICACHE_NS
 	 * ago: a code object whose address was reused is noticed within that
 	 * time, and a deep stack reads each repeated code object's name once. */
 	struct ident_ent icache[TP_ICACHE];
+	/* Before the tstates map: most samples on a CPU are of a few threads. */
+	struct tstate_ent tcache[TP_TCACHE];
 	__u64 frame; /* next frame to read */
 	struct tp_proc proc;
 	__u32 pending_flags; /* flags for the next recorded frame */
@@ -192,19 +204,94 @@ static __always_inline void submit(struct walk_state *st)
 		stat_inc(TP_STAT_ERR_BASE + (st->s.err < TP_ERR__COUNT ? st->s.err : 0));
 }
 
+/* A field of the frame at offset at of the window, at an offset the
+ * verifier can bound. */
+static __always_inline __u64 win_u64(const struct walk_state *st, __u32 at, __u16 off)
+{
+	return *(const __u64 *)&st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
+}
+
+static __always_inline __u32 win_u32(const struct walk_state *st, __u32 at, __u16 off)
+{
+	return *(const __u32 *)&st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
+}
+
+static __always_inline __u8 win_u8(const struct walk_state *st, __u32 at, __u16 off)
+{
+	return st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
+}
+
+/* Copies len bytes of user memory at addr into the window; on failure the
+ * window holds nothing. */
+static __always_inline int win_fill(struct walk_state *st, __u64 addr, __u64 len)
+{
+	len &= TP_WIN_MASK;
+	st->win_len = 0;
+	if (bpf_probe_read_user(st->win, len, (const void *)addr))
+		return -1;
+	st->win_base = addr;
+	st->win_len = len;
+	return 0;
+}
+
+/* The 8 bytes at addr: from the window if it holds them, else read. */
+static __always_inline int win_read_u64(struct walk_state *st, __u64 *dst, __u64 addr)
+{
+	__u64 at = addr - st->win_base;
+	if (at < st->win_len && at + 8 <= st->win_len) {
+		*dst = *(const __u64 *)&st->win[at & TP_WIN_MASK];
+		return 0;
+	}
+	return read_u64(dst, addr);
+}
+
+/* Makes the part of frame f that the walkers use readable in the window and
+ * returns where it starts there, or -1 if it cannot be read. With page set
+ * (3.11+), a frame that is not in the window yet is read with everything
+ * below it in its page: frames live one after another in the thread's data
+ * stack, callers below callees, so one read serves about a page of stack.
+ * The read never goes below the frame's own page, so it touches only pages
+ * that reading the frame alone would touch, and fails only where that would. */
+static __always_inline int frame_at(struct walk_state *st, __u64 f, bool page)
+{
+	__u64 span = st->proc.off.frame_span;
+	__u64 at = f - st->win_base;
+	if (at < st->win_len && at + span <= st->win_len)
+		return (int)at;
+	__u64 start = page ? f & ~(__u64)(TP_WIN_PAGE - 1) : f;
+	if (win_fill(st, start, f + span - start))
+		return -1;
+	return (int)(f - start);
+}
+
 /* The PyThreadState of the thread whose fs base is fsbase: the cached one if
  * it still matches, else found by walking every interpreter's thread list.
  * thread_id is pthread_self(), which is the fs base on x86-64 glibc, so this
  * works for threads that do not hold the GIL and inside pid namespaces. */
-static __always_inline __u64 find_tstate(struct walk_state *st, __u32 tid, __u64 fsbase)
+static __always_inline __u64 find_tstate(struct walk_state *st, __u64 id, __u64 fsbase)
 {
 	const struct tp_py_offsets *o = &st->proc.off;
-	__u64 *cached = bpf_map_lookup_elem(&tstates, &tid);
+	__u32 tid = (__u32)id;
+	struct tstate_ent *te = &st->tcache[tid & (TP_TCACHE - 1)];
 	__u64 ts = 0, thread_id = 0, interp = 0;
 
-	if (cached && *cached) {
-		ts = *cached;
-		if (!read_u64(&thread_id, ts + o->ts_thread_id) && thread_id == fsbase) {
+	if (te->id == id) {
+		ts = te->ts;
+	} else {
+		__u64 *cached = bpf_map_lookup_elem(&tstates, &tid);
+		if (cached)
+			ts = *cached;
+	}
+	if (ts) {
+		/* The thread id and the frame pointer read next are a few
+		 * dozen bytes apart: one read for both. */
+		__u64 a = o->ts_thread_id, b = o->ts_frame;
+		__u64 lo = a < b ? a : b, hi = (a < b ? b : a) + 8;
+		if (hi - lo <= TP_TSTATE_SPAN)
+			win_fill(st, ts + lo, hi - lo);
+		if (!win_read_u64(st, &thread_id, ts + a) && thread_id == fsbase) {
+			te->id = id;
+			te->ts = ts;
 			stat_inc(TP_STAT_TSTATE_CACHED);
 			return ts;
 		}
@@ -225,6 +312,8 @@ static __always_inline __u64 find_tstate(struct walk_state *st, __u32 tid, __u64
 			}
 			if (thread_id == fsbase) {
 				bpf_map_update_elem(&tstates, &tid, &ts, BPF_ANY);
+				te->id = id;
+				te->ts = ts;
 				stat_inc(TP_STAT_TSTATE_WALKED);
 				return ts;
 			}
@@ -274,22 +363,6 @@ static __always_inline void walk_step_done(struct bpf_perf_event_data *ctx, stru
 	submit(st);
 }
 
-/* A field of the frame in fbuf, at an offset the verifier can bound. */
-static __always_inline __u64 fbuf_u64(const struct walk_state *st, __u16 off)
-{
-	return *(const __u64 *)&st->fbuf[off & (TP_FRAME_BUF - 1)];
-}
-
-static __always_inline __u32 fbuf_u32(const struct walk_state *st, __u16 off)
-{
-	return *(const __u32 *)&st->fbuf[off & (TP_FRAME_BUF - 1)];
-}
-
-static __always_inline __u8 fbuf_u8(const struct walk_state *st, __u16 off)
-{
-	return st->fbuf[off & (TP_FRAME_BUF - 1)];
-}
-
 /* What identifies the code object at code now (struct tp_frame.ident): its
  * name's address and first characters. Pointers alone do not do: a new code
  * object and its new name string can both land where freed ones were. */
@@ -310,14 +383,6 @@ static __always_inline __u64 code_ident(struct walk_state *st, __u64 code)
 	return ident;
 }
 
-/* Copies the part of frame f that the walkers use into fbuf: one read
- * instead of one per field. */
-static __always_inline int read_frame(struct walk_state *st, __u64 f)
-{
-	__u32 span = st->proc.off.frame_span & (TP_FRAME_BUF - 1);
-	return bpf_probe_read_user(st->fbuf, span, (const void *)f);
-}
-
 /* <= 3.10: a chain of PyFrameObject through f_back; f_lasti is an int. */
 SEC("perf_event")
 int walk_frame_objects(struct bpf_perf_event_data *ctx)
@@ -331,20 +396,21 @@ int walk_frame_objects(struct bpf_perf_event_data *ctx)
 	__u32 n = st->s.nframes;
 
 	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
-		if (read_frame(st, f)) {
+		int at = frame_at(st, f, false);
+		if (at < 0) {
 			st->s.err = TP_ERR_READ_FRAME;
 			f = 0;
 			break;
 		}
-		__u64 code = fbuf_u64(st, o->frame_code);
+		__u64 code = win_u64(st, at, o->frame_code);
 		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
 		fr->code = code;
 		fr->ident = code_ident(st, code);
-		fr->pos = fbuf_u32(st, o->frame_lasti);
+		fr->pos = win_u32(st, at, o->frame_lasti);
 		fr->flags = 0;
 		fr->aux = first_local_class(o, f); /* every <= 3.10 version */
 		n++;
-		f = fbuf_u64(st, o->frame_back);
+		f = win_u64(st, at, o->frame_back);
 	}
 	walk_step_done(ctx, st, f, n, TP_PROG_WALK_FRAME_OBJECTS);
 	return 0;
@@ -368,13 +434,14 @@ int walk_interp_frames(struct bpf_perf_event_data *ctx)
 	__u32 n = st->s.nframes;
 
 	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
-		if (read_frame(st, f)) {
+		int at = frame_at(st, f, true);
+		if (at < 0) {
 			st->s.err = TP_ERR_READ_FRAME;
 			f = 0;
 			break;
 		}
-		__u32 owner = fbuf_u8(st, o->frame_owner);
-		__u64 code = fbuf_u64(st, o->frame_code) & code_mask;
+		__u32 owner = win_u8(st, at, o->frame_owner);
+		__u64 code = win_u64(st, at, o->frame_code) & code_mask;
 		/* keep is 1 for a Python frame and 0 for a shim or entry frame
 		 * (owner >= limit), computed without a branch: a branch here
 		 * doubles the verifier's states on every iteration. A skipped
@@ -385,12 +452,12 @@ int walk_interp_frames(struct bpf_perf_event_data *ctx)
 		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
 		fr->code = code;
 		fr->ident = code_ident(st, code);
-		fr->pos = (__u32)(fbuf_u64(st, o->frame_lasti) - code);
-		fr->flags = fbuf_u8(st, o->frame_is_entry) & entry_mask & TP_FF_ENTRY;
+		fr->pos = (__u32)(win_u64(st, at, o->frame_lasti) - code);
+		fr->flags = win_u8(st, at, o->frame_is_entry) & entry_mask & TP_FF_ENTRY;
 		fr->aux = 0;
 		st->s.frames[frame_idx(n - 1)].flags |= (1 - keep) & TP_FF_ENTRY;
 		n += keep;
-		f = fbuf_u64(st, o->frame_back);
+		f = win_u64(st, at, o->frame_back);
 	}
 	walk_step_done(ctx, st, f, n, TP_PROG_WALK_INTERP_FRAMES);
 	return 0;
@@ -402,11 +469,15 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 
-	if (tgid == 0 || tgid == cfg.self_tgid || !tracked(tgid))
+	if (tgid == 0 || tgid == cfg.self_tgid)
+		return 0;
+	/* procs holds only processes that were tracked when user space
+	 * classified them, and they stay tracked until they exit: a hit
+	 * needs no look in targets. */
+	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc && !tracked(tgid))
 		return 0;
 	stat_inc(TP_STAT_SAMPLES);
-
-	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
 	if (!proc) {
 		/* A task still runs for a while after its exit tracepoint
 		 * removed it: not a new process to announce. */
@@ -453,6 +524,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	}
 	st->proc = *proc;
 	st->frame = 0;
+	st->win_len = 0; /* another process's memory, or changed since */
 
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
@@ -460,7 +532,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		s->err = TP_ERR_FSBASE;
 		goto out;
 	}
-	__u64 ts = find_tstate(st, tid, fsbase);
+	__u64 ts = find_tstate(st, id, fsbase);
 	if (!ts)
 		goto out;
 	s->tstate = ts;
@@ -469,12 +541,12 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	__u64 frame = 0;
 	if (o->flags & TP_LF_CFRAME) {
 		__u64 cframe = 0;
-		if (read_u64(&cframe, ts + o->ts_frame) || !cframe ||
+		if (win_read_u64(st, &cframe, ts + o->ts_frame) || !cframe ||
 		    read_u64(&frame, cframe + o->cframe_current_frame)) {
 			s->err = TP_ERR_READ_TSTATE;
 			goto out;
 		}
-	} else if (read_u64(&frame, ts + o->ts_frame)) {
+	} else if (win_read_u64(st, &frame, ts + o->ts_frame)) {
 		s->err = TP_ERR_READ_TSTATE;
 		goto out;
 	}
