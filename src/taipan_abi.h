@@ -26,6 +26,7 @@
  * code objects; re-reading a name costs two reads a frame. */
 #define TP_ICACHE 256
 #define TP_ICACHE_NS 10000000ULL
+#define TP_TYCACHE 64	   /* per-CPU type -> is a metatype cache entries */
 #define TP_TCACHE 64	   /* per-CPU thread -> PyThreadState cache entries */
 #define TP_TSTATE_SPAN 256 /* most bytes of a PyThreadState read at once */
 
@@ -61,16 +62,17 @@ struct tp_py_offsets {
 	__u16 frame_localsplus;	    /* f_localsplus (TP_LF_SELF_CLASS) */
 	__u16 obj_type;		    /* PyObject.ob_type */
 	__u16 type_flags;	    /* PyTypeObject.tp_flags */
-	__u16 frame_span; /* bytes of a frame that hold back, code, position, owner, is_entry */
+	__u16 frame_span; /* bytes of a frame that hold every field above that the walkers use */
 	__u16 code_name;  /* PyCodeObject.co_name: the frame's identity check */
 	__u16 name_data;  /* where a str's characters start (sizeof(PyASCIIObject); 2.7: ob_sval) */
 	__u16 pad;
 	__u32 flags; /* enum tp_layout_flags */
 };
 
-/* Frames are read whole, up to this many bytes (the largest span is 124, in
- * 2.7's PyFrameObject). A power of two: offsets into it are masked. */
-#define TP_FRAME_BUF 128
+/* Frames are read whole, up to this many bytes (the largest span is 384, in
+ * 2.7's and 3.6's PyFrameObject up to f_localsplus[0]). A power of two:
+ * offsets into it are masked. */
+#define TP_FRAME_BUF 512
 /* The walkers' window on user memory (see frame_at in taipan.bpf.c): up to a
  * page below a frame plus the frame, read at once; lengths masked to TP_WIN_MASK. */
 #define TP_WIN_PAGE 4096

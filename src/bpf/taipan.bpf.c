@@ -76,6 +76,11 @@ struct ident_ent {
 	__u64 code, ident, time_ns;
 };
 
+/* Whether the objects of a type are classes (<= 3.10's Class.method). */
+struct type_ent {
+	__u64 type, is_meta, time_ns;
+};
+
 /* A thread (pid_tgid) and its PyThreadState, as last found on this CPU. */
 struct tstate_ent {
 	__u64 id, ts;
@@ -92,6 +97,7 @@ struct walk_state {
 	 * ago: a code object whose address was reused is noticed within that
 	 * time, and a deep stack reads each repeated code object's name once. */
 	struct ident_ent icache[TP_ICACHE];
+	struct type_ent tycache[TP_TYCACHE]; /* like icache, for types */
 	/* Before the tstates map: most samples on a CPU are of a few threads. */
 	struct tstate_ent tcache[TP_TCACHE];
 	__u64 frame; /* next frame to read */
@@ -333,16 +339,23 @@ static __always_inline __u64 find_tstate(struct walk_state *st, __u64 id, __u64 
  * name `self.method` as Class.method. If the first local is itself a class
  * (a classmethod's cls) that class, else the local's type. User space uses it
  * only when the code object's first argument is called self or cls. */
-static __always_inline __u64 first_local_class(const struct tp_py_offsets *o, __u64 frame)
+static __always_inline __u64 first_local_class(struct walk_state *st, int at)
 {
-	__u64 local0 = 0, type = 0, tflags = 0;
-	if (read_u64(&local0, frame + o->frame_localsplus) || !local0)
+	const struct tp_py_offsets *o = &st->proc.off;
+	__u64 local0 = win_u64(st, at, o->frame_localsplus), type = 0, tflags = 0;
+	if (!local0 || read_u64(&type, local0 + o->obj_type) || !type)
 		return 0;
-	if (read_u64(&type, local0 + o->obj_type) || !type)
-		return 0;
-	if (read_u64(&tflags, type + o->type_flags))
-		return 0;
-	return (tflags & PY_TPFLAGS_TYPE_SUBCLASS) ? local0 : type;
+	/* Types are few and their flags fixed: read each type's once. */
+	struct type_ent *e = &st->tycache[(type >> 4) & (TP_TYCACHE - 1)];
+	__u64 now = st->s.time_ns;
+	if (e->type != type || now - e->time_ns >= TP_ICACHE_NS) {
+		if (read_u64(&tflags, type + o->type_flags))
+			return 0;
+		e->type = type;
+		e->is_meta = (tflags & PY_TPFLAGS_TYPE_SUBCLASS) != 0;
+		e->time_ns = now;
+	}
+	return e->is_meta ? local0 : type;
 }
 
 /* Ends a walk step: store progress, continue in another program, or send. */
@@ -408,7 +421,7 @@ int walk_frame_objects(struct bpf_perf_event_data *ctx)
 		fr->ident = code_ident(st, code);
 		fr->pos = win_u32(st, at, o->frame_lasti);
 		fr->flags = 0;
-		fr->aux = first_local_class(o, f); /* every <= 3.10 version */
+		fr->aux = first_local_class(st, at); /* every <= 3.10 version */
 		n++;
 		f = win_u64(st, at, o->frame_back);
 	}
