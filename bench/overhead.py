@@ -56,9 +56,13 @@ def prog_stats(name, pid):
     return None
 
 
-def target_samples(pid):
-    """TP_STAT_SAMPLES (key 0 of taipan's per-CPU stats map): perf samples
-    that landed in a profiled process, summed over CPUs."""
+# Keys of taipan's per-CPU stats map (enum tp_stat in src/taipan_abi.h).
+STAT_SAMPLES, STAT_SENT, STAT_NOT_PYTHON = 0, 1, 4
+
+
+def target_samples(pid, stat=STAT_SAMPLES):
+    """A counter of taipan's per-CPU stats map, summed over CPUs; by default
+    TP_STAT_SAMPLES, the perf samples that landed in a profiled process."""
     out = "[]"
     for i in bpf_ids(pid, "map_id"):
         info = json.loads(sh(["bpftool", "map", "show", "id", str(i), "-j"]).stdout or "{}")
@@ -67,7 +71,7 @@ def target_samples(pid):
     for e in json.loads(out or "[]"):
         key = e.get("key")
         k = int.from_bytes(bytes(int(b, 16) for b in key), "little") if isinstance(key, list) else key
-        if k == 0:
+        if k == stat:
             vals = e.get("values", [])
             return sum(v["value"] if isinstance(v["value"], int)
                        else int.from_bytes(bytes(int(b, 16) for b in v["value"]), "little") for v in vals)

@@ -1,5 +1,7 @@
 # work.py - a fixed amount of pure-Python CPU work at a given stack depth.
-# Usage: python work.py DEPTH ITERATIONS. Prints the seconds the work took.
+# Usage: python work.py DEPTH ITERATIONS [CPU]. Prints the seconds the work
+# took. With CPU, the process runs on that CPU only.
+import os
 import sys
 import time
 
@@ -21,6 +23,8 @@ def main():
     sys.setrecursionlimit(100000)
     depth = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 10000000
+    if len(sys.argv) > 3:
+        os.sched_setaffinity(0, {int(sys.argv[3])})
     t0, c0 = time.perf_counter(), time.process_time()
     descend(depth, n)
     # wall seconds of the work, and this process's CPU seconds

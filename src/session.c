@@ -26,6 +26,17 @@
 
 enum sproc_state { SP_PENDING, SP_PYTHON, SP_OTHER, SP_EXITED };
 
+/* A BPF frame already turned into a profile frame id: a stack's frames are
+ * mostly the ones of the stacks before it, and naming one costs a line-table
+ * decode and three string lookups. */
+struct fcache_ent {
+	uint64_t code, ident, aux;
+	uint32_t pos;
+	uint32_t id;	/* in the profile of epoch */
+	uint64_t epoch; /* 0: empty */
+};
+#define FCACHE_SIZE 1024 /* per sampled process, allocated at its first sample */
+
 struct sproc {
 	UT_hash_handle hh;
 	pid_t pid;
@@ -34,6 +45,7 @@ struct sproc {
 	char cgroup[256];   /* cgroup v2 path */
 	char container[65]; /* container id found in it, or "" */
 	struct symbolizer *sz;
+	struct fcache_ent *fcache;
 	uint64_t classified_ns; /* CLOCK_MONOTONIC, like the BPF events' time_ns */
 	uint64_t exited_ns;
 	bool warned;
@@ -51,6 +63,7 @@ struct session {
 	size_t ids_cap;
 	uint64_t start_ns;
 	uint64_t dropped; /* samples of processes user space no longer knows */
+	uint64_t epoch;	  /* of s->prof: frame ids cached before another are void */
 	bool ksyms_failed;
 };
 
@@ -100,6 +113,7 @@ static void sproc_drop(struct session *s, struct sproc *p)
 {
 	HASH_DEL(s->procs, p);
 	symbolizer_free(p->sz);
+	free(p->fcache);
 	free(p);
 }
 
@@ -342,6 +356,38 @@ static int kernel_frame(struct session *s, uint64_t addr)
 	return profile_intern_frame(s->prof, &f);
 }
 
+/* The profile frame id of BPF frame bf of process p. */
+static int python_frame(struct session *s, struct sproc *p, const struct tp_frame *bf)
+{
+	struct fcache_ent *e = NULL;
+	if (!p->fcache)
+		p->fcache = calloc(FCACHE_SIZE, sizeof(*p->fcache)); /* none: no cache */
+	if (p->fcache) {
+		uint64_t h =
+		    (bf->code >> 4) ^ ((uint64_t)bf->pos * 0x9e3779b97f4a7c15ULL) ^ bf->aux;
+		e = &p->fcache[(h ^ (h >> 29)) & (FCACHE_SIZE - 1)];
+		if (e->epoch == s->epoch && e->code == bf->code && e->ident == bf->ident &&
+		    e->pos == bf->pos && e->aux == bf->aux)
+			return (int)e->id;
+	}
+	struct prof_frame f;
+	bool ok = !symbolizer_frame(p->sz, bf, &f);
+	if (!ok)
+		s->st.bad_frames++;
+	int id = profile_intern_frame(s->prof, &f);
+	/* Not kept: frames that failed (counted each time), and frames whose
+	 * identity BPF could not read (nothing tells a reused address). */
+	if (id >= 0 && e && ok && bf->ident) {
+		*e = (struct fcache_ent){.code = bf->code,
+					 .ident = bf->ident,
+					 .aux = bf->aux,
+					 .pos = bf->pos,
+					 .id = (uint32_t)id,
+					 .epoch = s->epoch};
+	}
+	return id;
+}
+
 static int on_sample(struct session *s, const struct tp_sample *smp, size_t size)
 {
 	size_t need = __builtin_offsetof(struct tp_sample, frames) +
@@ -370,10 +416,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 		s->ids[n++] = (uint32_t)id;
 	}
 	for (int i = (int)smp->nframes - 1; i >= 0; i--) {
-		struct prof_frame f;
-		if (symbolizer_frame(p->sz, &smp->frames[i], &f))
-			s->st.bad_frames++;
-		if ((id = profile_intern_frame(s->prof, &f)) < 0)
+		if ((id = python_frame(s, p, &smp->frames[i])) < 0)
 			return id;
 		s->ids[n++] = (uint32_t)id;
 	}
@@ -452,6 +495,7 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 		return -ENOMEM;
 	}
 	s->opts = *o;
+	s->epoch = 1;
 	s->cache = pyproc_cache_new();
 	if (!s->cache) {
 		profile_free(s->prof);
@@ -587,6 +631,7 @@ struct profile *session_take_profile(struct session *s)
 			   profile_start_ns(old) + (now - s->start_ns), 0);
 	s->start_ns = now;
 	s->prof = fresh;
+	s->epoch++;
 	return old;
 }
 
