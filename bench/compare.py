@@ -112,6 +112,33 @@ def run_cost(kind, target, rate, ncpu, iters):
     return wall, own
 
 
+FAILED = []
+
+
+def retried(what, fn, *args):
+    """fn(*args), tried up to 3 times: a profiler that fails to start once
+    (it happens to each of them now and then) does not end the bench. Each
+    failure is kept and printed at the end."""
+    for attempt in range(3):
+        try:
+            return fn(*args)
+        except RuntimeError as e:
+            FAILED.append("%s, attempt %d: %s" % (what, attempt + 1, str(e).strip()[:300]))
+    raise RuntimeError("%s failed 3 times: %s" % (what, FAILED[-1]))
+
+
+def startup_cpu(target, rate):
+    """taipan's own CPU for a command that does nothing: loading and
+    verifying the BPF programs, attaching, writing an empty profile."""
+    argv, _ = profiler_cmd("taipan", target, rate, "true", "startup")
+    vals = []
+    for _ in range(3):
+        c0 = children_cpu()
+        subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        vals.append(children_cpu() - c0)
+    return statistics.median(vals)
+
+
 def leaf_counts(path_glob_prefix, names):
     """Samples whose leaf frame names one of names, from folded-like files."""
     counts = dict.fromkeys(names, 0)
@@ -145,7 +172,10 @@ def run_accuracy(kind, target, rate, seconds):
             os.unlink(os.path.join(target.root + OUT, f))
     argv, host_out = profiler_cmd(kind, target, rate, inner, out_name)
     res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    truth = json.loads([l for l in res.stdout.splitlines() if l.startswith("{")][-1])
+    found = [l for l in res.stdout.splitlines() if l.startswith("{")]
+    if not found:
+        raise RuntimeError("%s %s: no result from shares.py: %s" % (kind, target.name, res.stderr[-300:]))
+    truth = json.loads(found[-1])
     counts, total = leaf_counts(target.root + OUT + "/" + out_name, ["f60", "f30", "f10"])
     if kind == "austin":
         total /= 1e6 / rate  # Austin's metric is microseconds of wall time, not samples
@@ -213,7 +243,7 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--taipan", default=os.path.join(ROOT, "build", "taipan"))
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--iters", type=int, default=40000000, help="work per copy (about 2.5 s)")
     ap.add_argument("--acc-runs", type=int, default=3)
     ap.add_argument("--rates", default="100,1000,10000")
@@ -235,20 +265,25 @@ def main():
     targets = [(Target("trixie python3.13", "trixie", "/usr/bin/python3.13"), "austin"),
                (Target("sid python3.15", "sid", "/usr/bin/python3.15"), "tachyon")]
 
-    say("\n1. cost: %d copies of work.py (depth 20) at once, %d alternating runs each" % (ncpu, args.runs))
+    say("\n1. cost: %d copies of work.py (depth 20, each pinned to its CPU) at once, %d alternating runs each;"
+        % (ncpu, args.runs))
+    say("   the work's wall time as a ratio to no profiler; own CPU: the profiler's, start-up included")
     say("%-18s %-9s %6s %10s %16s %12s" % ("target", "profiler", "Hz", "median", "min-max", "own CPU s"))
     for target, other in targets:
         for rate in rates:
             res = {k: [] for k in ("none", "taipan", other)}
             for _ in range(args.runs):
                 for kind in res:
-                    res[kind].append(run_cost(kind, target, rate, ncpu, args.iters))
+                    res[kind].append(retried("cost %s %s %d Hz" % (kind, target.name, rate), run_cost,
+                                             kind, target, rate, ncpu, args.iters))
             base = statistics.median(w for w, _ in res["none"])
             for kind, vals in res.items():
                 ws = [w / base for w, _ in vals]
                 say("%-18s %-9s %6d %10.4f %7.4f-%-8.4f %12.2f" % (
                     target.name, kind, rate, statistics.median(ws), min(ws), max(ws),
                     statistics.median(o for _, o in vals)))
+            say("%-18s %-9s %6d   taipan's start-up alone (record -- true): %.2f s of its own CPU" % (
+                target.name, "", rate, startup_cpu(target, rate)))
 
     say("\n2. accuracy: shares.py (truth measured by the workload itself), 10 s, %d runs each;" % args.acc_runs)
     say("   the run with the median error, and the largest error of all runs")
@@ -257,7 +292,8 @@ def main():
     for target, other in targets:
         for rate in rates:
             for kind in ("taipan", other):
-                runs = sorted((run_accuracy(kind, target, rate, 10) for _ in range(args.acc_runs)),
+                runs = sorted((retried("accuracy %s %s %d Hz" % (kind, target.name, rate), run_accuracy,
+                                       kind, target, rate, 10) for _ in range(args.acc_runs)),
                               key=lambda r: r[2])
                 truth, shares, err, achieved = runs[len(runs) // 2]
                 say("%-18s %-9s %6d %18s %18s %6.1fpt %6.1fpt %11.2f" % (
@@ -299,6 +335,10 @@ def main():
         with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
             f.write(old)
 
+    if FAILED:
+        say("\nruns that failed and were run again:")
+        for f in FAILED:
+            say("  " + f)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     path = os.path.join(HERE, "results", "compare-%s.txt" % datetime.date.today().isoformat())
     with open(path, "w") as f:
