@@ -329,24 +329,29 @@ static const char *err_marker(unsigned int err)
 	}
 }
 
+/* Reads the kernel's symbols once, saying so if it cannot. */
+static void load_ksyms(struct session *s)
+{
+	if (s->ksyms || s->ksyms_failed)
+		return;
+	s->ksyms = ksyms_load(NULL);
+	if (s->ksyms)
+		return;
+	s->ksyms_failed = true;
+	if (errno == EPERM)
+		log_warn("kernel symbol addresses in /proc/kallsyms are hidden from "
+			 "taipan (it needs CAP_SYSLOG): kernel frames stay addresses");
+	else
+		log_warn("cannot read kernel symbols (/proc/kallsyms): kernel "
+			 "frames stay addresses");
+}
+
 static int kernel_frame(struct session *s, uint64_t addr)
 {
 	char buf[64];
 	struct prof_frame f = {
 	    .kind = PROF_FRAME_KERNEL, .module = "[kernel.kallsyms]", .addr = addr};
-	if (!s->ksyms && !s->ksyms_failed) {
-		s->ksyms = ksyms_load(NULL);
-		if (!s->ksyms) {
-			s->ksyms_failed = true;
-			if (errno == EPERM)
-				log_warn(
-				    "kernel symbol addresses in /proc/kallsyms are hidden from "
-				    "taipan (it needs CAP_SYSLOG): kernel frames stay addresses");
-			else
-				log_warn("cannot read kernel symbols (/proc/kallsyms): kernel "
-					 "frames stay addresses");
-		}
-	}
+	load_ksyms(s);
 	const char *name = s->ksyms ? ksyms_lookup(s->ksyms, addr, NULL) : NULL;
 	if (!name) {
 		snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
@@ -573,6 +578,11 @@ static void scan_proc(struct session *s)
 
 int session_start(struct session *s, char *err, size_t errlen)
 {
+	/* Now rather than at the first kernel frame: reading /proc/kallsyms
+	 * takes tens of milliseconds, during which the ring would fill, and
+	 * `record -- CMD` starts CMD only after this. */
+	if (s->opts.kernel_stacks)
+		load_ksyms(s);
 	if (s->opts.system_wide)
 		scan_proc(s);
 	uint64_t period = 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
