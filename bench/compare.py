@@ -244,7 +244,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--taipan", default=os.path.join(ROOT, "build", "taipan"))
     ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--iters", type=int, default=40000000, help="work per copy (about 2.5 s)")
+    ap.add_argument("--iters", type=int, default=80000000, help="work per copy (about 5 s)")
     ap.add_argument("--acc-runs", type=int, default=3)
     ap.add_argument("--rates", default="100,1000,10000")
     ap.add_argument("--quick", action="store_true", help="one run, fewer rates: to try the script")
