@@ -48,6 +48,31 @@ def test_call_chain_exact_frames_and_lines(taipan, interp, workload, tmp_path):
     assert set(busy) <= {lines["loop"], lines["body"]}
 
 
+def test_generator_frame_called_back_from_c(taipan, interp, workload, tmp_path):
+    """Frames in the data stack, in a generator on the heap and (3.12+)
+    shims on the C stack, in one walk: BPF copies a frame's page at a time,
+    and none of the jumps between those places may lose or repeat a frame."""
+    w = workload(interp, "gens.py", 30)
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel"]) if s.pid == w.pid]
+    assert total(stacks) >= 100, "too few samples: %d" % total(stacks)
+    lines = marked_lines(w.script)
+    lam = "via_c.<locals>.<lambda>" if interp.has_qualname else "<lambda>"
+    expected = [
+        ("<module>", {lines["call-main"]}),
+        ("main", {lines["call-via-c"]}),
+        ("via_c", {lines["call-map"]}),
+        (lam, {lines["call-map"]}),
+        ("gen", {lines["call-leaf"]}),
+        ("leaf", {lines["loop"], lines["body"]}),
+    ]
+    for s in stacks:
+        got = [(f.name, f.line) for f in s.python]
+        assert len(got) == len(expected), "stack %s" % [f.text for f in s.frames]
+        for (name, line), (want_name, want_lines) in zip(got, expected):
+            assert name == want_name, [f.text for f in s.frames]
+            assert line in want_lines, "%s at line %s, want %s" % (name, line, want_lines)
+
+
 def test_four_busy_threads_and_a_sleeper(taipan, interp, workload, tmp_path):
     w = workload(interp, "threads.py", 30)
     stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=3, rate=1000) if s.pid == w.pid]
