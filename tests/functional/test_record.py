@@ -21,6 +21,15 @@ def record_folded(taipan, tmp_path, pid_or_cmd, seconds=2, rate=500, extra=()):
     return parse_folded(out)
 
 
+def assert_python_frames(s, expected):
+    """Stack s has exactly the Python frames expected: (name, {lines})."""
+    got = [(f.name, f.line) for f in s.python]
+    assert len(got) == len(expected), "stack %s" % [f.text for f in s.frames]
+    for (name, line), (want_name, want_lines) in zip(got, expected):
+        assert name == want_name, [f.text for f in s.frames]
+        assert line in want_lines, "%s at line %s, want %s" % (name, line, want_lines)
+
+
 def test_call_chain_exact_frames_and_lines(taipan, interp, workload, tmp_path):
     w = workload(interp, "chain.py", 30)
     stacks = [s for s in record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel"]) if s.pid == w.pid]
@@ -36,11 +45,7 @@ def test_call_chain_exact_frames_and_lines(taipan, interp, workload, tmp_path):
     ]
     busy = collections.Counter()
     for s in stacks:
-        got = [(f.name, f.line) for f in s.python]
-        assert len(got) == len(expected), "stack %s" % [f.text for f in s.frames]
-        for (name, line), (want_name, want_lines) in zip(got, expected):
-            assert name == want_name, [f.text for f in s.frames]
-            assert line in want_lines, "%s at line %s, want %s" % (name, line, want_lines)
+        assert_python_frames(s, expected)
         assert all(os.path.basename(f.file) == "chain.py" for f in s.python)
         assert not s.kernel, "--no-kernel left kernel frames"
         busy[s.python[-1].line] += s.count
@@ -66,11 +71,7 @@ def test_generator_frame_called_back_from_c(taipan, interp, workload, tmp_path):
         ("leaf", {lines["loop"], lines["body"]}),
     ]
     for s in stacks:
-        got = [(f.name, f.line) for f in s.python]
-        assert len(got) == len(expected), "stack %s" % [f.text for f in s.frames]
-        for (name, line), (want_name, want_lines) in zip(got, expected):
-            assert name == want_name, [f.text for f in s.frames]
-            assert line in want_lines, "%s at line %s, want %s" % (name, line, want_lines)
+        assert_python_frames(s, expected)
 
 
 def test_four_busy_threads_and_a_sleeper(taipan, interp, workload, tmp_path):
