@@ -105,7 +105,7 @@ $(BUILD)/taipan: $(BUILD)/obj/main.o $(BUILD)/libtaipan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # --- tests ----------------------------------------------------------------------
-$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libtaipan.a
+$(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS) -lcmocka
 

@@ -16,63 +16,8 @@
 
 #include "profile.h"
 
-/* --- allocation failures (as in test_output.c) ----------------------------------
- *
- * malloc, calloc and realloc are replaced for the whole binary so that the
- * n-th allocation can fail; ASan replaces them itself, so under it the
- * injection test is skipped. */
-#ifndef __SANITIZE_ADDRESS__
-#define INJECT_ALLOC_FAILURES 1
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *ptr, size_t n);
-extern void __libc_free(void *ptr);
-
-static long alloc_countdown = -1; /* the allocation to fail; < 0: none */
-static long alloc_failed;
-static bool alloc_counting;
-static long alloc_live;
-
-static bool alloc_should_fail(void)
-{
-	if (alloc_countdown < 0 || alloc_countdown-- > 0)
-		return false;
-	alloc_failed++;
-	errno = ENOMEM;
-	return true;
-}
-
-static void *counted(void *ptr)
-{
-	if (ptr && alloc_counting)
-		alloc_live++;
-	return ptr;
-}
-
-void *malloc(size_t n)
-{
-	return alloc_should_fail() ? NULL : counted(__libc_malloc(n));
-}
-
-void *calloc(size_t n, size_t size)
-{
-	return alloc_should_fail() ? NULL : counted(__libc_calloc(n, size));
-}
-
-void *realloc(void *ptr, size_t n)
-{
-	if (alloc_should_fail())
-		return NULL;
-	return ptr ? __libc_realloc(ptr, n) : counted(__libc_realloc(ptr, n));
-}
-
-void free(void *ptr)
-{
-	if (ptr && alloc_counting)
-		alloc_live--;
-	__libc_free(ptr);
-}
-#endif
+/* Allocation failures on demand: see alloc_inject.h. */
+#include "alloc_inject.h"
 
 /* --- profiles to merge ------------------------------------------------------------ */
 
