@@ -78,8 +78,9 @@ static int32_t max_off(const int32_t *v, size_t n)
 }
 
 static void seed(const char *dir, unsigned int major, unsigned int minor, const void *dobuf,
-		 const char *tag, bool loop)
+		 const char *tag)
 {
+	bool loop = getenv("TAIPAN_FUZZ_LOOPS") != NULL;
 	struct pyproc pp;
 	struct fuzz_seed s;
 	char name[64];
@@ -184,16 +185,6 @@ static void seed(const char *dir, unsigned int major, unsigned int minor, const 
 	fuzz_seed_write(&s, dir, name);
 }
 
-static void seed_do(unsigned int major, unsigned int minor, const void *dobuf, const char *file,
-		    void *ctx)
-{
-	char tag[64];
-	const char *base = strrchr(file, '/');
-
-	snprintf(tag, sizeof(tag), "%s-", base ? base + 1 : file);
-	seed(ctx, major, minor, dobuf, tag, getenv("TAIPAN_FUZZ_LOOPS") != NULL);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	const char *dir = getenv("TAIPAN_FUZZ_SEEDS");
@@ -202,10 +193,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	verbose = getenv("TAIPAN_FUZZ_VERBOSE") != NULL;
 	if (!dir)
 		return 0;
-	for (unsigned int i = 0; i < py_layout_table_len; i++) {
-		uint32_t h = py_layout_table[i].hexversion;
-		seed(dir, h >> 24, (h >> 16) & 0xff, NULL, "row-", getenv("TAIPAN_FUZZ_LOOPS"));
-	}
-	fuzz_each_debug_offsets(*argc - 1, *argv + 1, seed_do, (void *)dir);
+	fuzz_seed_versions(*argc - 1, *argv + 1, dir, seed);
 	exit(0);
 }

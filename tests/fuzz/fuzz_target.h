@@ -99,12 +99,13 @@ uint64_t fuzz_seed_code(struct fuzz_seed *s, const struct pyproc *pp, uint64_t c
 			const char *arg0);
 /* The position BPF would record for code unit `unit` of a code object. */
 uint32_t fuzz_seed_pos(const struct pyproc *pp, unsigned int unit);
-/* Calls fn for every ELF file among paths (arguments starting with '-' are
- * skipped) whose _PyRuntime holds a _Py_DebugOffsets taipan accepts. */
-void fuzz_each_debug_offsets(int n, char **paths,
-			     void (*fn)(unsigned int major, unsigned int minor, const void *dobuf,
-					const char *file, void *ctx),
-			     void *ctx);
+/* Writes seeds into dir for every version: calls seed once per row of the
+ * offsets table (dobuf NULL, tag "row-"), and once for every ELF file among
+ * paths (arguments starting with '-' are skipped) whose _PyRuntime holds a
+ * _Py_DebugOffsets taipan accepts (dobuf that struct, tag "FILENAME-"). */
+void fuzz_seed_versions(int n, char **paths, const char *dir,
+			void (*seed)(const char *dir, unsigned int major, unsigned int minor,
+				     const void *dobuf, const char *tag));
 
 /* Reads the first len bytes of the _PyRuntime of the ELF file at path.
  * Returns how many were read (0 when there is no such symbol). */
