@@ -187,12 +187,6 @@ static void seed(const char *dir, unsigned int major, unsigned int minor, const 
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	const char *dir = getenv("TAIPAN_FUZZ_SEEDS");
-
-	fuzz_target_init();
-	verbose = getenv("TAIPAN_FUZZ_VERBOSE") != NULL;
-	if (!dir)
-		return 0;
-	fuzz_seed_versions(*argc - 1, *argv + 1, dir, seed);
-	exit(0);
+	verbose = fuzz_init_seeding(*argc, *argv, seed);
+	return 0;
 }

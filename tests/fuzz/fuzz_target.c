@@ -337,26 +337,32 @@ uint32_t fuzz_seed_pos(const struct pyproc *pp, unsigned int unit)
 
 /* Reads the _Py_DebugOffsets of each ELF file in paths (3.13+) and calls fn
  * with its version and bytes. */
-void fuzz_seed_versions(int n, char **paths, const char *dir,
-			void (*seed)(const char *dir, unsigned int major, unsigned int minor,
-				     const void *dobuf, const char *tag))
+bool fuzz_init_seeding(int argc, char **argv,
+		       void (*seed)(const char *dir, unsigned int major, unsigned int minor,
+				    const void *dobuf, const char *tag))
 {
+	const char *dir = getenv("TAIPAN_FUZZ_SEEDS");
+
+	fuzz_target_init();
+	if (!dir)
+		return getenv("TAIPAN_FUZZ_VERBOSE") != NULL;
 	for (unsigned int i = 0; i < py_layout_table_len; i++) {
 		uint32_t h = py_layout_table[i].hexversion;
 		seed(dir, h >> 24, (h >> 16) & 0xff, NULL, "row-");
 	}
-	for (int i = 0; i < n; i++) {
+	for (int i = 1; i < argc; i++) {
 		uint8_t buf[FUZZ_DO_LEN] = {0};
 		struct py_layout l;
 		uint64_t hex;
 		char tag[64];
-		const char *base = strrchr(paths[i], '/');
+		const char *base = strrchr(argv[i], '/');
 
-		if (paths[i][0] == '-' || !fuzz_read_runtime(paths[i], buf, sizeof(buf)))
+		if (argv[i][0] == '-' || !fuzz_read_runtime(argv[i], buf, sizeof(buf)))
 			continue;
 		if (py_debug_offsets_parse(buf, sizeof(buf), &l, &hex, NULL, 0))
 			continue;
-		snprintf(tag, sizeof(tag), "%s-", base ? base + 1 : paths[i]);
+		snprintf(tag, sizeof(tag), "%s-", base ? base + 1 : argv[i]);
 		seed(dir, (unsigned int)(hex >> 24), (unsigned int)(hex >> 16) & 0xff, buf, tag);
 	}
+	exit(0);
 }

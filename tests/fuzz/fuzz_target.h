@@ -26,6 +26,7 @@
 #ifndef TAIPAN_FUZZ_TARGET_H
 #define TAIPAN_FUZZ_TARGET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -99,13 +100,16 @@ uint64_t fuzz_seed_code(struct fuzz_seed *s, const struct pyproc *pp, uint64_t c
 			const char *arg0);
 /* The position BPF would record for code unit `unit` of a code object. */
 uint32_t fuzz_seed_pos(const struct pyproc *pp, unsigned int unit);
-/* Writes seeds into dir for every version: calls seed once per row of the
- * offsets table (dobuf NULL, tag "row-"), and once for every ELF file among
- * paths (arguments starting with '-' are skipped) whose _PyRuntime holds a
- * _Py_DebugOffsets taipan accepts (dobuf that struct, tag "FILENAME-"). */
-void fuzz_seed_versions(int n, char **paths, const char *dir,
-			void (*seed)(const char *dir, unsigned int major, unsigned int minor,
-				     const void *dobuf, const char *tag));
+/* LLVMFuzzerInitialize of a harness that makes its own seeds: calls
+ * fuzz_target_init, and with TAIPAN_FUZZ_SEEDS=DIR writes seeds into DIR and
+ * exits. seed is called once per row of the offsets table (dobuf NULL, tag
+ * "row-"), and once for every ELF file among the arguments (those starting
+ * with '-' are skipped) whose _PyRuntime holds a _Py_DebugOffsets taipan
+ * accepts (dobuf that struct, tag "FILENAME-"). Returns whether
+ * TAIPAN_FUZZ_VERBOSE is set. */
+bool fuzz_init_seeding(int argc, char **argv,
+		       void (*seed)(const char *dir, unsigned int major, unsigned int minor,
+				    const void *dobuf, const char *tag));
 
 /* Reads the first len bytes of the _PyRuntime of the ELF file at path.
  * Returns how many were read (0 when there is no such symbol). */
