@@ -343,6 +343,20 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* Frees p and what it holds; its lock and condition only when set up. */
+static void release(struct pusher *p, bool sync_up)
+{
+	if (sync_up) {
+		pthread_cond_destroy(&p->cv);
+		pthread_mutex_destroy(&p->mu);
+	}
+	curl_easy_cleanup(p->curl);
+	free(p->q);
+	free(p->url);
+	free(p->name);
+	free(p);
+}
+
 int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t errlen)
 {
 	struct pusher *p = NULL;
@@ -407,17 +421,8 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 	*out = p;
 	return 0;
 fail:
-	if (p) {
-		if (sync_up) {
-			pthread_cond_destroy(&p->cv);
-			pthread_mutex_destroy(&p->mu);
-		}
-		curl_easy_cleanup(p->curl);
-		free(p->q);
-		free(p->url);
-		free(p->name);
-		free(p);
-	}
+	if (p)
+		release(p, sync_up);
 	if (curl_up)
 		curl_global_cleanup();
 	return ret;
@@ -467,12 +472,6 @@ void push_free(struct pusher *p, double flush_s, struct push_stats *final)
 	pthread_join(p->thread, NULL);
 	if (final)
 		push_get_stats(p, final);
-	pthread_cond_destroy(&p->cv);
-	pthread_mutex_destroy(&p->mu);
-	curl_easy_cleanup(p->curl);
-	free(p->q);
-	free(p->url);
-	free(p->name);
-	free(p);
+	release(p, true);
 	curl_global_cleanup();
 }
