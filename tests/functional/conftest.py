@@ -96,6 +96,19 @@ def require(path, what):
     pytest.skip(msg)
 
 
+def go_pprof(*args):
+    """go tool pprof ARGS: its output; it must succeed."""
+    go = shutil.which("go")
+    require(go, "go (golang-go), the pprof reader")
+    env = dict(os.environ)
+    env.setdefault("HOME", "/root")
+    env.setdefault("GOCACHE", "/tmp/taipan-gocache")
+    res = subprocess.run([go, "tool", "pprof"] + [str(a) for a in args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
 @pytest.fixture(params=MATRIX, ids=[m[0] for m in MATRIX])
 def interp(request):
     ident, path, version, root = request.param

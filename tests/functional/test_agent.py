@@ -22,7 +22,7 @@ from email.parser import BytesParser
 
 import pytest
 
-from conftest import MATRIX, require
+from conftest import MATRIX, go_pprof, require
 
 INNER = "Worker.run.<locals>.inner"  # chain.py's busy function on 3.12
 
@@ -31,18 +31,6 @@ def pyenv312():
     path = dict((m[0], m[1]) for m in MATRIX)["pyenv-3.12"]
     require(path, "interpreter pyenv-3.12")
     return path
-
-
-def go_pprof(*args):
-    go = shutil.which("go")
-    require(go, "go (golang-go), the pprof reader")
-    env = dict(os.environ)
-    env.setdefault("HOME", "/root")
-    env.setdefault("GOCACHE", "/tmp/taipan-gocache")
-    res = subprocess.run([go, "tool", "pprof"] + [str(a) for a in args], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env, timeout=120)
-    assert res.returncode == 0, res.stderr
-    return res.stdout
 
 
 def free_port():

@@ -8,9 +8,8 @@ import time
 
 import pytest
 
-from conftest import (MATRIX, ROOT_WORKLOADS, WORKLOADS, Interp, Workload, copy_workloads, parse_folded,
-                      require, run_taipan, total)
-from test_errors import go_pprof
+from conftest import (MATRIX, ROOT_WORKLOADS, WORKLOADS, Interp, Workload, copy_workloads, go_pprof,
+                      parse_folded, require, run_taipan, total)
 
 CHAIN_NAMES = ["<module>", "main", "Worker.run"]
 

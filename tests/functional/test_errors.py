@@ -1,7 +1,6 @@
 """Bad input gets a clear one-line error, and a recording that ends early still
 writes its profile."""
 
-import os
 import shutil
 import signal
 import struct
@@ -11,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import MATRIX, WORKLOADS, parse_folded, require, run_taipan, total
+from conftest import MATRIX, WORKLOADS, go_pprof, parse_folded, require, run_taipan, total
 
 PY311 = "/usr/bin/python3.11"
 
@@ -147,18 +146,6 @@ def test_help_explains_every_option(taipan):
                 "--folded-lines", "--folded-threads", "--stats", "--quiet", "examples:"]:
         assert opt in res.stdout, opt
     assert run_taipan(taipan, ["--help"]).returncode == 0
-
-
-def go_pprof(*args):
-    go = shutil.which("go")
-    require(go, "go (golang-go), the pprof reader")
-    env = dict(os.environ)
-    env.setdefault("HOME", "/root")
-    env.setdefault("GOCACHE", "/tmp/taipan-gocache")
-    res = subprocess.run([go, "tool", "pprof"] + [str(a) for a in args], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=env, timeout=120)
-    assert res.returncode == 0, res.stderr
-    return res.stdout
 
 
 def test_pprof_read_by_go_tool_pprof(taipan, interp, workload, tmp_path):

@@ -78,6 +78,17 @@ def healthy(workload):
     return workload(python("3.11"), "chain.py", 60)
 
 
+def beside_healthy(taipan, workload, tmp_path, version, mode, **kw):
+    """Records a hostile process (mode) and a healthy one together, checks
+    that the healthy one's stacks are whole, and returns the hostile process,
+    its stacks, taipan's stats and its stderr."""
+    bad = hostile(workload, version, mode)
+    good = healthy(workload)
+    stacks, st, err = record(taipan, tmp_path, [bad.pid, good.pid], **kw)
+    assert_healthy(stacks, good.pid)
+    return bad, [s for s in stacks if s.pid == bad.pid], st, err
+
+
 def dump_survives(taipan, pid):
     """taipan dump reads the broken process without crashing or hanging."""
     t0 = time.time()
@@ -89,11 +100,7 @@ def dump_survives(taipan, pid):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_frame_list_that_loops(taipan, workload, tmp_path, version):
-    bad = hostile(workload, version, "frame-loop")
-    good = healthy(workload)
-    stacks, st, err = record(taipan, tmp_path, [bad.pid, good.pid])
-    assert_healthy(stacks, good.pid)
-    mine = [s for s in stacks if s.pid == bad.pid]
+    bad, mine, st, err = beside_healthy(taipan, workload, tmp_path, version, "frame-loop")
     assert total(mine) >= 50, err
     assert st.get("truncated", 0) >= 50, err
     looped = [s for s in mine if s.frames[0].text == "[truncated]"]
@@ -108,11 +115,7 @@ def test_frame_list_that_loops(taipan, workload, tmp_path, version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_frame_whose_caller_is_garbage(taipan, workload, tmp_path, version):
-    bad = hostile(workload, version, "frame-garbage")
-    good = healthy(workload)
-    stacks, st, err = record(taipan, tmp_path, [bad.pid, good.pid])
-    assert_healthy(stacks, good.pid)
-    mine = [s for s in stacks if s.pid == bad.pid]
+    bad, mine, st, err = beside_healthy(taipan, workload, tmp_path, version, "frame-garbage")
     assert total(mine) >= 50, err
     # What was read before the garbage, under the marker: spin_cut and busy.
     cut = [s for s in mine if s.frames[0].text == "[frame unreadable]"]
@@ -126,11 +129,7 @@ def test_frame_whose_caller_is_garbage(taipan, workload, tmp_path, version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_code_object_with_a_garbage_name(taipan, workload, tmp_path, version):
-    bad = hostile(workload, version, "bad-name")
-    good = healthy(workload)
-    stacks, st, err = record(taipan, tmp_path, [bad.pid, good.pid])
-    assert_healthy(stacks, good.pid)
-    mine = [s for s in stacks if s.pid == bad.pid]
+    bad, mine, st, err = beside_healthy(taipan, workload, tmp_path, version, "bad-name")
     assert total(mine) >= 50, err
     # The victim's frame is a marker; its caller and callee are still named.
     unknown = [s for s in mine if [f.text for f in s.frames if not f.kernel][2:3] == ["[unknown]"]]
@@ -142,11 +141,7 @@ def test_code_object_with_a_garbage_name(taipan, workload, tmp_path, version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_line_table_of_random_bytes(taipan, workload, tmp_path, version):
-    bad = hostile(workload, version, "random-linetable")
-    good = healthy(workload)
-    stacks, st, err = record(taipan, tmp_path, [bad.pid, good.pid])
-    assert_healthy(stacks, good.pid)
-    mine = [s for s in stacks if s.pid == bad.pid]
+    bad, mine, st, err = beside_healthy(taipan, workload, tmp_path, version, "random-linetable")
     assert total(mine) >= 50, err
     # Names and files are intact; the line is whatever the garbage decodes
     # to, or the first line, but never a crash.
@@ -159,11 +154,7 @@ def test_line_table_of_random_bytes(taipan, workload, tmp_path, version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_thread_list_cut_mid_walk(taipan, workload, tmp_path, version):
-    bad = hostile(workload, version, "thread-cut")
-    good = healthy(workload)
-    stacks, st, err = record(taipan, tmp_path, [bad.pid, good.pid])
-    assert_healthy(stacks, good.pid)
-    mine = [s for s in stacks if s.pid == bad.pid]
+    bad, mine, st, err = beside_healthy(taipan, workload, tmp_path, version, "thread-cut")
     # Four busy threads: the newest is before the cut and walks; the two
     # older workers and the main thread are past it.
     cut = [s for s in mine if s.frames and s.frames[0].text == "[thread state unreadable]"]
@@ -178,11 +169,7 @@ def test_thread_list_cut_mid_walk(taipan, workload, tmp_path, version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_threads_starting_and_stopping_fast(taipan, workload, tmp_path, version):
-    bad = hostile(workload, version, "churn")
-    good = healthy(workload)
-    stacks, st, err = record(taipan, tmp_path, [bad.pid, good.pid], rate=1000)
-    assert_healthy(stacks, good.pid)
-    mine = [s for s in stacks if s.pid == bad.pid]
+    bad, mine, st, err = beside_healthy(taipan, workload, tmp_path, version, "churn", rate=1000)
     assert total(mine) >= 50, err
     # Threads come and go between the sample and the walk: whatever fails is
     # counted under its kind, and most samples still have the short() frame.
