@@ -102,8 +102,6 @@ struct walk_state {
 	struct tstate_ent tcache[TP_TCACHE];
 	__u64 frame; /* next frame to read */
 	struct tp_proc proc;
-	__u32 pending_flags; /* flags for the next recorded frame */
-	__u32 pad;
 	struct tp_sample s;
 };
 
@@ -240,12 +238,20 @@ static __always_inline int win_fill(struct walk_state *st, __u64 addr, __u64 len
 	return 0;
 }
 
+/* Where the n bytes at user address addr start in the window, or -1 if
+ * the window does not hold them all. */
+static __always_inline int win_find(const struct walk_state *st, __u64 addr, __u64 n)
+{
+	__u64 at = addr - st->win_base;
+	return at < st->win_len && at + n <= st->win_len ? (int)at : -1;
+}
+
 /* The 8 bytes at addr: from the window if it holds them, else read. */
 static __always_inline int win_read_u64(struct walk_state *st, __u64 *dst, __u64 addr)
 {
-	__u64 at = addr - st->win_base;
-	if (at < st->win_len && at + 8 <= st->win_len) {
-		*dst = *(const __u64 *)&st->win[at & TP_WIN_MASK];
+	int at = win_find(st, addr, 8);
+	if (at >= 0) {
+		*dst = win_u64(st, at, 0);
 		return 0;
 	}
 	return read_u64(dst, addr);
@@ -261,9 +267,9 @@ static __always_inline int win_read_u64(struct walk_state *st, __u64 *dst, __u64
 static __always_inline int frame_at(struct walk_state *st, __u64 f, bool page)
 {
 	__u64 span = st->proc.off.frame_span;
-	__u64 at = f - st->win_base;
-	if (at < st->win_len && at + span <= st->win_len)
-		return (int)at;
+	int at = win_find(st, f, span);
+	if (at >= 0)
+		return at;
 	__u64 start = page ? f & ~(__u64)(TP_WIN_PAGE - 1) : f;
 	if (win_fill(st, start, f + span - start))
 		return -1;
