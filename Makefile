@@ -59,7 +59,7 @@ $(GEN)/profile.pb-c.c $(GEN)/profile.pb-c.h: src/profile.proto
 	@mkdir -p $(GEN)
 	cd src && $(PROTOC_C) --c_out=../$(GEN) profile.proto
 
-$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h) $(GEN)/vmlinux.h
+$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h src/walk/*.h) $(GEN)/vmlinux.h
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(GEN)/taipan.skel.h: $(GEN)/taipan.bpf.o
@@ -161,11 +161,11 @@ offsets:
 	$(PYTHON) tools/gen_offsets.py --all
 
 lint:
-	clang-format --dry-run --Werror src/*.c src/*.h src/bpf/*.c tests/unit/*.c \
+	clang-format --dry-run --Werror src/*.c src/*.h src/bpf/*.c src/walk/*.h tests/unit/*.c \
 		tests/fuzz/*.c tests/fuzz/*.h
 
 format:
-	clang-format -i src/*.c src/*.h src/bpf/*.c tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
+	clang-format -i src/*.c src/*.h src/bpf/*.c src/walk/*.h tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
 
 MANDIR ?= $(PREFIX)/share/man
 

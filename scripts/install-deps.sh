@@ -24,6 +24,7 @@ pkgs=(
   gdb                               # tools/gen_offsets.py reads DWARF with it
   xxd                               # embeds the flame-graph page (src/html/) in the binary
   chromium                          # the flame-graph tests open the page in headless Chromium
+  debootstrap                       # Debian roots with the test matrix's other Pythons (make roots)
 )
 
 missing=()

@@ -111,10 +111,10 @@ int bpfrun_open(const struct bpfrun_opts *o, bpfrun_handler fn, void *ctx, struc
 			 strerror(-ret), privilege_hint(ret, true));
 		goto fail;
 	}
-	/* Slots as in taipan.bpf.c: 0 walks PyFrameObject, 1 _PyInterpreterFrame. */
-	int fds[2] = {bpf_program__fd(br->skel->progs.walk_frame_objects),
-		      bpf_program__fd(br->skel->progs.walk_interp_frames)};
-	for (int slot = 0; slot < 2 && !ret; slot++)
+	int fds[TP_NWALKERS] = {
+	    [TP_WALK_FRAME_OBJECTS] = bpf_program__fd(br->skel->progs.walk_frame_objects),
+	    [TP_WALK_INTERP_FRAMES] = bpf_program__fd(br->skel->progs.walk_interp_frames)};
+	for (int slot = 0; slot < TP_NWALKERS && !ret; slot++)
 		ret = bpf_map_update_elem(bpf_map__fd(br->skel->maps.progs), &slot, &fds[slot],
 					  BPF_ANY);
 	if (ret) {

@@ -32,6 +32,7 @@
 #include "output.h"
 #include "push.h"
 #include "session.h"
+#include "walkerr.h"
 
 #define MAX_COMMS 32
 #define MAX_WAITING 8	 /* profile requests at once */
@@ -405,6 +406,11 @@ static char *stats_json(void *ctx, unsigned long served, unsigned long refused)
 				   json_integer((json_int_t)sn.st.lost_unknown));
 	bad |=
 	    json_object_set_new(o, "truncated_stacks", json_integer((json_int_t)sn.st.truncated));
+	json_t *walk = json_object();
+	for (unsigned int i = 1; walk && i < TP_ERR__COUNT; i++)
+		bad |= json_object_set_new(walk, walkerr_key(i),
+					   json_integer((json_int_t)sn.st.walk_errors[i]));
+	bad |= !walk || json_object_set_new(o, "walk_errors", walk);
 	bad |= json_object_set_new(o, "processes_tracked", json_integer(sn.live));
 	bad |= json_object_set_new(o, "processes_seen", json_integer(sn.st.processes));
 	bad |= json_object_set_new(o, "processes_unsupported", json_integer(sn.st.unsupported));

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "pyproc.h"
 #include "pywalk.h"
+#include "walkerr.h"
 #include "symbolize.h"
 
 void cmd_dump_usage(FILE *out)
@@ -44,7 +45,7 @@ void cmd_dump_usage(FILE *out)
 		"examples:\n"
 		"  taipan dump -p 4242\n"
 		"  taipan dump -p 4242 --json | jq '.threads[] | {tid, top: .frames[0].name}'\n",
-		PYWALK_MAX_FRAMES);
+		TP_MAX_FRAMES);
 }
 
 struct dump_args {
@@ -115,22 +116,10 @@ static void thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
 	buf[strcspn(buf, "\n")] = 0;
 }
 
-static const char *walk_err_text(int err)
+/* What JSON says of a walk that stopped short: its key, or null. */
+static json_t *walk_err_json(int err)
 {
-	switch (err) {
-	case TP_ERR_NONE:
-		return NULL;
-	case TP_ERR_READ_INTERP:
-		return "interpreter unreadable";
-	case TP_ERR_READ_TSTATE:
-		return "thread state unreadable";
-	case TP_ERR_READ_FRAME:
-		return "frame unreadable";
-	case TP_ERR_TRUNCATED:
-		return "truncated";
-	default:
-		return "unknown error";
-	}
+	return err ? json_string(walkerr_key((unsigned int)err)) : json_null();
 }
 
 /* Threads by OS tid, the main thread first; those without one last, in the
@@ -152,7 +141,8 @@ static void print_text(const struct pyproc *pp, struct symbolizer *sz,
 	printf("Process %d (%s): Python %s, %zu thread%s\n", pp->pid, pp->comm, pp->version, n,
 	       n == 1 ? "" : "s");
 	if (list_err)
-		printf("[thread list %s: threads may be missing]\n", walk_err_text(list_err));
+		printf("[thread list cut short: %s; threads may be missing]\n",
+		       walkerr_desc((unsigned int)list_err));
 	for (size_t i = 0; i < n; i++) {
 		const struct pywalk_thread *t = th[i];
 		char name[TP_COMM_LEN + 1];
@@ -175,10 +165,11 @@ static void print_text(const struct pyproc *pp, struct symbolizer *sz,
 			}
 			printf("  File \"%s\", line %d, in %s\n", f.file, f.line, f.name);
 		}
-		if (t->err == TP_ERR_TRUNCATED)
+		if (walkerr_is_cut((unsigned int)t->err))
 			printf("  [truncated after %u frames]\n", t->nframes);
 		else if (t->err)
-			printf("  [%s: the stack is partial]\n", walk_err_text(t->err));
+			printf("  %s %s\n", walkerr_marker((unsigned int)t->err),
+			       walkerr_desc((unsigned int)t->err));
 		else if (!t->nframes)
 			printf("  (no Python frames)\n");
 	}
@@ -226,17 +217,14 @@ static int print_json(const struct pyproc *pp, struct symbolizer *sz,
 		jt = json_pack("{s:o, s:o, s:s, s:i, s:o, s:o}", "tid",
 			       t->tid ? json_integer(t->tid) : json_null(), "name",
 			       t->tid ? jstr(name) : json_null(), "thread_id", tid_hex,
-			       "interpreter", (int)t->interp, "error",
-			       walk_err_text(t->err) ? json_string(walk_err_text(t->err))
-						     : json_null(),
+			       "interpreter", (int)t->interp, "error", walk_err_json(t->err),
 			       "frames", frames);
 		if (!jt || json_array_append_new(threads, jt))
 			goto out;
 	}
 	root = json_pack("{s:i, s:o, s:s, s:o, s:o}", "pid", (int)pp->pid, "comm", jstr(pp->comm),
 			 "python_version", pp->version, "thread_list_error",
-			 list_err ? json_string(walk_err_text(list_err)) : json_null(), "threads",
-			 threads);
+			 walk_err_json(list_err), "threads", threads);
 	threads = NULL; /* root owns it now, or json_pack freed it */
 	if (!root)
 		goto out;

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "output.h"
 #include "session.h"
+#include "walkerr.h"
 
 #define MAX_PIDS 64
 
@@ -212,13 +213,6 @@ static void print_stats(struct session *s)
 {
 	struct session_stats st;
 	session_stats(s, &st);
-	static const char *const errs[] = {"",
-					   "no thread state",
-					   "interpreter unreadable",
-					   "thread state unreadable",
-					   "frame unreadable",
-					   "truncated",
-					   "no thread pointer"};
 	fprintf(stderr,
 		"taipan: stats: %llu perf samples in targets, %llu stacks recorded, "
 		"%llu lost (ring full), %llu lost (process not yet known), %llu unreadable code "
@@ -226,10 +220,11 @@ static void print_stats(struct session *s)
 		(unsigned long long)st.bpf_samples, (unsigned long long)st.samples,
 		(unsigned long long)st.lost_ring, (unsigned long long)st.lost_unknown,
 		(unsigned long long)st.bad_frames);
-	for (unsigned int i = 1; i < sizeof(errs) / sizeof(errs[0]); i++)
+	for (unsigned int i = 1; i < TP_ERR__COUNT; i++)
 		if (st.walk_errors[i])
-			fprintf(stderr, "taipan: stats: %llu samples: %s\n",
-				(unsigned long long)st.walk_errors[i], errs[i]);
+			fprintf(stderr, "taipan: stats: %llu samples: %s %s: %s\n",
+				(unsigned long long)st.walk_errors[i], walkerr_marker(i),
+				walkerr_key(i), walkerr_desc(i));
 }
 
 /* Starts argv stopped at a gate, so that it is a target before it runs. */

@@ -19,7 +19,17 @@ int mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
+static int pid_reader(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return mem_read(*(const pid_t *)ctx, addr, buf, len);
+}
+
 int mem_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t max)
+{
+	return mem_read_cstr_with(pid_reader, &pid, addr, buf, max);
+}
+
+int mem_read_cstr_with(mem_reader rd, void *ctx, uint64_t addr, char *buf, size_t max)
 {
 	if (!max)
 		return -EINVAL;
@@ -31,7 +41,7 @@ int mem_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t max)
 		size_t chunk = 64 - (a & 63);
 		if (chunk > max - 1 - got)
 			chunk = max - 1 - got;
-		int err = mem_read(pid, a, buf + got, chunk);
+		int err = rd(ctx, a, buf + got, chunk);
 		if (err) {
 			buf[got] = 0;
 			return got ? (int)got : err;

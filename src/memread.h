@@ -11,8 +11,15 @@
  * partial read), -ESRCH when the process is gone, -EPERM without privileges. */
 int mem_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 
+/* Another source of a target's memory than the live process, with
+ * mem_read()'s contract: a captured image (src/capture.h). */
+typedef int (*mem_reader)(void *ctx, uint64_t addr, void *buf, size_t len);
+
 /* Reads a NUL-terminated string of at most max-1 bytes into buf (always
  * terminated). Returns its length or a negative errno. */
 int mem_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t max);
+
+/* mem_read_cstr() through a reader. */
+int mem_read_cstr_with(mem_reader rd, void *ctx, uint64_t addr, char *buf, size_t max);
 
 #endif /* TAIPAN_MEMREAD_H */

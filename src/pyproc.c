@@ -578,6 +578,18 @@ static const char *ptrace_hint(int err)
 	       "capabilities the target has and taipan lacks)";
 }
 
+int pyproc_read(const struct pyproc *pp, uint64_t addr, void *buf, size_t len)
+{
+	return pp->read ? pp->read(pp->read_ctx, addr, buf, len)
+			: mem_read(pp->pid, addr, buf, len);
+}
+
+int pyproc_read_cstr(const struct pyproc *pp, uint64_t addr, char *buf, size_t max)
+{
+	return pp->read ? mem_read_cstr_with(pp->read, pp->read_ctx, addr, buf, max)
+			: mem_read_cstr(pp->pid, addr, buf, max);
+}
+
 int pyproc_derive(struct pyproc *pp, char *err, size_t errlen)
 {
 	const struct py_caps *caps = caps_for(pp->major, pp->minor);

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "linetable.h"
+#include "memread.h"
 #include "pyoffsets.h"
 #include "taipan_abi.h"
 
@@ -33,7 +34,17 @@ struct pyproc {
 	enum py_linetable_kind linetable;
 	bool lasti_in_units; /* f_lasti counts code units (3.10), not bytes */
 	struct tp_proc tp;   /* what BPF gets */
+	/* Where its memory is read: NULL for the live process (pid), else a
+	 * captured image's reader (src/capture.h). */
+	mem_reader read;
+	void *read_ctx;
 };
+
+/* Reads len bytes of pp's memory at addr, with mem_read()'s contract. */
+int pyproc_read(const struct pyproc *pp, uint64_t addr, void *buf, size_t len);
+
+/* Reads a NUL-terminated string of pp's, as mem_read_cstr(). */
+int pyproc_read_cstr(const struct pyproc *pp, uint64_t addr, char *buf, size_t max);
 
 /* Classifies pid. Returns:
  *   0        a supported Python process; *out is filled

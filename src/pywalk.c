@@ -1,23 +1,32 @@
-/* pywalk.c - walking a live process's thread states and frames from user
- * space, by the rules the BPF walkers follow (src/bpf/taipan.bpf.c).
+/* pywalk.c - walking a process's thread states and frames from user space
+ * with the walker the BPF programs run (src/walk/python.h).
  *
- * Everything is read with process_vm_readv while the target runs. Lists are
- * bounded (PYWALK_MAX_*), so a loop in a list that is being changed, or a
- * corrupt one, ends the walk with TP_ERR_TRUNCATED instead of hanging it.
+ * Memory is read through the struct pyproc: process_vm_readv while the
+ * target runs, or a captured image. Lists are bounded (PYWALK_MAX_* and the
+ * walker's own TP_MAX_FRAMES and TP_WALK_STEPS), so a loop in a list that is
+ * being changed, or a corrupt one, ends the walk with an error instead of
+ * hanging it.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "memread.h"
 #include "pywalk.h"
 
-/* Py_TPFLAGS_TYPE_SUBCLASS: the object is itself a class (as in the BPF code). */
-#define PY_TPFLAGS_TYPE_SUBCLASS (1UL << 31)
-/* owner >= 3 is a C-stack shim, an entry frame or a sentinel (3.12+). */
-#define PY_OWNER_NOT_PYTHON 3
+/* What the shared walker asks of its includer: memory through the pyproc,
+ * counters in the state, and no thread-state cache beyond its own. */
+struct tpw_host {
+	const struct pyproc *pp;
+	uint64_t stats[TP_STAT__COUNT];
+};
+#define tpw_read(st, dst, len, addr) pyproc_read((st)->host.pp, (addr), (dst), (len))
+#define tpw_count(st, stat) ((st)->host.stats[(stat)]++)
+#define tpw_tstate_lookup(st, tid) ((void)(st), (void)(tid), 0ULL)
+#define tpw_tstate_store(st, tid, ts) ((void)(st), (void)(tid), (void)(ts))
+#include "walk/python.h"
 
 /* glibc's struct pthread on x86-64 starts with tcbhead_t (704 bytes) and a
  * list_t (16 bytes); tid follows, at 0x2d0, in every glibc since 2.x that
@@ -31,10 +40,10 @@ struct task_ids {
 	pid_t host, ns;
 };
 
-static int rd64(pid_t pid, uint64_t addr, uint64_t *v)
+static int rd64(const struct pyproc *pp, uint64_t addr, uint64_t *v)
 {
 	*v = 0;
-	return mem_read(pid, addr, v, sizeof(*v));
+	return pyproc_read(pp, addr, v, sizeof(*v));
 }
 
 /* The tid of task in its innermost pid namespace: the last NSpid field. */
@@ -188,8 +197,7 @@ static int match_tids(const struct pyproc *pp, struct pywalk *w)
 		for (size_t i = 0; i < w->nthreads; i++) {
 			uint64_t v;
 			struct pywalk_thread *t = &w->threads[i];
-			if (!rd64(pp->pid, t->tstate + (uint64_t)pp->layout.ts_native_thread_id,
-				  &v))
+			if (!rd64(pp, t->tstate + (uint64_t)pp->layout.ts_native_thread_id, &v))
 				t->tid = host_tid(tasks, (size_t)ntasks, v);
 			if (t->tid)
 				w->tid_source = PYWALK_TID_NATIVE;
@@ -210,7 +218,7 @@ static int match_tids(const struct pyproc *pp, struct pywalk *w)
 		ns[i] = tasks[i].ns;
 	for (size_t i = 0; i < w->nthreads; i++) {
 		uint8_t *b = buf + nread * PTHREAD_SCAN;
-		if (mem_read(pp->pid, w->threads[i].thread_id, b, PTHREAD_SCAN))
+		if (pyproc_read(pp, w->threads[i].thread_id, b, PTHREAD_SCAN))
 			continue;
 		ptrs[nread] = b;
 		which[nread++] = i;
@@ -236,104 +244,78 @@ out:
 	return err;
 }
 
-/* <= 3.10: the class behind the first local, exactly as first_local_class()
- * in the BPF code computes it, so that `self.method` is named Class.method. */
-static uint64_t first_local_class(const struct pyproc *pp, uint64_t frame)
+/* Walks the frames from st->frame to the end of the stack as the BPF
+ * programs do: one walker step per program run, at most TP_MAX_TAIL_CALLS
+ * runs, and the same cut. */
+static void walk_rest(struct tpw_state *st)
 {
-	const struct tp_py_offsets *o = &pp->tp.off;
-	uint64_t local0, type, tflags;
-	if (rd64(pp->pid, frame + o->frame_localsplus, &local0) || !local0)
-		return 0;
-	if (rd64(pp->pid, local0 + o->obj_type, &type) || !type)
-		return 0;
-	if (rd64(pp->pid, type + o->type_flags, &tflags))
-		return 0;
-	return (tflags & PY_TPFLAGS_TYPE_SUBCLASS) ? local0 : type;
-}
-
-static uint64_t fbuf_u64(const uint8_t *b, uint16_t off)
-{
-	uint64_t v;
-	memcpy(&v, b + off, sizeof(v));
-	return v;
-}
-
-static int push_frame(struct pywalk_thread *t, uint32_t *cap, const struct tp_frame *f)
-{
-	if (t->nframes == *cap) {
-		uint32_t ncap = *cap ? 2 * *cap : 64;
-		struct tp_frame *nf = realloc(t->frames, ncap * sizeof(*nf));
-		if (!nf)
-			return -ENOMEM;
-		t->frames = nf;
-		*cap = ncap;
+	__u32 walker = tpw_walker(st);
+	for (unsigned int runs = 1; st->frame; runs++) {
+		if (!tpw_step(st, walker))
+			break;
+		st->s.walk_calls++;
+		if (runs == TP_MAX_TAIL_CALLS)
+			break;
 	}
-	t->frames[t->nframes++] = *f;
+	tpw_cut(st);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+static struct tpw_state *state_new(const struct pyproc *pp)
+{
+	struct tpw_state *st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	st->host.pp = pp;
+	st->proc = pp->tp;
+	return st;
+}
+
+/* The frames of thread t, innermost first. Returns 0 or -ENOMEM; read
+ * failures end the walk and are recorded in t->err. */
+static int walk_frames(struct tpw_state *st, struct pywalk_thread *t)
+{
+	st->s.time_ns = now_ns();
+	tpw_begin(st);
+	st->s.tstate = t->tstate;
+	if (!tpw_top_frame(st, t->tstate))
+		walk_rest(st);
+	t->err = st->s.err;
+	t->nframes = st->s.nframes;
+	if (!t->nframes)
+		return 0;
+	t->frames = malloc(t->nframes * sizeof(*t->frames));
+	if (!t->frames)
+		return -ENOMEM;
+	memcpy(t->frames, st->s.frames, t->nframes * sizeof(*t->frames));
 	return 0;
 }
 
-/* The frames of thread t, innermost first, taking each frame visited from
- * *budget. Returns 0 or -ENOMEM; read failures end the walk and are
- * recorded in t->err. */
-static int walk_frames(const struct pyproc *pp, struct pywalk_thread *t, unsigned int *budget)
+int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct tp_sample *out)
 {
-	const struct tp_py_offsets *o = &pp->tp.off;
-	uint32_t fl = o->flags, cap = 0;
-	uint64_t frame = 0;
-	uint8_t fb[TP_FRAME_BUF];
-	int ret;
-
-	if (fl & TP_LF_CFRAME) {
-		uint64_t cframe;
-		if (rd64(pp->pid, t->tstate + o->ts_frame, &cframe) ||
-		    (cframe && rd64(pp->pid, cframe + o->cframe_current_frame, &frame))) {
-			t->err = TP_ERR_READ_TSTATE;
-			return 0;
-		}
-	} else if (rd64(pp->pid, t->tstate + o->ts_frame, &frame)) {
-		t->err = TP_ERR_READ_TSTATE;
-		return 0;
+	struct tpw_state *st = state_new(pp);
+	if (!st)
+		return -ENOMEM;
+	st->s.pid = (uint32_t)(id >> 32);
+	st->s.tid = (uint32_t)id;
+	st->s.time_ns = now_ns();
+	tpw_begin(st);
+	uint64_t ts = fsbase ? tpw_find_tstate(st, id, fsbase) : 0;
+	if (!fsbase)
+		st->s.err = TP_ERR_FSBASE;
+	if (ts) {
+		st->s.tstate = ts;
+		if (!tpw_top_frame(st, ts))
+			walk_rest(st);
 	}
-	uint64_t code_mask = (fl & TP_LF_STACKREF) ? ~3ULL : ~0ULL;
-	size_t span = o->frame_span;
-	if (span > sizeof(fb))
-		span = sizeof(fb);
-	memset(fb, 0, sizeof(fb));
-	for (unsigned int steps = 0; frame; steps++) {
-		if (steps == PYWALK_MAX_STEPS || t->nframes == PYWALK_MAX_FRAMES || !*budget) {
-			t->err = TP_ERR_TRUNCATED;
-			break;
-		}
-		(*budget)--;
-		if (mem_read(pp->pid, frame, fb, span)) {
-			t->err = TP_ERR_READ_FRAME;
-			break;
-		}
-		struct tp_frame f = {.code = fbuf_u64(fb, o->frame_code) & code_mask};
-		uint64_t back = fbuf_u64(fb, o->frame_back);
-		if (fl & TP_LF_INTERP_FRAME) {
-			if ((fl & TP_LF_OWNER) && fb[o->frame_owner] >= PY_OWNER_NOT_PYTHON) {
-				/* A shim: the Python frame below it entered an eval loop. */
-				if (t->nframes)
-					t->frames[t->nframes - 1].flags |= TP_FF_ENTRY;
-				frame = back;
-				continue;
-			}
-			f.pos = (uint32_t)(fbuf_u64(fb, o->frame_lasti) - f.code);
-			if ((fl & TP_LF_IS_ENTRY) && fb[o->frame_is_entry])
-				f.flags |= TP_FF_ENTRY;
-		} else {
-			uint32_t lasti;
-			memcpy(&lasti, fb + o->frame_lasti, sizeof(lasti));
-			f.pos = lasti;
-			if (fl & TP_LF_SELF_CLASS)
-				f.aux = first_local_class(pp, frame);
-		}
-		ret = push_frame(t, &cap, &f);
-		if (ret)
-			return ret;
-		frame = back;
-	}
+	*out = st->s;
+	free(st);
 	return 0;
 }
 
@@ -361,44 +343,59 @@ int pywalk_read(const struct pyproc *pp, struct pywalk *w)
 
 	memset(w, 0, sizeof(*w));
 	w->pthread_tid_off = -1;
-	ret = rd64(pp->pid, pp->tp.interp_head_addr, &interp);
+	ret = rd64(pp, pp->tp.interp_head_addr, &interp);
 	if (ret)
 		return ret == -ESRCH ? -ESRCH : -EFAULT;
 	for (unsigned int i = 0; interp; i++) {
 		if (i == PYWALK_MAX_INTERPS) {
-			w->err = TP_ERR_TRUNCATED;
+			w->err = TP_ERR_INTERP_LIMIT;
 			break;
 		}
-		if (rd64(pp->pid, interp + o->interp_tstate_head, &ts)) {
-			w->err = TP_ERR_READ_INTERP;
+		if (rd64(pp, interp + o->interp_tstate_head, &ts)) {
+			w->err = TP_ERR_INTERP_THREADS;
 			break;
 		}
 		while (ts) {
 			struct pywalk_thread t = {.tstate = ts, .interp = i};
 			if (w->nthreads == PYWALK_MAX_THREADS) {
-				w->err = TP_ERR_TRUNCATED;
+				w->err = TP_ERR_THREAD_LIMIT;
 				break;
 			}
-			if (rd64(pp->pid, ts + o->ts_thread_id, &t.thread_id)) {
-				w->err = TP_ERR_READ_TSTATE;
+			if (rd64(pp, ts + o->ts_thread_id, &t.thread_id)) {
+				w->err = TP_ERR_TSTATE_ID;
 				break;
 			}
 			ret = push_thread(w, &cap, &t);
 			if (ret)
 				return ret;
-			if (rd64(pp->pid, ts + o->ts_next, &ts)) {
-				w->err = TP_ERR_READ_TSTATE;
+			if (rd64(pp, ts + o->ts_next, &ts)) {
+				w->err = TP_ERR_TSTATE_NEXT;
 				break;
 			}
 		}
-		if (rd64(pp->pid, interp + o->interp_next, &interp))
+		if (rd64(pp, interp + o->interp_next, &interp))
 			break;
 	}
+	struct tpw_state *st = w->nthreads ? state_new(pp) : NULL;
+	if (w->nthreads && !st)
+		return -ENOMEM;
 	for (size_t i = 0; i < w->nthreads; i++) {
-		ret = walk_frames(pp, &w->threads[i], &budget);
-		if (ret)
+		/* Every thread can share one looping frame list: a budget for
+		 * all of them keeps 4096 of those from taking 4096 walks. */
+		if (!budget) {
+			w->threads[i].err = TP_ERR_STEPS;
+			continue;
+		}
+		ret = walk_frames(st, &w->threads[i]);
+		if (ret) {
+			free(st);
 			return ret;
+		}
+		/* Each walker run visits at most TP_FRAMES_PER_PROG frames. */
+		unsigned int used = (st->s.walk_calls + 1) * TP_FRAMES_PER_PROG;
+		budget = used < budget ? budget - used : 0;
 	}
+	free(st);
 	ret = match_tids(pp, w);
 	return ret == -ENOMEM ? ret : 0;
 }

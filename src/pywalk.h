@@ -1,8 +1,9 @@
 /* pywalk.h - the Python threads of a live process and their stacks, read from
  * user space with process_vm_readv: what `taipan dump` prints.
  *
- * The walk follows the same rules as the BPF walkers (src/bpf/taipan.bpf.c)
- * and produces the same struct tp_frame, so the symbolizer names both alike.
+ * The walk is the one the BPF programs run (src/walk/python.h), compiled for
+ * user space, so it produces the same struct tp_frame and the symbolizer
+ * names both alike.
  * The target keeps running: a stack that changes under the walk comes out
  * as it was read, with its error set where a read failed.
  */
@@ -16,11 +17,11 @@
 #include "pyproc.h"
 #include "taipan_abi.h"
 
-/* Bounds that keep a corrupt or looping list from hanging the walk. */
-#define PYWALK_MAX_FRAMES 4096 /* Python frames kept per thread */
-#define PYWALK_MAX_STEPS 8192  /* frames visited per thread, shims included */
+/* Bounds that keep a corrupt or looping list from hanging the walk. A
+ * thread's frames are bounded by the walker itself, as in BPF: at most
+ * TP_MAX_FRAMES kept and TP_WALK_STEPS visited. */
 /* Frames visited in all threads together: 4096 threads can share one
- * looping frame list, which per-thread bounds alone would walk 16M times. */
+ * looping frame list, which per-thread bounds alone would walk 8M times. */
 #define PYWALK_MAX_TOTAL_STEPS (1 << 18)
 #define PYWALK_MAX_THREADS 4096
 #define PYWALK_MAX_INTERPS 64
@@ -57,6 +58,13 @@ enum pywalk_tid_source {
  * returned), -ESRCH when the process is gone, -EFAULT when the interpreter
  * list is unreadable, -ENOMEM. */
 int pywalk_read(const struct pyproc *pp, struct pywalk *w);
+
+/* One thread's stack exactly as the BPF program samples it: the thread
+ * state found by matching fsbase (the thread's pthread_self()) against the
+ * interpreters' thread lists, then its frames. id is the sample's pid_tgid.
+ * Fills *out's frames, tstate, nframes, err and flags. Returns 0 or -ENOMEM
+ * (read failures are in out->err). */
+int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct tp_sample *out);
 
 /* Frees what pywalk_read() allocated and zeroes w. Accepts a zeroed w. */
 void pywalk_free(struct pywalk *w);

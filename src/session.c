@@ -19,6 +19,7 @@
 #include "pyproc.h"
 #include "session.h"
 #include "symbolize.h"
+#include "walkerr.h"
 
 /* How long an unclassified young process is re-examined: its loader may not
  * have mapped libpython yet when it is first seen. */
@@ -309,26 +310,6 @@ static int marker(struct session *s, const char *text)
 	return profile_intern_frame(s->prof, &f);
 }
 
-static const char *err_marker(unsigned int err)
-{
-	switch (err) {
-	case TP_ERR_NO_TSTATE:
-		return "[no Python thread state]";
-	case TP_ERR_READ_INTERP:
-		return "[interpreter unreadable]";
-	case TP_ERR_READ_TSTATE:
-		return "[thread state unreadable]";
-	case TP_ERR_READ_FRAME:
-		return "[frame unreadable]";
-	case TP_ERR_TRUNCATED:
-		return "[truncated]";
-	case TP_ERR_FSBASE:
-		return "[no thread pointer]";
-	default:
-		return "[unknown error]";
-	}
-}
-
 /* Reads the kernel's symbols once, saying so if it cannot. */
 static void load_ksyms(struct session *s)
 {
@@ -410,13 +391,13 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	uint32_t n = 0;
 	int id;
 	if (smp->err != TP_ERR_NONE) {
-		if (smp->err < 8)
+		if (smp->err < TP_ERR__COUNT)
 			s->st.walk_errors[smp->err]++;
-		if (smp->err == TP_ERR_TRUNCATED)
+		if (walkerr_is_cut(smp->err))
 			s->st.truncated++;
 		/* The frames we have are the innermost; what is missing is
 		 * above them, so the marker is the root. */
-		if ((id = marker(s, err_marker(smp->err))) < 0)
+		if ((id = marker(s, walkerr_marker(smp->err))) < 0)
 			return id;
 		s->ids[n++] = (uint32_t)id;
 	}

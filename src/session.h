@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "profile.h"
+#include "taipan_abi.h"
 
 struct session_opts {
 	bool system_wide;
@@ -22,17 +23,17 @@ struct session_opts {
 };
 
 struct session_stats {
-	uint64_t samples;	  /* samples turned into stacks */
-	uint64_t lost_ring;	  /* dropped: ring buffer full */
-	uint64_t lost_unknown;	  /* dropped: process not classified yet */
-	uint64_t lost_early;	  /* of those, in processes later found to be Python: in the profile
-				   * as "[before taipan recognised the process]" */
-	uint64_t bad_frames;	  /* Python frames whose code object could not be read */
-	uint64_t walk_errors[8];  /* by enum tp_walk_err */
-	uint64_t truncated;	  /* stacks deeper than the walk limit */
-	unsigned int processes;	  /* Python processes seen */
-	unsigned int unsupported; /* processes refused (version, layout) */
-	uint64_t bpf_samples;	  /* perf samples in tracked processes */
+	uint64_t samples;      /* samples turned into stacks */
+	uint64_t lost_ring;    /* dropped: ring buffer full */
+	uint64_t lost_unknown; /* dropped: process not classified yet */
+	uint64_t lost_early;   /* of those, in processes later found to be Python: in the profile
+				* as "[before taipan recognised the process]" */
+	uint64_t bad_frames;   /* Python frames whose code object could not be read */
+	uint64_t walk_errors[TP_ERR__COUNT]; /* by enum tp_walk_err */
+	uint64_t truncated;		     /* stacks deeper than the walk limit */
+	unsigned int processes;		     /* Python processes seen */
+	unsigned int unsupported;	     /* processes refused (version, layout) */
+	uint64_t bpf_samples;		     /* perf samples in tracked processes */
 };
 
 struct session;

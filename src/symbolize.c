@@ -130,7 +130,7 @@ void symbolizer_counts(const struct symbolizer *sz, uint64_t *codes, uint64_t *f
 
 static int rd(const struct symbolizer *sz, uint64_t addr, void *buf, size_t len)
 {
-	return mem_read(sz->pp.pid, addr, buf, len);
+	return pyproc_read(&sz->pp, addr, buf, len);
 }
 
 /* Appends code point cp as UTF-8. */
@@ -359,7 +359,7 @@ static const char *class_name(struct symbolizer *sz, uint64_t cls)
 	char buf[256];
 	if (sz->bytes >= MAX_CACHE_BYTES ||
 	    rd(sz, cls + (uint64_t)sz->pp.layout.type_name, &tp_name, 8) ||
-	    mem_read_cstr(sz->pp.pid, tp_name, buf, sizeof(buf)) <= 0)
+	    pyproc_read_cstr(&sz->pp, tp_name, buf, sizeof(buf)) <= 0)
 		return NULL;
 	k = calloc(1, sizeof(*k));
 	const char *dot = strrchr(buf, '.');

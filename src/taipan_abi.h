@@ -21,6 +21,12 @@
 #define TP_MAX_FRAMES 2048
 /* Frames walked by one BPF program before it tail-calls the next. */
 #define TP_FRAMES_PER_PROG 64
+/* Tail calls one BPF program chain may take: the kernel's MAX_TAIL_CALL_CNT
+ * (33 on every kernel taipan runs on). The walkers run at most this many
+ * times, so a walk visits at most TP_WALK_STEPS frames, shims included. The
+ * user-space walker keeps the same budget, so both cut a stack alike. */
+#define TP_MAX_TAIL_CALLS 33
+#define TP_WALK_STEPS (TP_FRAMES_PER_PROG * TP_MAX_TAIL_CALLS)
 /* The per-CPU cache of code-object identities (struct tp_frame.ident): a
  * power of two, and how long an entry is trusted. Deep stacks repeat the same
  * code objects; re-reading a name costs two reads a frame. */
@@ -33,6 +39,17 @@
 /* Interpreters and threads visited when looking for a thread's PyThreadState. */
 #define TP_MAX_INTERPS 4
 #define TP_MAX_THREADS 256
+
+/* Map sizes. */
+#define TP_MAX_PROCS 32768   /* procs: Python and known non-Python processes (LRU) */
+#define TP_MAX_TARGETS 8192  /* targets, unknown_samples and announced */
+#define TP_MAX_TSTATES 65536 /* tstates: thread -> PyThreadState (LRU) */
+#define TP_RING_BYTES (8 << 20)
+/* Samples are written without waking the reader, which polls on a timer,
+ * until this many bytes wait in the ring. */
+#define TP_RING_WAKEUP (512 << 10)
+/* How often an unclassified process is announced to user space, at most. */
+#define TP_ANNOUNCE_NS 1000000000ULL
 
 /* What the frame walker must know about one Python version's memory layout:
  * flags and offsets, never a version number (DESIGN.md decision 1). */
@@ -78,6 +95,13 @@ struct tp_py_offsets {
 #define TP_WIN_PAGE 4096
 #define TP_WIN_MASK 8191
 
+/* The frame walker programs, by their slot in the BPF tail-call table. */
+enum tp_walker {
+	TP_WALK_FRAME_OBJECTS = 0, /* <= 3.10: PyFrameObject */
+	TP_WALK_INTERP_FRAMES = 1, /* 3.11+: _PyInterpreterFrame */
+	TP_NWALKERS
+};
+
 enum tp_proc_kind {
 	TP_PROC_PYTHON = 1,	/* walk Python stacks */
 	TP_PROC_NOT_PYTHON = 2, /* sample kernel stack only, never announce again */
@@ -110,16 +134,46 @@ struct tp_frame {
 	__u32 flags; /* enum tp_frame_flags */
 };
 
-/* Why a Python walk stopped short. Each has a per-CPU counter too. */
+/* Every place a Python walk can stop short, one row each: the id, the marker
+ * frame the profile shows at the root of such a stack, a short key (for
+ * --stats, `dump --json` and the agent's /stats), and what it means. The
+ * enum, the per-CPU counters and every table of names are generated from
+ * this list, so a new site cannot be left out of any of them.
+ *   X(ID, MARKER, KEY, DESCRIPTION) */
+#define TP_WALK_ERRORS(X)                                                                          \
+	X(NONE, "", "ok", "the walk reached the bottom of the stack")                              \
+	X(FSBASE, "[no thread pointer]", "no_fsbase",                                              \
+	  "the task has no fs base, so its thread state cannot be matched")                        \
+	X(INTERP_HEAD, "[interpreter unreadable]", "interp_head",                                  \
+	  "the pointer to the first interpreter could not be read")                                \
+	X(INTERP_THREADS, "[interpreter unreadable]", "interp_threads",                            \
+	  "an interpreter's list of thread states could not be read")                              \
+	X(INTERP_LIMIT, "[no Python thread state]", "interp_limit",                                \
+	  "more interpreters than the walk visits")                                                \
+	X(TSTATE_ID, "[thread state unreadable]", "tstate_id",                                     \
+	  "a thread state's thread id could not be read")                                          \
+	X(TSTATE_NEXT, "[thread state unreadable]", "tstate_next",                                 \
+	  "a thread state's link to the next one could not be read")                               \
+	X(THREAD_LIMIT, "[no Python thread state]", "thread_limit",                                \
+	  "more thread states in one interpreter than the walk visits")                            \
+	X(NO_TSTATE, "[no Python thread state]", "no_tstate",                                      \
+	  "no thread state belongs to the thread: not a Python thread, or not yet")                \
+	X(TSTATE_FRAME, "[thread state unreadable]", "tstate_frame",                               \
+	  "the thread state's pointer to its current frame could not be read")                     \
+	X(CFRAME, "[thread state unreadable]", "cframe",                                           \
+	  "the thread's _PyCFrame (3.11, 3.12) could not be read")                                 \
+	X(FRAME, "[frame unreadable]", "frame", "a frame could not be read: the stack is partial") \
+	X(DEPTH, "[truncated]", "depth", "more Python frames than a stack holds (TP_MAX_FRAMES)")  \
+	X(STEPS, "[truncated]", "steps",                                                           \
+	  "the walk used all its steps (BPF tail calls) before the stack ended")                   \
+	X(NO_WALKER, "[walker missing]", "no_walker",                                              \
+	  "the frame walker program was not in the tail-call table: a bug in taipan")
+
 enum tp_walk_err {
-	TP_ERR_NONE = 0,
-	TP_ERR_NO_TSTATE = 1,	/* thread has no PyThreadState (not a Python thread, or not yet) */
-	TP_ERR_READ_INTERP = 2, /* interpreter list unreadable */
-	TP_ERR_READ_TSTATE = 3, /* thread state unreadable */
-	TP_ERR_READ_FRAME = 4,	/* a frame was unreadable: the stack is partial */
-	TP_ERR_TRUNCATED = 5,	/* more than TP_MAX_FRAMES frames */
-	TP_ERR_FSBASE = 6,	/* task has no fs base */
-	TP_ERR__COUNT
+#define TP_X_ENUM(id, marker, key, desc) TP_ERR_##id,
+	TP_WALK_ERRORS(TP_X_ENUM)
+#undef TP_X_ENUM
+	    TP_ERR__COUNT
 };
 
 enum tp_event_kind {
@@ -194,6 +248,9 @@ _Static_assert(sizeof(struct tp_proc) == 56, "tp_proc layout");
 _Static_assert(sizeof(struct tp_event) == 24, "tp_event layout");
 _Static_assert(__builtin_offsetof(struct tp_sample, kstack) == 64, "tp_sample header");
 _Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample frames alignment");
+_Static_assert(TP_MAX_FRAMES <= TP_WALK_STEPS, "the tail-call budget cannot reach TP_MAX_FRAMES");
+_Static_assert((TP_MAX_FRAMES & (TP_MAX_FRAMES - 1)) == 0, "TP_MAX_FRAMES is masked");
+_Static_assert(TP_ERR__COUNT < 65536, "tp_sample.err is a __u16");
 #endif
 
 #endif /* TAIPAN_ABI_H */

@@ -3,6 +3,10 @@
  * thread's PyThreadState and walk its Python frames; follow forks, execs and
  * exits of the processes being profiled.
  *
+ * The walk itself is src/walk/python.h, which user space compiles too: this
+ * file gives it memory (bpf_probe_read_user), counters and maps, and drives
+ * it through tail calls.
+ *
  * Everything that depends on the Python version arrives as data in the procs
  * map (struct tp_proc): offsets plus capability flags. Nothing here compares
  * version numbers (DESIGN.md decision 1). Every way a walk can fail has a
@@ -25,7 +29,7 @@ const volatile struct tp_config cfg = {};
  * and user space, which still knows it, puts it back. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 32768);
+	__uint(max_entries, TP_MAX_PROCS);
 	__type(key, __u32);
 	__type(value, struct tp_proc);
 } procs SEC(".maps");
@@ -34,7 +38,7 @@ struct {
  * and user space reports them per process. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192);
+	__uint(max_entries, TP_MAX_TARGETS);
 	__type(key, __u32);
 	__type(value, __u64);
 } unknown_samples SEC(".maps");
@@ -42,7 +46,7 @@ struct {
 /* The tgids to profile when not system-wide. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
+	__uint(max_entries, TP_MAX_TARGETS);
 	__type(key, __u32);
 	__type(value, __u8);
 } targets SEC(".maps");
@@ -50,7 +54,7 @@ struct {
 /* When each unclassified tgid was last announced to user space. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192);
+	__uint(max_entries, TP_MAX_TARGETS);
 	__type(key, __u32);
 	__type(value, __u64);
 } announced SEC(".maps");
@@ -58,59 +62,15 @@ struct {
 /* tid -> PyThreadState address, re-checked on every hit. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
+	__uint(max_entries, TP_MAX_TSTATES);
 	__type(key, __u32);
 	__type(value, __u64);
 } tstates SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, TP_RING_BYTES);
 } events SEC(".maps");
-
-/* The sample under construction, one slot per CPU (user space sets
- * max_entries to the number of possible CPUs). Not a per-CPU array because
- * the value is larger than per-CPU maps allow. Perf samples do not nest on
- * one CPU, so a slot is never shared. */
-struct ident_ent {
-	__u64 code, ident, time_ns;
-};
-
-/* Whether the objects of a type are classes (<= 3.10's Class.method). */
-struct type_ent {
-	__u64 type, is_meta, time_ns;
-};
-
-/* A thread (pid_tgid) and its PyThreadState, as last found on this CPU. */
-struct tstate_ent {
-	__u64 id, ts;
-};
-
-struct walk_state {
-	/* A copy of user memory holding the frame being decoded: on 3.11+
-	 * the page of the frame up to its end, so that the callers below it
-	 * in the same data-stack page need no read of their own. */
-	__u8 win[TP_WIN_MASK + 1 + TP_FRAME_BUF + 8]; /* +: loads at masked offsets */
-	__u64 win_base;				      /* user address of win[0] */
-	__u64 win_len;				      /* bytes of win that hold a copy, 0 if none */
-	/* code object -> identity, direct-mapped, filled at most TP_ICACHE_NS
-	 * ago: a code object whose address was reused is noticed within that
-	 * time, and a deep stack reads each repeated code object's name once. */
-	struct ident_ent icache[TP_ICACHE];
-	struct type_ent tycache[TP_TYCACHE]; /* like icache, for types */
-	/* Before the tstates map: most samples on a CPU are of a few threads. */
-	struct tstate_ent tcache[TP_TCACHE];
-	__u64 frame; /* next frame to read */
-	struct tp_proc proc;
-	struct tp_sample s;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct walk_state);
-} scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -119,33 +79,6 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
-/* The frame walkers, which tail-call themselves until the stack is done. */
-enum { TP_PROG_WALK_FRAME_OBJECTS = 0, TP_PROG_WALK_INTERP_FRAMES = 1 };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u32);
-} progs SEC(".maps");
-
-/* include/linux/sched.h: set at the start of do_exit(). */
-#define PF_EXITING 0x00000004
-
-/* Py_TPFLAGS_TYPE_SUBCLASS: the object is itself a class. Unchanged since 2.x. */
-#define PY_TPFLAGS_TYPE_SUBCLASS (1UL << 31)
-/* Frames with owner >= 3 are C-stack shims, entry frames or sentinels, never
- * Python code (3.12+; the enumerator's name changed but 3 stayed the boundary). */
-#define PY_OWNER_NOT_PYTHON 3
-
-/* An index into frames[] the verifier can bound: the compiler may drop a
- * mask it can prove redundant, so hide the value from it first. */
-static __always_inline __u32 frame_idx(__u32 n)
-{
-	asm volatile("" : "+r"(n));
-	return n & (TP_MAX_FRAMES - 1);
-}
-
 static __always_inline void stat_inc(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
@@ -153,10 +86,48 @@ static __always_inline void stat_inc(__u32 idx)
 		*v += 1;
 }
 
-static __always_inline int read_u64(__u64 *dst, __u64 addr)
+/* What the shared walker (walk/python.h) asks of its includer. */
+struct tpw_host {
+	__u64 unused;
+};
+#define tpw_read(st, dst, len, addr) bpf_probe_read_user((dst), (len), (const void *)(addr))
+#define tpw_count(st, stat) stat_inc(stat)
+
+static __always_inline __u64 tpw_tstate_lookup(void *st, __u32 tid)
 {
-	return bpf_probe_read_user(dst, sizeof(*dst), (const void *)addr);
+	__u64 *ts = bpf_map_lookup_elem(&tstates, &tid);
+	return ts ? *ts : 0;
 }
+
+static __always_inline void tpw_tstate_store(void *st, __u32 tid, __u64 ts)
+{
+	bpf_map_update_elem(&tstates, &tid, &ts, BPF_ANY);
+}
+
+#include "walk/python.h"
+
+/* The walk under construction, one slot per CPU (user space sets
+ * max_entries to the number of possible CPUs). Not a per-CPU array because
+ * the value is larger than per-CPU maps allow. Perf samples do not nest on
+ * one CPU, so a slot is never shared. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tpw_state);
+} scratch SEC(".maps");
+
+/* The frame walkers (enum tp_walker), which tail-call themselves until the
+ * stack is done. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, TP_NWALKERS);
+	__type(key, __u32);
+	__type(value, __u32);
+} progs SEC(".maps");
+
+/* include/linux/sched.h: set at the start of do_exit(). */
+#define PF_EXITING 0x00000004
 
 static __always_inline bool tracked(__u32 tgid)
 {
@@ -175,21 +146,21 @@ static __always_inline void send_event(__u32 kind, __u32 tgid, __u32 tid)
 		stat_inc(TP_STAT_RING_FULL);
 }
 
-/* Tells user space about a tgid it has not classified yet, at most once a
- * second per tgid (the first answer may come while the process is still
- * mapping its libraries). */
+/* Tells user space about a tgid it has not classified yet, at most once
+ * per TP_ANNOUNCE_NS per tgid (the first answer may come while the process
+ * is still mapping its libraries). */
 static __always_inline void announce(__u32 tgid, __u32 tid)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 *last = bpf_map_lookup_elem(&announced, &tgid);
-	if (last && now - *last < 1000000000ULL)
+	if (last && now - *last < TP_ANNOUNCE_NS)
 		return;
 	bpf_map_update_elem(&announced, &tgid, &now, BPF_ANY);
 	send_event(TP_EV_DISCOVER, tgid, tid);
 	stat_inc(TP_STAT_DISCOVER_SENT);
 }
 
-static __always_inline void submit(struct walk_state *st)
+static __always_inline void submit(struct tpw_state *st)
 {
 	__u64 size = __builtin_offsetof(struct tp_sample, frames) +
 		     (__u64)st->s.nframes * sizeof(struct tp_frame);
@@ -197,7 +168,7 @@ static __always_inline void submit(struct walk_state *st)
 		size = sizeof(st->s);
 	/* Wake the reader only when a good amount is waiting: it polls on a
 	 * timer anyway, and a wakeup per sample costs a context switch. */
-	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (512 << 10)
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > TP_RING_WAKEUP
 			  ? BPF_RB_FORCE_WAKEUP
 			  : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&events, &st->s, size, flags))
@@ -208,278 +179,34 @@ static __always_inline void submit(struct walk_state *st)
 		stat_inc(TP_STAT_ERR_BASE + (st->s.err < TP_ERR__COUNT ? st->s.err : 0));
 }
 
-/* A field of the frame at offset at of the window, at an offset the
- * verifier can bound. */
-static __always_inline __u64 win_u64(const struct walk_state *st, __u32 at, __u16 off)
+/* One walker program: a step of the walk, then the next program or the
+ * sample. The tail call fails only when the chain has used every tail call
+ * the kernel allows: the stack is deeper than BPF can walk. */
+static __always_inline int walker_prog(struct bpf_perf_event_data *ctx, __u32 walker)
 {
-	return *(const __u64 *)&st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
-}
-
-static __always_inline __u32 win_u32(const struct walk_state *st, __u32 at, __u16 off)
-{
-	return *(const __u32 *)&st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
-}
-
-static __always_inline __u8 win_u8(const struct walk_state *st, __u32 at, __u16 off)
-{
-	return st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
-}
-
-/* Copies len bytes of user memory at addr into the window; on failure the
- * window holds nothing. */
-static __always_inline int win_fill(struct walk_state *st, __u64 addr, __u64 len)
-{
-	len &= TP_WIN_MASK;
-	st->win_len = 0;
-	if (bpf_probe_read_user(st->win, len, (const void *)addr))
-		return -1;
-	st->win_base = addr;
-	st->win_len = len;
-	return 0;
-}
-
-/* Where the n bytes at user address addr start in the window, or -1 if
- * the window does not hold them all. */
-static __always_inline int win_find(const struct walk_state *st, __u64 addr, __u64 n)
-{
-	__u64 at = addr - st->win_base;
-	return at < st->win_len && at + n <= st->win_len ? (int)at : -1;
-}
-
-/* The 8 bytes at addr: from the window if it holds them, else read. */
-static __always_inline int win_read_u64(struct walk_state *st, __u64 *dst, __u64 addr)
-{
-	int at = win_find(st, addr, 8);
-	if (at >= 0) {
-		*dst = win_u64(st, at, 0);
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct tpw_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	if (!st)
 		return 0;
-	}
-	return read_u64(dst, addr);
-}
-
-/* Makes the part of frame f that the walkers use readable in the window and
- * returns where it starts there, or -1 if it cannot be read. With page set
- * (3.11+), a frame that is not in the window yet is read with everything
- * below it in its page: frames live one after another in the thread's data
- * stack, callers below callees, so one read serves about a page of stack.
- * The read never goes below the frame's own page, so it touches only pages
- * that reading the frame alone would touch, and fails only where that would. */
-static __always_inline int frame_at(struct walk_state *st, __u64 f, bool page)
-{
-	__u64 span = st->proc.off.frame_span;
-	int at = win_find(st, f, span);
-	if (at >= 0)
-		return at;
-	__u64 start = page ? f & ~(__u64)(TP_WIN_PAGE - 1) : f;
-	if (win_fill(st, start, f + span - start))
-		return -1;
-	return (int)(f - start);
-}
-
-/* The PyThreadState of the thread whose fs base is fsbase: the cached one if
- * it still matches, else found by walking every interpreter's thread list.
- * thread_id is pthread_self(), which is the fs base on x86-64 glibc, so this
- * works for threads that do not hold the GIL and inside pid namespaces. */
-static __always_inline __u64 find_tstate(struct walk_state *st, __u64 id, __u64 fsbase)
-{
-	const struct tp_py_offsets *o = &st->proc.off;
-	__u32 tid = (__u32)id;
-	struct tstate_ent *te = &st->tcache[tid & (TP_TCACHE - 1)];
-	__u64 ts = 0, thread_id = 0, interp = 0;
-
-	if (te->id == id) {
-		ts = te->ts;
-	} else {
-		__u64 *cached = bpf_map_lookup_elem(&tstates, &tid);
-		if (cached)
-			ts = *cached;
-	}
-	if (ts) {
-		/* The thread id and the frame pointer read next are a few
-		 * dozen bytes apart: one read for both. */
-		__u64 a = o->ts_thread_id, b = o->ts_frame;
-		__u64 lo = a < b ? a : b, hi = (a < b ? b : a) + 8;
-		if (hi - lo <= TP_TSTATE_SPAN)
-			win_fill(st, ts + lo, hi - lo);
-		if (!win_read_u64(st, &thread_id, ts + a) && thread_id == fsbase) {
-			te->id = id;
-			te->ts = ts;
-			stat_inc(TP_STAT_TSTATE_CACHED);
-			return ts;
-		}
-	}
-	if (read_u64(&interp, st->proc.interp_head_addr)) {
-		st->s.err = TP_ERR_READ_INTERP;
-		return 0;
-	}
-	for (int i = 0; i < TP_MAX_INTERPS && interp; i++) {
-		if (read_u64(&ts, interp + o->interp_tstate_head)) {
-			st->s.err = TP_ERR_READ_INTERP;
-			return 0;
-		}
-		for (int j = 0; j < TP_MAX_THREADS && ts; j++) {
-			if (read_u64(&thread_id, ts + o->ts_thread_id)) {
-				st->s.err = TP_ERR_READ_TSTATE;
-				return 0;
-			}
-			if (thread_id == fsbase) {
-				bpf_map_update_elem(&tstates, &tid, &ts, BPF_ANY);
-				te->id = id;
-				te->ts = ts;
-				stat_inc(TP_STAT_TSTATE_WALKED);
-				return ts;
-			}
-			if (read_u64(&ts, ts + o->ts_next)) {
-				st->s.err = TP_ERR_READ_TSTATE;
-				return 0;
-			}
-		}
-		if (read_u64(&interp, interp + o->interp_next))
-			break;
-	}
-	st->s.err = TP_ERR_NO_TSTATE;
-	return 0;
-}
-
-/* <= 3.10 only: the class behind the first local, so that user space can
- * name `self.method` as Class.method. If the first local is itself a class
- * (a classmethod's cls) that class, else the local's type. User space uses it
- * only when the code object's first argument is called self or cls. */
-static __always_inline __u64 first_local_class(struct walk_state *st, int at)
-{
-	const struct tp_py_offsets *o = &st->proc.off;
-	__u64 local0 = win_u64(st, at, o->frame_localsplus), type = 0, tflags = 0;
-	if (!local0 || read_u64(&type, local0 + o->obj_type) || !type)
-		return 0;
-	/* Types are few and their flags fixed: read each type's once. */
-	struct type_ent *e = &st->tycache[(type >> 4) & (TP_TYCACHE - 1)];
-	__u64 now = st->s.time_ns;
-	if (e->type != type || now - e->time_ns >= TP_ICACHE_NS) {
-		if (read_u64(&tflags, type + o->type_flags))
-			return 0;
-		e->type = type;
-		e->is_meta = (tflags & PY_TPFLAGS_TYPE_SUBCLASS) != 0;
-		e->time_ns = now;
-	}
-	return e->is_meta ? local0 : type;
-}
-
-/* Ends a walk step: store progress, continue in another program, or send. */
-static __always_inline void walk_step_done(struct bpf_perf_event_data *ctx, struct walk_state *st,
-					   __u64 f, __u32 n, __u32 slot)
-{
-	st->s.nframes = n;
-	st->frame = f;
-	if (f && n < TP_MAX_FRAMES) {
+	if (tpw_step(st, walker)) {
 		st->s.walk_calls++;
-		bpf_tail_call(ctx, &progs, slot);
-		/* Out of tail calls: the stack is deeper than we can walk. */
+		bpf_tail_call(ctx, &progs, walker);
 	}
-	if (f) {
-		st->s.flags |= TP_SF_TRUNCATED;
-		st->s.err = TP_ERR_TRUNCATED;
-	}
+	tpw_cut(st);
 	submit(st);
+	return 0;
 }
 
-/* What identifies the code object at code now (struct tp_frame.ident): its
- * name's address and first characters. Pointers alone do not do: a new code
- * object and its new name string can both land where freed ones were. */
-static __always_inline __u64 code_ident(struct walk_state *st, __u64 code)
-{
-	struct ident_ent *e = &st->icache[(code >> 4) & (TP_ICACHE - 1)];
-	__u64 now = st->s.time_ns;
-	if (e->code == code && now - e->time_ns < TP_ICACHE_NS)
-		return e->ident;
-	__u64 name = 0, chars = 0, ident = 0;
-	if (!read_u64(&name, code + st->proc.off.code_name) && name) {
-		read_u64(&chars, name + st->proc.off.name_data);
-		ident = name ^ chars;
-	}
-	e->code = code;
-	e->ident = ident;
-	e->time_ns = now;
-	return ident;
-}
-
-/* <= 3.10: a chain of PyFrameObject through f_back; f_lasti is an int. */
 SEC("perf_event")
 int walk_frame_objects(struct bpf_perf_event_data *ctx)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct walk_state *st = bpf_map_lookup_elem(&scratch, &cpu);
-	if (!st)
-		return 0;
-	const struct tp_py_offsets *o = &st->proc.off;
-	__u64 f = st->frame;
-	__u32 n = st->s.nframes;
-
-	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
-		int at = frame_at(st, f, false);
-		if (at < 0) {
-			st->s.err = TP_ERR_READ_FRAME;
-			f = 0;
-			break;
-		}
-		__u64 code = win_u64(st, at, o->frame_code);
-		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
-		fr->code = code;
-		fr->ident = code_ident(st, code);
-		fr->pos = win_u32(st, at, o->frame_lasti);
-		fr->flags = 0;
-		fr->aux = first_local_class(st, at); /* every <= 3.10 version */
-		n++;
-		f = win_u64(st, at, o->frame_back);
-	}
-	walk_step_done(ctx, st, f, n, TP_PROG_WALK_FRAME_OBJECTS);
-	return 0;
+	return walker_prog(ctx, TP_WALK_FRAME_OBJECTS);
 }
 
-/* 3.11+: a chain of _PyInterpreterFrame through previous; the position is
- * a pointer into the code object; frames owned by the C stack are skipped. */
 SEC("perf_event")
 int walk_interp_frames(struct bpf_perf_event_data *ctx)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct walk_state *st = bpf_map_lookup_elem(&scratch, &cpu);
-	if (!st)
-		return 0;
-	const struct tp_py_offsets *o = &st->proc.off;
-	/* Branch-free where the versions differ: masks chosen once. */
-	__u64 code_mask = (o->flags & TP_LF_STACKREF) ? ~3ULL : ~0ULL;
-	__u32 owner_limit = (o->flags & TP_LF_OWNER) ? PY_OWNER_NOT_PYTHON : 256;
-	__u8 entry_mask = (o->flags & TP_LF_IS_ENTRY) ? 0xff : 0;
-	__u64 f = st->frame;
-	__u32 n = st->s.nframes;
-
-	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
-		int at = frame_at(st, f, true);
-		if (at < 0) {
-			st->s.err = TP_ERR_READ_FRAME;
-			f = 0;
-			break;
-		}
-		__u32 owner = win_u8(st, at, o->frame_owner);
-		__u64 code = win_u64(st, at, o->frame_code) & code_mask;
-		/* keep is 1 for a Python frame and 0 for a shim or entry frame
-		 * (owner >= limit), computed without a branch: a branch here
-		 * doubles the verifier's states on every iteration. A skipped
-		 * frame is written and then overwritten by the next one, and
-		 * marks the Python frame below it as where an eval loop was
-		 * entered. When n is 0 that mark lands in an unused slot. */
-		__u32 keep = (owner - owner_limit) >> 31;
-		struct tp_frame *fr = &st->s.frames[frame_idx(n)];
-		fr->code = code;
-		fr->ident = code_ident(st, code);
-		fr->pos = (__u32)(win_u64(st, at, o->frame_lasti) - code);
-		fr->flags = win_u8(st, at, o->frame_is_entry) & entry_mask & TP_FF_ENTRY;
-		fr->aux = 0;
-		st->s.frames[frame_idx(n - 1)].flags |= (1 - keep) & TP_FF_ENTRY;
-		n += keep;
-		f = win_u64(st, at, o->frame_back);
-	}
-	walk_step_done(ctx, st, f, n, TP_PROG_WALK_INTERP_FRAMES);
-	return 0;
+	return walker_prog(ctx, TP_WALK_INTERP_FRAMES);
 }
 
 SEC("perf_event")
@@ -520,30 +247,22 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	}
 
 	__u32 cpu = bpf_get_smp_processor_id();
-	struct walk_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	struct tpw_state *st = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!st)
 		return 0;
 	struct tp_sample *s = &st->s;
-	s->kind = TP_EV_SAMPLE;
 	s->pid = tgid;
 	s->tid = tid;
 	s->cpu = cpu;
 	s->time_ns = bpf_ktime_get_ns();
-	s->tstate = 0;
-	s->nframes = 0;
-	s->nkstack = 0;
-	s->err = TP_ERR_NONE;
-	s->flags = TP_SF_PYTHON;
-	s->walk_calls = 0;
+	st->proc = *proc;
+	tpw_begin(st);
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 	if (cfg.kernel_stacks) {
 		long got = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
 		if (got > 0)
 			s->nkstack = got / sizeof(__u64);
 	}
-	st->proc = *proc;
-	st->frame = 0;
-	st->win_len = 0; /* another process's memory, or changed since */
 
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
@@ -551,34 +270,17 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		s->err = TP_ERR_FSBASE;
 		goto out;
 	}
-	__u64 ts = find_tstate(st, id, fsbase);
+	__u64 ts = tpw_find_tstate(st, id, fsbase);
 	if (!ts)
 		goto out;
 	s->tstate = ts;
-
-	const struct tp_py_offsets *o = &st->proc.off;
-	__u64 frame = 0;
-	if (o->flags & TP_LF_CFRAME) {
-		__u64 cframe = 0;
-		if (win_read_u64(st, &cframe, ts + o->ts_frame) || !cframe ||
-		    read_u64(&frame, cframe + o->cframe_current_frame)) {
-			s->err = TP_ERR_READ_TSTATE;
-			goto out;
-		}
-	} else if (win_read_u64(st, &frame, ts + o->ts_frame)) {
-		s->err = TP_ERR_READ_TSTATE;
+	if (tpw_top_frame(st, ts) || !st->frame)
 		goto out;
-	}
-	st->frame = frame;
-	if (frame) {
-		bpf_tail_call(ctx, &progs,
-			      (o->flags & TP_LF_INTERP_FRAME) ? TP_PROG_WALK_INTERP_FRAMES
-							      : TP_PROG_WALK_FRAME_OBJECTS);
-		/* The tail call can only fail if user space did not fill the
-		 * program array; send the sample without Python frames. */
-		s->err = TP_ERR_TRUNCATED;
-		s->flags |= TP_SF_TRUNCATED;
-	}
+	bpf_tail_call(ctx, &progs, tpw_walker(st));
+	/* The tail call can only fail if user space did not fill the program
+	 * array: send the sample without Python frames. */
+	s->err = TP_ERR_NO_WALKER;
+	s->flags |= TP_SF_TRUNCATED;
 out:
 	submit(st);
 	return 0;

@@ -156,15 +156,16 @@ def test_deep_stacks_every_frame_then_bounded(taipan, workload, ident):
         "%d frames: %s … %s" % (len(names), names[:3], names[-3:])
     assert not t["notes"]
 
-    # Deeper than the walk goes: the innermost 4096, and a marker.
+    # Deeper than the walk goes: the innermost 2048 (TP_MAX_FRAMES, as in
+    # BPF: one walker), and a marker.
     w = workload(py, "deep.py", 60, 5000)
     res = dump(taipan, w.pid)
     t = parse_dump(res.stdout)[w.pid]
-    assert len(t["frames"]) == 4096
+    assert len(t["frames"]) == 2048
     assert t["frames"][0][0] == "spin" and t["frames"][-1][0] == "rec"
-    assert t["notes"] == ["[truncated after 4096 frames]"], t["notes"]
+    assert t["notes"] == ["[truncated after 2048 frames]"], t["notes"]
     doc = json.loads(dump(taipan, w.pid, "--json").stdout)
-    assert doc["threads"][0]["error"] == "truncated" and len(doc["threads"][0]["frames"]) == 4096
+    assert doc["threads"][0]["error"] == "depth" and len(doc["threads"][0]["frames"]) == 2048
 
 
 @pytest.mark.parametrize("ident", ["debian-3.11-static", "pyenv-3.9"])

@@ -76,7 +76,8 @@ static void fake_pyproc(struct pyproc *pp, uint32_t flags, const uint64_t *head)
 	o->frame_localsplus = offsetof(struct fake_frame, localsplus);
 	o->obj_type = offsetof(struct fake_obj, type);
 	o->type_flags = offsetof(struct fake_obj, flags);
-	o->frame_span = offsetof(struct fake_frame, pad);
+	/* As pyproc.c computes it: every field the walker reads, f_localsplus[0] included. */
+	o->frame_span = sizeof(struct fake_frame);
 	o->flags = flags;
 	pp->layout.ts_native_thread_id = offsetof(struct fake_ts, native_tid);
 }
@@ -198,15 +199,16 @@ static void test_bounds_and_failures(void **state)
 	loop.code = 0x1000;
 	fake_pyproc(&pp, TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER, &head);
 	assert_int_equal(pywalk_read(&pp, &w), 0);
-	assert_int_equal(w.threads[0].nframes, PYWALK_MAX_FRAMES);
-	assert_int_equal(w.threads[0].err, TP_ERR_TRUNCATED);
+	assert_int_equal(w.threads[0].nframes, TP_MAX_FRAMES);
+	assert_int_equal(w.threads[0].err, TP_ERR_DEPTH);
 	pywalk_free(&w);
 
-	/* Only shims, in a loop: nothing kept, still bounded. */
+	/* Only shims, in a loop: nothing kept, still bounded, by the steps
+	 * the BPF walker has (its tail calls). */
 	loop.owner = 4;
 	assert_int_equal(pywalk_read(&pp, &w), 0);
 	assert_int_equal(w.threads[0].nframes, 0);
-	assert_int_equal(w.threads[0].err, TP_ERR_TRUNCATED);
+	assert_int_equal(w.threads[0].err, TP_ERR_STEPS);
 	pywalk_free(&w);
 
 	/* A back pointer into nothing: what was read, and the error. */
@@ -214,7 +216,7 @@ static void test_bounds_and_failures(void **state)
 	loop.back = 8;
 	assert_int_equal(pywalk_read(&pp, &w), 0);
 	assert_int_equal(w.threads[0].nframes, 1);
-	assert_int_equal(w.threads[0].err, TP_ERR_READ_FRAME);
+	assert_int_equal(w.threads[0].err, TP_ERR_FRAME);
 	pywalk_free(&w);
 
 	/* A thread list that loops. */
@@ -222,7 +224,7 @@ static void test_bounds_and_failures(void **state)
 	ts.next = A(&ts);
 	assert_int_equal(pywalk_read(&pp, &w), 0);
 	assert_int_equal(w.nthreads, PYWALK_MAX_THREADS);
-	assert_int_equal(w.err, TP_ERR_TRUNCATED);
+	assert_int_equal(w.err, TP_ERR_THREAD_LIMIT);
 	pywalk_free(&w);
 
 	/* No interpreter yet: no threads, no error. */

@@ -1,0 +1,34 @@
+/* cpython.h - the constants of CPython that taipan's walkers and symbolizer
+ * depend on, in one place for BPF and user space alike.
+ *
+ * Offsets are never here: they come from the generated table or from the
+ * target's _Py_DebugOffsets (src/pyoffsets.h). These are the few values that
+ * are not offsets, each with where CPython defines it.
+ */
+#ifndef TAIPAN_WALK_CPYTHON_H
+#define TAIPAN_WALK_CPYTHON_H
+
+/* Include/object.h: Py_TPFLAGS_TYPE_SUBCLASS, set on every type whose
+ * instances are classes. Bit 31 since 2.x. */
+#define PY_TPFLAGS_TYPE_SUBCLASS (1UL << 31)
+
+/* Include/internal/pycore_frame.h (3.12+): frames with owner >= 3 belong to
+ * the C stack: shims, entry frames, and on 3.15 the sentinel base frame.
+ * The enumerator's name changed (FRAME_OWNED_BY_CSTACK, then
+ * FRAME_OWNED_BY_INTERPRETER), the boundary stayed 3. */
+#define PY_OWNER_NOT_PYTHON 3
+
+/* Include/cpython/unicodeobject.h, PyASCIIObject.state of a GIL build
+ * (3.3 to 3.15): interned takes 2 bits (3.3-3.13; 3.14 keeps the
+ * position), then kind (3 bits), compact, ascii. */
+#define PY_STATE_KIND_SHIFT 2
+#define PY_STATE_KIND_MASK 7
+#define PY_STATE_COMPACT_SHIFT 5
+#define PY_STATE_ASCII_SHIFT 6
+
+/* Python/pystate.c, _PyRuntime: the cookie that starts _Py_DebugOffsets
+ * (3.13+), checked before any field of it is trusted. */
+#define PY_DEBUG_OFFSETS_COOKIE "xdebugpy"
+#define PY_DEBUG_OFFSETS_COOKIE_LEN 8
+
+#endif /* TAIPAN_WALK_CPYTHON_H */

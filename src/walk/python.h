@@ -1,0 +1,430 @@
+/* python.h - the Python stack walker, one source compiled twice.
+ *
+ * The BPF program (src/bpf/taipan.bpf.c) includes it to walk the sampled
+ * thread's stack in the kernel. User space (src/pywalk.c) includes it for
+ * `taipan dump` and for the tests that walk memory captured from real
+ * interpreters (tests/unit/test_captures.c). Both therefore find thread
+ * states, skip shims, mark entry frames, identify code objects and cut deep
+ * stacks by the same code, and a fix to one is a fix to both.
+ *
+ * Everything here is a pure function of the bytes read through one hook.
+ * Before including this file, the includer defines:
+ *   struct tpw_host          its own part of struct tpw_state (may be a dummy)
+ *   tpw_read(st, dst, len, addr)   copy len bytes of target memory at addr;
+ *                            0, or negative when any byte is unreadable
+ *   tpw_count(st, stat)      count one enum tp_stat event
+ *   tpw_tstate_lookup(st, tid)     a PyThreadState remembered for tid, or 0
+ *   tpw_tstate_store(st, tid, ts)  remember one
+ * BPF backs them with bpf_probe_read_user and maps, user space with
+ * process_vm_readv (or a captured image) and nothing.
+ *
+ * The code is written for the verifier: every index into a buffer is masked
+ * to the buffer's size, loops have constant bounds, and where versions differ
+ * the difference is a mask computed once, not a branch per frame. Those
+ * masks also keep a user-space build inside its buffers whatever the target's
+ * memory holds. Nothing here compares a version number (DESIGN.md decision
+ * 1): what varies arrives in struct tp_proc.
+ */
+#ifndef TAIPAN_WALK_PYTHON_H
+#define TAIPAN_WALK_PYTHON_H
+
+#include "taipan_abi.h"
+#include "walk/cpython.h"
+
+#ifdef __BPF__
+#define TPW_INLINE static __always_inline
+#else
+#include <stdbool.h>
+#define TPW_INLINE static inline
+#endif
+
+/* code object -> identity (struct tp_frame.ident) as last read on this CPU. */
+struct tpw_ident_ent {
+	__u64 code, ident, time_ns;
+};
+
+/* Whether the objects of a type are classes (<= 3.10's Class.method). */
+struct tpw_type_ent {
+	__u64 type, is_meta, time_ns;
+};
+
+/* A thread (pid_tgid) and its PyThreadState, as last found on this CPU. */
+struct tpw_tstate_ent {
+	__u64 id, ts;
+};
+
+/* Everything one walk needs. BPF keeps one per CPU in a map, which is why
+ * the caches below live here: a CPU's samples reuse them. */
+struct tpw_state {
+	/* A copy of user memory holding the frame being decoded: on 3.11+
+	 * the page of the frame up to its end, so that the callers below it
+	 * in the same data-stack page need no read of their own. */
+	__u8 win[TP_WIN_MASK + 1 + TP_FRAME_BUF + 8]; /* +: loads at masked offsets */
+	__u64 win_base;				      /* user address of win[0] */
+	__u64 win_len;				      /* bytes of win that hold a copy, 0 if none */
+	/* code object -> identity, direct-mapped, filled at most TP_ICACHE_NS
+	 * ago: a code object whose address was reused is noticed within that
+	 * time, and a deep stack reads each repeated code object's name once. */
+	struct tpw_ident_ent icache[TP_ICACHE];
+	struct tpw_type_ent tycache[TP_TYCACHE]; /* like icache, for types */
+	/* Before the tstates map: most samples on a CPU are of a few threads. */
+	struct tpw_tstate_ent tcache[TP_TCACHE];
+	__u64 frame; /* next frame to read, 0 when the walk is over */
+	struct tp_proc proc;
+	struct tp_sample s; /* s.time_ns must be set: the caches age by it */
+	struct tpw_host host;
+};
+
+/* An index into frames[] the verifier can bound: the compiler may drop a
+ * mask it can prove redundant, so hide the value from it first. */
+TPW_INLINE __u32 tpw_frame_idx(__u32 n)
+{
+#ifdef __BPF__
+	asm volatile("" : "+r"(n));
+#endif
+	return n & (TP_MAX_FRAMES - 1);
+}
+
+/* Loads at a masked offset of the window. BPF loads directly; user space
+ * copies, because target memory owes it no alignment. */
+TPW_INLINE __u64 tpw_win_u64(const struct tpw_state *st, __u32 at, __u16 off)
+{
+	const __u8 *p = &st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
+#ifdef __BPF__
+	return *(const __u64 *)p;
+#else
+	__u64 v;
+	__builtin_memcpy(&v, p, sizeof(v));
+	return v;
+#endif
+}
+
+TPW_INLINE __u32 tpw_win_u32(const struct tpw_state *st, __u32 at, __u16 off)
+{
+	const __u8 *p = &st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
+#ifdef __BPF__
+	return *(const __u32 *)p;
+#else
+	__u32 v;
+	__builtin_memcpy(&v, p, sizeof(v));
+	return v;
+#endif
+}
+
+TPW_INLINE __u8 tpw_win_u8(const struct tpw_state *st, __u32 at, __u16 off)
+{
+	return st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
+}
+
+TPW_INLINE int tpw_read_u64(struct tpw_state *st, __u64 *dst, __u64 addr)
+{
+	return tpw_read(st, dst, sizeof(*dst), addr);
+}
+
+/* Copies len bytes of user memory at addr into the window; on failure the
+ * window holds nothing. */
+TPW_INLINE int tpw_win_fill(struct tpw_state *st, __u64 addr, __u64 len)
+{
+	len &= TP_WIN_MASK;
+	st->win_len = 0;
+	if (tpw_read(st, st->win, len, addr))
+		return -1;
+	st->win_base = addr;
+	st->win_len = len;
+	return 0;
+}
+
+/* Where the n bytes at user address addr start in the window, or -1 if
+ * the window does not hold them all. */
+TPW_INLINE int tpw_win_find(const struct tpw_state *st, __u64 addr, __u64 n)
+{
+	__u64 at = addr - st->win_base;
+	return at < st->win_len && at + n <= st->win_len ? (int)at : -1;
+}
+
+/* The 8 bytes at addr: from the window if it holds them, else read. */
+TPW_INLINE int tpw_win_read_u64(struct tpw_state *st, __u64 *dst, __u64 addr)
+{
+	int at = tpw_win_find(st, addr, 8);
+	if (at >= 0) {
+		*dst = tpw_win_u64(st, at, 0);
+		return 0;
+	}
+	return tpw_read_u64(st, dst, addr);
+}
+
+/* Makes the part of frame f that the walkers use readable in the window and
+ * returns where it starts there, or -1 if it cannot be read. With page set
+ * (3.11+), a frame that is not in the window yet is read with everything
+ * below it in its page: frames live one after another in the thread's data
+ * stack, callers below callees, so one read serves about a page of stack.
+ * The read never goes below the frame's own page, so it touches only pages
+ * that reading the frame alone would touch, and fails only where that would. */
+TPW_INLINE int tpw_frame_at(struct tpw_state *st, __u64 f, bool page)
+{
+	__u64 span = st->proc.off.frame_span;
+	int at = tpw_win_find(st, f, span);
+	if (at >= 0)
+		return at;
+	__u64 start = page ? f & ~(__u64)(TP_WIN_PAGE - 1) : f;
+	if (tpw_win_fill(st, start, f + span - start))
+		return -1;
+	return (int)(f - start);
+}
+
+/* Starts a walk of the sample in st->s, whose pid, tid and time_ns are set:
+ * no frames, no error. Forgets the window, which held another process's
+ * memory, or memory changed since. */
+TPW_INLINE void tpw_begin(struct tpw_state *st)
+{
+	st->s.kind = TP_EV_SAMPLE;
+	st->s.tstate = 0;
+	st->s.nframes = 0;
+	st->s.nkstack = 0;
+	st->s.err = TP_ERR_NONE;
+	st->s.flags = TP_SF_PYTHON;
+	st->s.walk_calls = 0;
+	st->frame = 0;
+	st->win_len = 0;
+}
+
+/* The PyThreadState of the thread id (pid_tgid) whose fs base is fsbase:
+ * the cached one if it still matches, else found by walking every
+ * interpreter's thread list. thread_id is pthread_self(), which is the fs
+ * base on x86-64 glibc, so this finds threads that do not hold the GIL, and
+ * works inside pid namespaces. Returns 0 with st->s.err set when none is
+ * found. */
+TPW_INLINE __u64 tpw_find_tstate(struct tpw_state *st, __u64 id, __u64 fsbase)
+{
+	const struct tp_py_offsets *o = &st->proc.off;
+	__u32 tid = (__u32)id;
+	struct tpw_tstate_ent *te = &st->tcache[tid & (TP_TCACHE - 1)];
+	__u64 ts = 0, thread_id = 0, interp = 0;
+	__u16 limit = 0; /* a list longer than the walk visits */
+
+	if (te->id == id)
+		ts = te->ts;
+	else
+		ts = tpw_tstate_lookup(st, tid);
+	if (ts) {
+		/* The thread id and the frame pointer read next are a few
+		 * dozen bytes apart: one read for both. */
+		__u64 a = o->ts_thread_id, b = o->ts_frame;
+		__u64 lo = a < b ? a : b, hi = (a < b ? b : a) + 8;
+		if (hi - lo <= TP_TSTATE_SPAN)
+			tpw_win_fill(st, ts + lo, hi - lo);
+		if (!tpw_win_read_u64(st, &thread_id, ts + a) && thread_id == fsbase) {
+			te->id = id;
+			te->ts = ts;
+			tpw_count(st, TP_STAT_TSTATE_CACHED);
+			return ts;
+		}
+	}
+	if (tpw_read_u64(st, &interp, st->proc.interp_head_addr)) {
+		st->s.err = TP_ERR_INTERP_HEAD;
+		return 0;
+	}
+	for (int i = 0; i < TP_MAX_INTERPS && interp; i++) {
+		if (tpw_read_u64(st, &ts, interp + o->interp_tstate_head)) {
+			st->s.err = TP_ERR_INTERP_THREADS;
+			return 0;
+		}
+		for (int j = 0; j < TP_MAX_THREADS && ts; j++) {
+			if (tpw_read_u64(st, &thread_id, ts + o->ts_thread_id)) {
+				st->s.err = TP_ERR_TSTATE_ID;
+				return 0;
+			}
+			if (thread_id == fsbase) {
+				tpw_tstate_store(st, tid, ts);
+				te->id = id;
+				te->ts = ts;
+				tpw_count(st, TP_STAT_TSTATE_WALKED);
+				return ts;
+			}
+			if (tpw_read_u64(st, &ts, ts + o->ts_next)) {
+				st->s.err = TP_ERR_TSTATE_NEXT;
+				return 0;
+			}
+		}
+		if (ts)
+			limit = TP_ERR_THREAD_LIMIT;
+		if (tpw_read_u64(st, &interp, interp + o->interp_next))
+			interp = 0;
+	}
+	if (interp)
+		limit = TP_ERR_INTERP_LIMIT;
+	st->s.err = limit ? limit : TP_ERR_NO_TSTATE;
+	return 0;
+}
+
+/* Sets st->frame to the current frame of thread state ts: 0 when the
+ * thread runs no Python code (a _PyCFrame or frame pointer that is NULL
+ * means the same on every version: no frame yet, or none any more).
+ * Returns 0, or -1 with st->s.err set. */
+TPW_INLINE int tpw_top_frame(struct tpw_state *st, __u64 ts)
+{
+	const struct tp_py_offsets *o = &st->proc.off;
+	__u64 frame = 0;
+
+	st->frame = 0;
+	if (tpw_win_read_u64(st, &frame, ts + o->ts_frame)) {
+		st->s.err = TP_ERR_TSTATE_FRAME;
+		return -1;
+	}
+	if ((o->flags & TP_LF_CFRAME) && frame) {
+		__u64 cframe = frame;
+		frame = 0;
+		if (tpw_read_u64(st, &frame, cframe + o->cframe_current_frame)) {
+			st->s.err = TP_ERR_CFRAME;
+			return -1;
+		}
+	}
+	st->frame = frame;
+	return 0;
+}
+
+/* The walker program for st->proc's frames, an enum tp_walker value. */
+TPW_INLINE __u32 tpw_walker(const struct tpw_state *st)
+{
+	return (st->proc.off.flags & TP_LF_INTERP_FRAME) ? TP_WALK_INTERP_FRAMES
+							 : TP_WALK_FRAME_OBJECTS;
+}
+
+/* What identifies the code object at code now (struct tp_frame.ident): its
+ * name's address and first characters. Pointers alone do not do: a new code
+ * object and its new name string can both land where freed ones were. */
+TPW_INLINE __u64 tpw_code_ident(struct tpw_state *st, __u64 code)
+{
+	struct tpw_ident_ent *e = &st->icache[(code >> 4) & (TP_ICACHE - 1)];
+	__u64 now = st->s.time_ns;
+	if (e->code == code && now - e->time_ns < TP_ICACHE_NS)
+		return e->ident;
+	__u64 name = 0, chars = 0, ident = 0;
+	if (!tpw_read_u64(st, &name, code + st->proc.off.code_name) && name) {
+		tpw_read_u64(st, &chars, name + st->proc.off.name_data);
+		ident = name ^ chars;
+	}
+	e->code = code;
+	e->ident = ident;
+	e->time_ns = now;
+	return ident;
+}
+
+/* <= 3.10 only: the class behind the first local, so that user space can
+ * name `self.method` as Class.method. If the first local is itself a class
+ * (a classmethod's cls) that class, else the local's type. User space uses it
+ * only when the code object's first argument is called self or cls. */
+TPW_INLINE __u64 tpw_first_local_class(struct tpw_state *st, int at)
+{
+	const struct tp_py_offsets *o = &st->proc.off;
+	__u64 local0 = tpw_win_u64(st, at, o->frame_localsplus), type = 0, tflags = 0;
+	if (!local0 || tpw_read_u64(st, &type, local0 + o->obj_type) || !type)
+		return 0;
+	/* Types are few and their flags fixed: read each type's once. */
+	struct tpw_type_ent *e = &st->tycache[(type >> 4) & (TP_TYCACHE - 1)];
+	__u64 now = st->s.time_ns;
+	if (e->type != type || now - e->time_ns >= TP_ICACHE_NS) {
+		if (tpw_read_u64(st, &tflags, type + o->type_flags))
+			return 0;
+		e->type = type;
+		e->is_meta = (tflags & PY_TPFLAGS_TYPE_SUBCLASS) != 0;
+		e->time_ns = now;
+	}
+	return e->is_meta ? local0 : type;
+}
+
+/* One step of the walk: up to TP_FRAMES_PER_PROG frames from st->frame.
+ * <= 3.10: a chain of PyFrameObject through f_back; f_lasti is an int. */
+TPW_INLINE void tpw_walk_frame_objects(struct tpw_state *st)
+{
+	const struct tp_py_offsets *o = &st->proc.off;
+	__u64 f = st->frame;
+	__u32 n = st->s.nframes;
+
+	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
+		int at = tpw_frame_at(st, f, false);
+		if (at < 0) {
+			st->s.err = TP_ERR_FRAME;
+			f = 0;
+			break;
+		}
+		__u64 code = tpw_win_u64(st, at, o->frame_code);
+		struct tp_frame *fr = &st->s.frames[tpw_frame_idx(n)];
+		fr->code = code;
+		fr->ident = tpw_code_ident(st, code);
+		fr->pos = tpw_win_u32(st, at, o->frame_lasti);
+		fr->flags = 0;
+		fr->aux = tpw_first_local_class(st, at); /* every <= 3.10 version */
+		n++;
+		f = tpw_win_u64(st, at, o->frame_back);
+	}
+	st->s.nframes = n;
+	st->frame = f;
+}
+
+/* One step of the walk, 3.11+: a chain of _PyInterpreterFrame through
+ * previous; the position is a pointer into the code object; frames owned by
+ * the C stack are skipped, and mark the Python frame below them as where an
+ * eval loop was entered. */
+TPW_INLINE void tpw_walk_interp_frames(struct tpw_state *st)
+{
+	const struct tp_py_offsets *o = &st->proc.off;
+	/* Branch-free where the versions differ: masks chosen once. */
+	__u64 code_mask = (o->flags & TP_LF_STACKREF) ? ~3ULL : ~0ULL;
+	__u32 owner_limit = (o->flags & TP_LF_OWNER) ? PY_OWNER_NOT_PYTHON : 256;
+	__u8 entry_mask = (o->flags & TP_LF_IS_ENTRY) ? 0xff : 0;
+	__u64 f = st->frame;
+	__u32 n = st->s.nframes;
+
+	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
+		int at = tpw_frame_at(st, f, true);
+		if (at < 0) {
+			st->s.err = TP_ERR_FRAME;
+			f = 0;
+			break;
+		}
+		__u32 owner = tpw_win_u8(st, at, o->frame_owner);
+		__u64 code = tpw_win_u64(st, at, o->frame_code) & code_mask;
+		/* keep is 1 for a Python frame and 0 for a shim or entry frame
+		 * (owner >= limit), computed without a branch: a branch here
+		 * doubles the verifier's states on every iteration. A skipped
+		 * frame is written and then overwritten by the next one, and
+		 * marks the Python frame below it as where an eval loop was
+		 * entered. When n is 0 that mark lands in an unused slot. */
+		__u32 keep = (owner - owner_limit) >> 31;
+		struct tp_frame *fr = &st->s.frames[tpw_frame_idx(n)];
+		fr->code = code;
+		fr->ident = tpw_code_ident(st, code);
+		fr->pos = (__u32)(tpw_win_u64(st, at, o->frame_lasti) - code);
+		fr->flags = tpw_win_u8(st, at, o->frame_is_entry) & entry_mask & TP_FF_ENTRY;
+		fr->aux = 0;
+		st->s.frames[tpw_frame_idx(n - 1)].flags |= (1 - keep) & TP_FF_ENTRY;
+		n += keep;
+		f = tpw_win_u64(st, at, o->frame_back);
+	}
+	st->s.nframes = n;
+	st->frame = f;
+}
+
+/* Runs one walker step, and says whether another should follow: the
+ * stack goes on and there is room for its frames. */
+TPW_INLINE bool tpw_step(struct tpw_state *st, __u32 walker)
+{
+	if (walker == TP_WALK_INTERP_FRAMES)
+		tpw_walk_interp_frames(st);
+	else
+		tpw_walk_frame_objects(st);
+	return st->frame && st->s.nframes < TP_MAX_FRAMES;
+}
+
+/* Ends a walk that stopped with frames left: at the depth limit, or out of
+ * steps (tail calls). */
+TPW_INLINE void tpw_cut(struct tpw_state *st)
+{
+	if (!st->frame)
+		return;
+	st->s.flags |= TP_SF_TRUNCATED;
+	st->s.err = st->s.nframes >= TP_MAX_FRAMES ? TP_ERR_DEPTH : TP_ERR_STEPS;
+}
+
+#endif /* TAIPAN_WALK_PYTHON_H */

@@ -1,0 +1,19 @@
+/* walkerr.h - names of the walk failures of TP_WALK_ERRORS (taipan_abi.h),
+ * generated from that one table for every place that prints them. */
+#ifndef TAIPAN_WALKERR_H
+#define TAIPAN_WALKERR_H
+
+#include <stdbool.h>
+
+#include "taipan_abi.h"
+
+/* The marker frame at the root of a stack cut short by err ("[truncated]"). */
+const char *walkerr_marker(unsigned int err);
+/* A short key for stats and JSON ("depth"). */
+const char *walkerr_key(unsigned int err);
+/* One sentence on what happened. */
+const char *walkerr_desc(unsigned int err);
+/* Whether err means the stack was cut at a limit rather than a failed read. */
+bool walkerr_is_cut(unsigned int err);
+
+#endif /* TAIPAN_WALKERR_H */
