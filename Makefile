@@ -109,6 +109,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS) -lcmocka
 
+# Tools that work beside taipan: taipan-capture writes the captured-memory
+# fixtures of tests/unit/test_captures.c.
+$(BUILD)/tools/taipan-capture: tools/capture.c $(BUILD)/libtaipan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
+
 unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
 
@@ -161,11 +167,11 @@ offsets:
 	$(PYTHON) tools/gen_offsets.py --all
 
 lint:
-	clang-format --dry-run --Werror src/*.c src/*.h src/bpf/*.c src/walk/*.h tests/unit/*.c \
+	clang-format --dry-run --Werror src/*.c src/*.h src/bpf/*.c src/walk/*.h tools/*.c tests/unit/*.c \
 		tests/fuzz/*.c tests/fuzz/*.h
 
 format:
-	clang-format -i src/*.c src/*.h src/bpf/*.c src/walk/*.h tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
+	clang-format -i src/*.c src/*.h src/bpf/*.c src/walk/*.h tools/*.c tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
 
 MANDIR ?= $(PREFIX)/share/man
 
@@ -180,4 +186,4 @@ clean:
 
 include tests/unit/fixtures.mk
 include tests/fuzz/fuzz.mk
--include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d)
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d $(BUILD)/tools/*.d)

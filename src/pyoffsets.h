@@ -11,50 +11,57 @@
 
 #include <stdint.h>
 
+/* The fields of struct py_layout, in order: one list that the struct, the
+ * capture files (src/capture.c) and tools/gen_offsets.py read. */
+#define PY_LAYOUT_FIELDS(X)                                                                        \
+	/* _PyRuntimeState (3.7+) */                                                               \
+	X(rt_interp_head)    /* interpreters.head */                                               \
+	X(rt_tstate_current) /* gilstate.tstate_current (3.7-3.11) */                              \
+	X(rt_autotss_key)    /* gilstate.autoTSSkey (3.7-3.11) / autoTSSkey (3.12+) */             \
+	/* PyInterpreterState */                                                                   \
+	X(interp_next)                                                                             \
+	X(interp_tstate_head) /* tstate_head (<= 3.10) / threads.head (3.11+) */                   \
+	/* PyThreadState */                                                                        \
+	X(ts_next)                                                                                 \
+	X(ts_interp)                                                                               \
+	X(ts_frame)		/* frame (<= 3.10) */                                              \
+	X(ts_cframe)		/* cframe (3.11, 3.12) */                                          \
+	X(cframe_current_frame) /* _PyCFrame.current_frame (3.11, 3.12) */                         \
+	X(ts_current_frame)	/* current_frame (3.13+) */                                        \
+	X(ts_thread_id)                                                                            \
+	X(ts_native_thread_id) /* 3.11+ */                                                         \
+	/* PyFrameObject (<= 3.10) or _PyInterpreterFrame (3.11+) */                               \
+	X(frame_back)	    /* f_back / previous */                                                \
+	X(frame_code)	    /* f_code / f_executable */                                            \
+	X(frame_lasti)	    /* f_lasti / prev_instr / instr_ptr */                                 \
+	X(frame_owner)	    /* owner (3.11+) */                                                    \
+	X(frame_is_entry)   /* is_entry (3.11) */                                                  \
+	X(frame_localsplus) /* f_localsplus (<= 3.10) / localsplus */                              \
+	/* PyCodeObject */                                                                         \
+	X(code_argcount)                                                                           \
+	X(code_varnames) /* co_varnames (<= 3.10) / co_localsplusnames (3.11+) */                  \
+	X(code_filename)                                                                           \
+	X(code_name)                                                                               \
+	X(code_qualname) /* 3.11+ */                                                               \
+	X(code_firstlineno)                                                                        \
+	X(code_linetable) /* co_lnotab (<= 3.9) / co_linetable (3.10+) */                          \
+	X(code_adaptive)  /* co_code_adaptive (3.11+) */                                           \
+	/* objects */                                                                              \
+	X(obj_type)		/* PyObject.ob_type */                                             \
+	X(type_name)		/* PyTypeObject.tp_name (char *) */                                \
+	X(type_flags)		/* PyTypeObject.tp_flags */                                        \
+	X(tuple_item)		/* PyTupleObject.ob_item */                                        \
+	X(var_size)		/* PyVarObject.ob_size */                                          \
+	X(bytes_sval)		/* PyBytesObject.ob_sval (3.x) / PyStringObject.ob_sval (2.7) */   \
+	X(unicode_length)	/* PyASCIIObject.length (3.x) */                                   \
+	X(unicode_state)	/* PyASCIIObject.state (3.x) */                                    \
+	X(unicode_ascii_size)	/* sizeof(PyASCIIObject) (3.x) */                                  \
+	X(unicode_compact_size) /* sizeof(PyCompactUnicodeObject) (3.x) */
+
 struct py_layout {
-	/* _PyRuntimeState (3.7+) */
-	int32_t rt_interp_head;	   /* interpreters.head */
-	int32_t rt_tstate_current; /* gilstate.tstate_current (3.7-3.11) */
-	int32_t rt_autotss_key;	   /* gilstate.autoTSSkey (3.7-3.11) / autoTSSkey (3.12+) */
-	/* PyInterpreterState */
-	int32_t interp_next;
-	int32_t interp_tstate_head; /* tstate_head (<= 3.10) / threads.head (3.11+) */
-	/* PyThreadState */
-	int32_t ts_next;
-	int32_t ts_interp;
-	int32_t ts_frame;	      /* frame (<= 3.10) */
-	int32_t ts_cframe;	      /* cframe (3.11, 3.12) */
-	int32_t cframe_current_frame; /* _PyCFrame.current_frame (3.11, 3.12) */
-	int32_t ts_current_frame;     /* current_frame (3.13+) */
-	int32_t ts_thread_id;
-	int32_t ts_native_thread_id; /* 3.11+ */
-	/* PyFrameObject (<= 3.10) or _PyInterpreterFrame (3.11+) */
-	int32_t frame_back;	  /* f_back / previous */
-	int32_t frame_code;	  /* f_code / f_executable */
-	int32_t frame_lasti;	  /* f_lasti / prev_instr / instr_ptr */
-	int32_t frame_owner;	  /* owner (3.11+) */
-	int32_t frame_is_entry;	  /* is_entry (3.11) */
-	int32_t frame_localsplus; /* f_localsplus (<= 3.10) / localsplus */
-	/* PyCodeObject */
-	int32_t code_argcount;
-	int32_t code_varnames; /* co_varnames (<= 3.10) / co_localsplusnames (3.11+) */
-	int32_t code_filename;
-	int32_t code_name;
-	int32_t code_qualname; /* 3.11+ */
-	int32_t code_firstlineno;
-	int32_t code_linetable; /* co_lnotab (<= 3.9) / co_linetable (3.10+) */
-	int32_t code_adaptive;	/* co_code_adaptive (3.11+) */
-	/* objects */
-	int32_t obj_type;	    /* PyObject.ob_type */
-	int32_t type_name;	    /* PyTypeObject.tp_name (char *) */
-	int32_t type_flags;	    /* PyTypeObject.tp_flags */
-	int32_t tuple_item;	    /* PyTupleObject.ob_item */
-	int32_t var_size;	    /* PyVarObject.ob_size */
-	int32_t bytes_sval;	    /* PyBytesObject.ob_sval (3.x) / PyStringObject.ob_sval (2.7) */
-	int32_t unicode_length;	    /* PyASCIIObject.length (3.x) */
-	int32_t unicode_state;	    /* PyASCIIObject.state (3.x) */
-	int32_t unicode_ascii_size; /* sizeof(PyASCIIObject) (3.x) */
-	int32_t unicode_compact_size; /* sizeof(PyCompactUnicodeObject) (3.x) */
+#define PY_LAYOUT_FIELD(name) int32_t name;
+	PY_LAYOUT_FIELDS(PY_LAYOUT_FIELD)
+#undef PY_LAYOUT_FIELD
 };
 
 /* One row of the generated table. */

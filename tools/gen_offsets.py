@@ -142,13 +142,14 @@ def read(path):
 
 
 def layout_fields():
-    """The members of struct py_layout, in declaration order."""
+    """The members of struct py_layout, in declaration order: the
+    PY_LAYOUT_FIELDS list the struct is made from."""
     text = read(os.path.join(REPO, "src/pyoffsets.h"))
-    m = re.search(r"struct py_layout \{(.*?)\n\};", text, re.S)
+    m = re.search(r"#define PY_LAYOUT_FIELDS\(X\)(.*?)\n\n", text, re.S)
     if not m:
-        raise GenError("src/pyoffsets.h: struct py_layout not found")
+        raise GenError("src/pyoffsets.h: PY_LAYOUT_FIELDS not found")
     body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
-    fields = re.findall(r"^\s*int32_t\s+(\w+)\s*;", body, re.M)
+    fields = re.findall(r"\bX\((\w+)\)", body)
     if not fields:
         raise GenError("src/pyoffsets.h: struct py_layout has no int32_t fields")
     missing = [f for f in fields if f not in RULES]
