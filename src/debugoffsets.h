@@ -23,6 +23,14 @@
 #define PY_DEBUG_OFFSETS_COOKIE_LEN 8
 #define PY_DEBUG_OFFSETS_VERSION_POS 8
 
+/* Whether major.minor starts _PyRuntime with _Py_DebugOffsets (3.13+,
+ * gh-107851): where taipan takes the layout from the process instead of
+ * the generated table. The one place that knows the cut-over. */
+static inline int py_has_debug_offsets(unsigned int major, unsigned int minor)
+{
+	return major > 3 || (major == 3 && minor >= 13);
+}
+
 /*
  * The _Py_DebugOffsets members taipan reads, as X(ID, sub_struct, member).
  * tools/gen_offsets.py parses this list and asks DWARF for the position of

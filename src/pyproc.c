@@ -271,10 +271,11 @@ struct elf_facts {
 static void read_version(struct elf_file *ef, const char *file_name, struct elf_facts *f)
 {
 	uint64_t v, size, hex = 0;
-	char cookie[8];
+	char cookie[PY_DEBUG_OFFSETS_COOKIE_LEN];
 	unsigned int a, b, c;
-	if (f->runtime && !elf_file_read(ef, f->runtime, cookie, 8) &&
-	    !memcmp(cookie, "xdebugpy", 8) && !elf_file_read(ef, f->runtime + 8, &hex, 8)) {
+	if (f->runtime && !elf_file_read(ef, f->runtime, cookie, sizeof(cookie)) &&
+	    !memcmp(cookie, PY_DEBUG_OFFSETS_COOKIE, sizeof(cookie)) &&
+	    !elf_file_read(ef, f->runtime + PY_DEBUG_OFFSETS_VERSION_POS, &hex, 8)) {
 		f->version_source = "_Py_DebugOffsets";
 	} else if (!elf_file_symbol(ef, "Py_Version", &v, &size) &&
 		   !elf_file_read(ef, v, &hex, 8)) {
@@ -691,7 +692,7 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 
 	/* The offsets: the process's own _Py_DebugOffsets from 3.13 on, the
 	 * generated table before. Never a neighbouring version's row. */
-	if (pp->major == 3 && pp->minor >= 13) {
+	if (py_has_debug_offsets(pp->major, pp->minor)) {
 		uint8_t buf[2048];
 		size_t want = sizeof(buf);
 		if (!pp->runtime_addr) {

@@ -14,6 +14,7 @@
 #include "linetable.h"
 #include "memread.h"
 #include "symbolize.h"
+#include "walk/cpython.h"
 
 #define MAX_STR 1024		/* longest name or file name kept */
 #define MAX_LINETABLE (1 << 20) /* longest line table read */
@@ -189,7 +190,9 @@ static char *read_str(const struct symbolizer *sz, uint64_t obj)
 		return NULL;
 	if (len > MAX_STR)
 		len = MAX_STR;
-	unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+	unsigned kind = (state >> PY_STATE_KIND_SHIFT) & PY_STATE_KIND_MASK,
+		 compact = (state >> PY_STATE_COMPACT_SHIFT) & 1,
+		 ascii = (state >> PY_STATE_ASCII_SHIFT) & 1;
 	if (!compact || (kind != 1 && kind != 2 && kind != 4))
 		return NULL;
 	uint64_t data = obj + (uint64_t)(ascii ? l->unicode_ascii_size : l->unicode_compact_size);

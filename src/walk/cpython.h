@@ -26,9 +26,4 @@
 #define PY_STATE_COMPACT_SHIFT 5
 #define PY_STATE_ASCII_SHIFT 6
 
-/* Python/pystate.c, _PyRuntime: the cookie that starts _Py_DebugOffsets
- * (3.13+), checked before any field of it is trusted. */
-#define PY_DEBUG_OFFSETS_COOKIE "xdebugpy"
-#define PY_DEBUG_OFFSETS_COOKIE_LEN 8
-
 #endif /* TAIPAN_WALK_CPYTHON_H */
