@@ -1,7 +1,7 @@
 /* session.c - events from the ring buffer become stacks in the profile.
  *
  * Samples are symbolized as they arrive, not at the end, so that processes
- * that exit during the recording keep their names (DESIGN.md decision 6).
+ * that exit during the recording keep their names (doc/DESIGN.md decision 6).
  */
 #include <dirent.h>
 #include <errno.h>

@@ -52,7 +52,7 @@
 #define TP_ANNOUNCE_NS 1000000000ULL
 
 /* What the frame walker must know about one Python version's memory layout:
- * flags and offsets, never a version number (DESIGN.md decision 1). */
+ * flags and offsets, never a version number (doc/DESIGN.md decision 1). */
 enum tp_layout_flags {
 	TP_LF_INTERP_FRAME = 1 << 0, /* frames are _PyInterpreterFrame (3.11+) */
 	TP_LF_CFRAME = 1 << 1,	     /* top frame is tstate->cframe->current_frame (3.11, 3.12) */
@@ -122,7 +122,7 @@ enum tp_frame_flags {
 };
 
 /* One Python frame as BPF saw it. Symbols and lines are resolved in user space
- * (DESIGN.md decision 6): this is cheap, fixed-size, and version-neutral. */
+ * (doc/DESIGN.md decision 6): this is cheap, fixed-size, and version-neutral. */
 struct tp_frame {
 	__u64 code;  /* PyCodeObject address */
 	__u64 aux;   /* TP_LF_SELF_CLASS: the class of the first local, else 0 */

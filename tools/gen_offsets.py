@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gen_offsets.py - writes taipan's CPython layout tables from the DWARF of real builds.
 
-No offset in taipan is typed by hand (DESIGN.md decision 2). This tool asks gdb
+No offset in taipan is typed by hand (doc/DESIGN.md decision 2). This tool asks gdb
 for `&((T *)0)->member` and `sizeof(T)` against the DWARF of each pyenv-built
 libpython, which evaluates the expressions from debug info alone and never runs
 the interpreter. It writes three files:

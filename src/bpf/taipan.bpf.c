@@ -9,7 +9,7 @@
  *
  * Everything that depends on the Python version arrives as data in the procs
  * map (struct tp_proc): offsets plus capability flags. Nothing here compares
- * version numbers (DESIGN.md decision 1). Every way a walk can fail has a
+ * version numbers (doc/DESIGN.md decision 1). Every way a walk can fail has a
  * counter, and the sample is still sent with what was read (decision 9).
  */
 #include "vmlinux.h"

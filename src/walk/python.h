@@ -22,7 +22,7 @@
  * to the buffer's size, loops have constant bounds, and where versions differ
  * the difference is a mask computed once, not a branch per frame. Those
  * masks also keep a user-space build inside its buffers whatever the target's
- * memory holds. Nothing here compares a version number (DESIGN.md decision
+ * memory holds. Nothing here compares a version number (doc/DESIGN.md decision
  * 1): what varies arrives in struct tp_proc.
  */
 #ifndef TAIPAN_WALK_PYTHON_H
