@@ -11,6 +11,7 @@
 
 #include "debugoffsets.h"
 #include "elfsym.h"
+#include "log.h"
 #include "memread.h"
 #include "procmaps.h"
 #include "pyproc.h"
@@ -724,6 +725,8 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 			ret = -ENOTSUP;
 			goto out;
 		}
+		if (perr[0]) /* positions of an older minor: worth a line with -v */
+			log_debug("pid %d: Python %s: %s", pid, pp->version, perr);
 		pp->layout_source = "_Py_DebugOffsets read from the process";
 	} else {
 		const struct py_layout_entry *row = py_layout_find(pp->major, pp->minor);
