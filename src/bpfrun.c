@@ -16,6 +16,10 @@
 #include "bpfrun.h"
 #include "taipan.skel.h"
 
+/* bpfrun_handler is handed to libbpf as is, without a cast. */
+_Static_assert(__builtin_types_compatible_p(bpfrun_handler, ring_buffer_sample_fn),
+	       "bpfrun_handler must be libbpf's ring_buffer_sample_fn");
+
 struct bpfrun {
 	struct taipan_bpf *skel;
 	struct ring_buffer *rb;
@@ -122,8 +126,7 @@ int bpfrun_open(const struct bpfrun_opts *o, bpfrun_handler fn, void *ctx, struc
 		snprintf(err, errlen, "cannot fill the tail-call table: %s", strerror(-ret));
 		goto fail;
 	}
-	br->rb = ring_buffer__new(bpf_map__fd(br->skel->maps.events), (ring_buffer_sample_fn)fn,
-				  ctx, NULL);
+	br->rb = ring_buffer__new(bpf_map__fd(br->skel->maps.events), fn, ctx, NULL);
 	if (!br->rb) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot open the ring buffer: %s", strerror(-ret));

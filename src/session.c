@@ -430,7 +430,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	return ret;
 }
 
-static int on_event(void *ctx, const void *data, size_t size)
+static int on_event(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
 	const struct tp_event *ev = data;
