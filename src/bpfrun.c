@@ -148,11 +148,17 @@ int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
 		return ret;
 	}
 	br->perf_links = calloc((size_t)br->ncpus, sizeof(*br->perf_links));
-	br->perf_fds = calloc((size_t)br->ncpus, sizeof(*br->perf_fds));
-	if (!br->perf_links || !br->perf_fds)
-		return -ENOMEM;
-	for (int cpu = 0; cpu < br->ncpus; cpu++) {
+	br->perf_fds = malloc((size_t)br->ncpus * sizeof(*br->perf_fds));
+	/* Every slot says "no descriptor" before anything can fail:
+	 * bpfrun_free() closes each one that is >= 0, and zeros would be
+	 * fd 0 for every CPU the loop below never reached. */
+	for (int cpu = 0; br->perf_fds && cpu < br->ncpus; cpu++)
 		br->perf_fds[cpu] = -1;
+	if (!br->perf_links || !br->perf_fds) {
+		snprintf(err, errlen, "cannot attach the perf events: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (int cpu = 0; cpu < br->ncpus; cpu++) {
 		struct perf_event_attr attr = {
 		    .type = PERF_TYPE_SOFTWARE,
 		    .size = sizeof(attr),
