@@ -6,7 +6,9 @@
 #   make SAN=1 ...  the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/san)
 #   make test-lsan  the unit and functional tests under LeakSanitizer (build/lsan)
 #   make fuzz       libFuzzer over every parser of untrusted input (tests/fuzz/fuzz.mk)
-#   make install    bin/taipan and share/man/man1/taipan.1 under PREFIX (/usr/local), DESTDIR honoured
+#   make install    bin/taipan, share/man/man1/taipan.1 and the agent's systemd unit under
+#                   PREFIX (/usr/local); DESTDIR and MANDIR honoured
+#   make uninstall  removes exactly those files (same PREFIX, DESTDIR, MANDIR)
 
 CC ?= gcc
 CLANG ?= clang
@@ -30,7 +32,15 @@ endif
 GEN := build/gen
 
 CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(SANFLAGS) \
+# Hardening, for a root daemon that parses memory its targets control: stack
+# canaries, and glibc's checked string and memory calls where sizes are known.
+# FORTIFY needs optimization (it warns, so fails -Werror, without it); the
+# -U first keeps a toolchain that defines it already from warning too.
+HARDEN = -fstack-protector-strong
+ifneq ($(filter -O -O1 -O2 -O3 -Os -Og -Ofast,$(CFLAGS)),)
+HARDEN += -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2
+endif
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(HARDEN) $(SANFLAGS) \
 	  -Isrc -I$(GEN) -MMD -MP
 LDLIBS += -lbpf -lelf -lz -lprotobuf-c -ljansson -lncursesw -lmicrohttpd -lcurl -lpthread
 LDFLAGS += $(SANFLAGS)
@@ -45,7 +55,8 @@ LIB_OBJS += $(BUILD)/obj/html_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all deps roots run check test unit functional test-san test-lsan lint format clean install offsets demo bench
+.PHONY: all deps roots run check test unit functional test-san test-lsan lint format clean install \
+	uninstall offsets demo bench
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/taipan
@@ -168,12 +179,19 @@ format:
 	clang-format -i src/*.c src/*.h src/bpf/*.c src/walk/*.h tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
 
 MANDIR ?= $(PREFIX)/share/man
+# What install puts in place, and so exactly what uninstall removes.
+INSTALLED_BIN = $(DESTDIR)$(PREFIX)/bin/taipan
+INSTALLED_MAN = $(DESTDIR)$(MANDIR)/man1/taipan.1
+INSTALLED_UNIT = $(DESTDIR)$(PREFIX)/lib/systemd/system/taipan-agent.service
 
 install: $(BUILD)/taipan
-	install -D -m 0755 $(BUILD)/taipan $(DESTDIR)$(PREFIX)/bin/taipan
-	install -D -m 0644 doc/taipan.1 $(DESTDIR)$(MANDIR)/man1/taipan.1
-	install -D -m 0644 dist/taipan-agent.service \
-		$(DESTDIR)$(PREFIX)/lib/systemd/system/taipan-agent.service
+	install -D -m 0755 $(BUILD)/taipan $(INSTALLED_BIN)
+	install -D -m 0644 doc/taipan.1 $(INSTALLED_MAN)
+	install -D -m 0644 dist/taipan-agent.service $(INSTALLED_UNIT)
+
+# The files only: the directories may hold other things.
+uninstall:
+	rm -f $(INSTALLED_BIN) $(INSTALLED_MAN) $(INSTALLED_UNIT)
 
 clean:
 	rm -rf build
