@@ -15,6 +15,7 @@ CLANG ?= clang
 BPFTOOL ?= bpftool
 PROTOC_C ?= protoc-c
 PYTHON ?= /usr/bin/python3
+PKG_CONFIG ?= pkg-config
 PREFIX ?= /usr/local
 
 SAN ?=
@@ -40,9 +41,17 @@ HARDEN = -fstack-protector-strong
 ifneq ($(filter -O -O1 -O2 -O3 -Os -Og -Ofast,$(CFLAGS)),)
 HARDEN += -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2
 endif
+# The libraries' flags come from pkg-config (uthash is headers only). Errors
+# are kept quiet here, where make deps must still run on a machine that
+# lacks the packages; pkg-check says what is missing before a compile.
+PKGS := libbpf libelf zlib libprotobuf-c jansson ncursesw libmicrohttpd libcurl
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(HARDEN) $(SANFLAGS) \
-	  -Isrc -I$(GEN) -MMD -MP
-LDLIBS += -lbpf -lelf -lz -lprotobuf-c -ljansson -lncursesw -lmicrohttpd -lcurl -lpthread
+	  -Isrc -I$(GEN) $(PKG_CFLAGS) -MMD -MP
+LDLIBS += $(PKG_LIBS) -lpthread
 LDFLAGS += $(SANFLAGS)
 
 BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_x86 -D__BPF__ -Isrc -I$(GEN) -Wall -Werror
@@ -56,7 +65,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
 .PHONY: all deps roots run check test unit functional test-san test-lsan lint format clean install \
-	uninstall offsets demo bench
+	uninstall offsets demo bench pkg-check
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/taipan
@@ -94,11 +103,17 @@ $(GEN)/html_assets.c: $(HTML_ASSETS)
 	  done; } > $@.$$$$.tmp && mv $@.$$$$.tmp $@
 
 # --- user space -----------------------------------------------------------------
+# Names the libraries pkg-config does not know, rather than letting the
+# compiler fail on a missing header.
+pkg-check:
+	@$(PKG_CONFIG) --exists --print-errors $(PKGS) || \
+	  { echo "missing libraries: make deps installs them" >&2; exit 1; }
+
 $(BUILD)/obj/profile.pb-c.o: $(GEN)/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
 
-$(BUILD)/obj/%.o: src/%.c | $(GEN)/profile.pb-c.h
+$(BUILD)/obj/%.o: src/%.c | $(GEN)/profile.pb-c.h pkg-check
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -118,7 +133,8 @@ $(BUILD)/taipan: $(BUILD)/obj/main.o $(BUILD)/libtaipan.a
 # --- tests ----------------------------------------------------------------------
 $(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS) \
+		$(CMOCKA_LIBS)
 
 unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
