@@ -6,6 +6,7 @@
 #   make SAN=1 ...  the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/san)
 #   make test-lsan  the unit and functional tests under LeakSanitizer (build/lsan)
 #   make fuzz       libFuzzer over every parser of untrusted input (tests/fuzz/fuzz.mk)
+#   make vmlinux    regenerate the vendored src/bpf/vmlinux/x86/vmlinux.h from this kernel
 #   make install    bin/taipan, share/man/man1/taipan.1 and the agent's systemd unit under
 #                   PREFIX (/usr/local); DESTDIR and MANDIR honoured
 #   make uninstall  removes exactly those files (same PREFIX, DESTDIR, MANDIR)
@@ -54,7 +55,13 @@ CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(HARDEN) $(SANFLAGS) \
 LDLIBS += $(PKG_LIBS) -lpthread
 LDFLAGS += $(SANFLAGS)
 
-BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_x86 -D__BPF__ -Isrc -I$(GEN) -Wall -Werror
+# The kernel's types come from a vendored vmlinux.h (src/bpf/vmlinux/), not
+# from the build host's kernel: CO-RE relocates them against the running
+# kernel at load time, so building needs no /sys/kernel/btf.
+BPF_ARCH = x86
+VMLINUX_H = src/bpf/vmlinux/$(BPF_ARCH)/vmlinux.h
+BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -D__BPF__ -Isrc \
+	     -I$(dir $(VMLINUX_H)) -I$(GEN) -Wall -Werror
 
 LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(BUILD)/obj/profile.pb-c.o
@@ -65,21 +72,25 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
 .PHONY: all deps roots run check test unit functional test-san test-lsan lint format clean install \
-	uninstall offsets demo bench pkg-check
+	uninstall offsets demo bench pkg-check vmlinux
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/taipan
 
 # --- generated headers ---------------------------------------------------------
-$(GEN)/vmlinux.h:
-	@mkdir -p $(GEN)
-	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+# Regenerates the vendored vmlinux.h from this machine's kernel (committed;
+# see src/bpf/vmlinux/README). Not part of any build.
+vmlinux:
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $(VMLINUX_H).tmp && \
+	  mv $(VMLINUX_H).tmp $(VMLINUX_H)
 
 $(GEN)/profile.pb-c.c $(GEN)/profile.pb-c.h: src/profile.proto
 	@mkdir -p $(GEN)
 	cd src && $(PROTOC_C) --c_out=../$(GEN) profile.proto
 
-$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h src/walk/*.h) $(GEN)/vmlinux.h
+$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h src/walk/*.h) \
+		    $(VMLINUX_H)
+	@mkdir -p $(GEN)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(GEN)/taipan.skel.h: $(GEN)/taipan.bpf.o
