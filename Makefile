@@ -3,6 +3,7 @@
 #   make            build build/taipan
 #   make run        install missing packages, build, profile the built-in demo
 #   make check      install missing packages, build, run every test (what CI runs)
+#   make quick      the fast lane: lint, build, unit tests; no root, network or apt
 #   make SAN=1 ...  the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/san)
 #   make test-lsan  the unit and functional tests under LeakSanitizer (build/lsan)
 #   make fuzz       libFuzzer over every parser of untrusted input (tests/fuzz/fuzz.mk)
@@ -71,7 +72,7 @@ LIB_OBJS += $(BUILD)/obj/html_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all deps roots run check test unit functional test-san test-lsan lint format clean install \
+.PHONY: all quick deps roots run check test unit functional test-san test-lsan lint format clean install \
 	uninstall offsets demo bench pkg-check vmlinux
 .DELETE_ON_ERROR:
 
@@ -153,6 +154,13 @@ unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 # test_html.py writes its 100,000-stack page with the unit-test binary.
 functional: $(BUILD)/taipan $(BUILD)/tests/test_output_html
 	TAIPAN=$(abspath $(BUILD)/taipan) $(PYTHON) -m pytest -q -ra tests/functional
+
+# The fast lane, for every edit: nothing installed, no root (the unit tests
+# that load BPF skip without it), no network, no test roots.
+quick:
+	$(MAKE) lint
+	$(MAKE) all
+	$(MAKE) unit
 
 test: roots
 	$(MAKE) unit
