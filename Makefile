@@ -3,16 +3,21 @@
 #   make            build build/taipan
 #   make run        install missing packages, build, profile the built-in demo
 #   make check      install missing packages, build, run every test (what CI runs)
+#   make quick      the fast lane: lint, build, unit tests; no root, network or apt
 #   make SAN=1 ...  the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/san)
 #   make test-lsan  the unit and functional tests under LeakSanitizer (build/lsan)
 #   make fuzz       libFuzzer over every parser of untrusted input (tests/fuzz/fuzz.mk)
-#   make install    bin/taipan and share/man/man1/taipan.1 under PREFIX (/usr/local), DESTDIR honoured
+#   make vmlinux    regenerate the vendored src/bpf/vmlinux/x86/vmlinux.h from this kernel
+#   make install    bin/taipan, share/man/man1/taipan.1 and the agent's systemd unit under
+#                   PREFIX (/usr/local); DESTDIR and MANDIR honoured
+#   make uninstall  removes exactly those files (same PREFIX, DESTDIR, MANDIR)
 
 CC ?= gcc
 CLANG ?= clang
 BPFTOOL ?= bpftool
 PROTOC_C ?= protoc-c
 PYTHON ?= /usr/bin/python3
+PKG_CONFIG ?= pkg-config
 PREFIX ?= /usr/local
 
 SAN ?=
@@ -30,12 +35,34 @@ endif
 GEN := build/gen
 
 CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(SANFLAGS) \
-	  -Isrc -I$(GEN) -MMD -MP
-LDLIBS += -lbpf -lelf -lz -lprotobuf-c -ljansson -lncursesw -lmicrohttpd -lcurl -lpthread
+# Hardening, for a root daemon that parses memory its targets control: stack
+# canaries, and glibc's checked string and memory calls where sizes are known.
+# FORTIFY needs optimization (it warns, so fails -Werror, without it); the
+# -U first keeps a toolchain that defines it already from warning too.
+HARDEN = -fstack-protector-strong
+ifneq ($(filter -O -O1 -O2 -O3 -Os -Og -Ofast,$(CFLAGS)),)
+HARDEN += -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=2
+endif
+# The libraries' flags come from pkg-config (uthash is headers only). Errors
+# are kept quiet here, where make deps must still run on a machine that
+# lacks the packages; pkg-check says what is missing before a compile.
+PKGS := libbpf libelf zlib libprotobuf-c jansson ncursesw libmicrohttpd libcurl
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
+CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(HARDEN) $(SANFLAGS) \
+	  -Isrc -I$(GEN) $(PKG_CFLAGS) -MMD -MP
+LDLIBS += $(PKG_LIBS) -lpthread
 LDFLAGS += $(SANFLAGS)
 
-BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_x86 -D__BPF__ -Isrc -I$(GEN) -Wall -Werror
+# The kernel's types come from a vendored vmlinux.h (src/bpf/vmlinux/), not
+# from the build host's kernel: CO-RE relocates them against the running
+# kernel at load time, so building needs no /sys/kernel/btf.
+BPF_ARCH = x86
+VMLINUX_H = src/bpf/vmlinux/$(BPF_ARCH)/vmlinux.h
+BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -D__BPF__ -Isrc \
+	     -I$(dir $(VMLINUX_H)) -I$(GEN) -Wall -Werror
 
 LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c))
 LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(BUILD)/obj/profile.pb-c.o
@@ -45,21 +72,26 @@ LIB_OBJS += $(BUILD)/obj/html_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all deps roots run check test unit functional test-san test-lsan lint format clean install offsets demo bench
+.PHONY: all quick deps roots run check test unit functional test-san test-lsan lint format clean install \
+	uninstall offsets demo bench pkg-check vmlinux
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/taipan
 
 # --- generated headers ---------------------------------------------------------
-$(GEN)/vmlinux.h:
-	@mkdir -p $(GEN)
-	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+# Regenerates the vendored vmlinux.h from this machine's kernel (committed;
+# see src/bpf/vmlinux/README). Not part of any build.
+vmlinux:
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $(VMLINUX_H).tmp && \
+	  mv $(VMLINUX_H).tmp $(VMLINUX_H)
 
 $(GEN)/profile.pb-c.c $(GEN)/profile.pb-c.h: src/profile.proto
 	@mkdir -p $(GEN)
 	cd src && $(PROTOC_C) --c_out=../$(GEN) profile.proto
 
-$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h src/walk/*.h) $(GEN)/vmlinux.h
+$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h src/walk/*.h) \
+		    $(VMLINUX_H)
+	@mkdir -p $(GEN)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
 $(GEN)/taipan.skel.h: $(GEN)/taipan.bpf.o
@@ -83,11 +115,17 @@ $(GEN)/html_assets.c: $(HTML_ASSETS)
 	  done; } > $@.$$$$.tmp && mv $@.$$$$.tmp $@
 
 # --- user space -----------------------------------------------------------------
+# Names the libraries pkg-config does not know, rather than letting the
+# compiler fail on a missing header.
+pkg-check:
+	@$(PKG_CONFIG) --exists --print-errors $(PKGS) || \
+	  { echo "missing libraries: make deps installs them" >&2; exit 1; }
+
 $(BUILD)/obj/profile.pb-c.o: $(GEN)/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
 
-$(BUILD)/obj/%.o: src/%.c | $(GEN)/profile.pb-c.h
+$(BUILD)/obj/%.o: src/%.c | $(GEN)/profile.pb-c.h pkg-check
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -107,7 +145,8 @@ $(BUILD)/taipan: $(BUILD)/obj/main.o $(BUILD)/libtaipan.a
 # --- tests ----------------------------------------------------------------------
 $(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) $(CMOCKA_CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS) \
+		$(CMOCKA_LIBS)
 
 # Tools that work beside taipan: taipan-capture writes the captured-memory
 # fixtures of tests/unit/test_captures.c.
@@ -121,6 +160,13 @@ unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 # test_html.py writes its 100,000-stack page with the unit-test binary.
 functional: $(BUILD)/taipan $(BUILD)/tests/test_output_html
 	TAIPAN=$(abspath $(BUILD)/taipan) $(PYTHON) -m pytest -q -ra tests/functional
+
+# The fast lane, for every edit: nothing installed, no root (the unit tests
+# that load BPF skip without it), no network, no test roots.
+quick:
+	$(MAKE) lint
+	$(MAKE) all
+	$(MAKE) unit
 
 test: roots
 	$(MAKE) unit
@@ -174,12 +220,19 @@ format:
 	clang-format -i src/*.c src/*.h src/bpf/*.c src/walk/*.h tools/*.c tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
 
 MANDIR ?= $(PREFIX)/share/man
+# What install puts in place, and so exactly what uninstall removes.
+INSTALLED_BIN = $(DESTDIR)$(PREFIX)/bin/taipan
+INSTALLED_MAN = $(DESTDIR)$(MANDIR)/man1/taipan.1
+INSTALLED_UNIT = $(DESTDIR)$(PREFIX)/lib/systemd/system/taipan-agent.service
 
 install: $(BUILD)/taipan
-	install -D -m 0755 $(BUILD)/taipan $(DESTDIR)$(PREFIX)/bin/taipan
-	install -D -m 0644 doc/taipan.1 $(DESTDIR)$(MANDIR)/man1/taipan.1
-	install -D -m 0644 dist/taipan-agent.service \
-		$(DESTDIR)$(PREFIX)/lib/systemd/system/taipan-agent.service
+	install -D -m 0755 $(BUILD)/taipan $(INSTALLED_BIN)
+	install -D -m 0644 doc/taipan.1 $(INSTALLED_MAN)
+	install -D -m 0644 dist/taipan-agent.service $(INSTALLED_UNIT)
+
+# The files only: the directories may hold other things.
+uninstall:
+	rm -f $(INSTALLED_BIN) $(INSTALLED_MAN) $(INSTALLED_UNIT)
 
 clean:
 	rm -rf build

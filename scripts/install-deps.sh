@@ -6,7 +6,7 @@ set -euo pipefail
 # package: what it is for (the README's dependency table says the same)
 pkgs=(
   make gcc clang llvm pkg-config    # user space (gcc) and the BPF objects (clang)
-  bpftool                           # vmlinux.h from the kernel's BTF, BPF skeletons
+  bpftool                           # BPF skeletons; make vmlinux
   libbpf-dev                        # loading BPF, CO-RE relocation, ring buffer
   libelf-dev                        # ELF symbols, sections, program headers
   zlib1g-dev                        # gzip of pprof output

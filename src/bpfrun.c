@@ -16,6 +16,10 @@
 #include "bpfrun.h"
 #include "taipan.skel.h"
 
+/* bpfrun_handler is handed to libbpf as is, without a cast. */
+_Static_assert(__builtin_types_compatible_p(bpfrun_handler, ring_buffer_sample_fn),
+	       "bpfrun_handler must be libbpf's ring_buffer_sample_fn");
+
 struct bpfrun {
 	struct taipan_bpf *skel;
 	struct ring_buffer *rb;
@@ -122,8 +126,7 @@ int bpfrun_open(const struct bpfrun_opts *o, bpfrun_handler fn, void *ctx, struc
 		snprintf(err, errlen, "cannot fill the tail-call table: %s", strerror(-ret));
 		goto fail;
 	}
-	br->rb = ring_buffer__new(bpf_map__fd(br->skel->maps.events), (ring_buffer_sample_fn)fn,
-				  ctx, NULL);
+	br->rb = ring_buffer__new(bpf_map__fd(br->skel->maps.events), fn, ctx, NULL);
 	if (!br->rb) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot open the ring buffer: %s", strerror(-ret));
@@ -145,11 +148,17 @@ int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
 		return ret;
 	}
 	br->perf_links = calloc((size_t)br->ncpus, sizeof(*br->perf_links));
-	br->perf_fds = calloc((size_t)br->ncpus, sizeof(*br->perf_fds));
-	if (!br->perf_links || !br->perf_fds)
-		return -ENOMEM;
-	for (int cpu = 0; cpu < br->ncpus; cpu++) {
+	br->perf_fds = malloc((size_t)br->ncpus * sizeof(*br->perf_fds));
+	/* Every slot says "no descriptor" before anything can fail:
+	 * bpfrun_free() closes each one that is >= 0, and zeros would be
+	 * fd 0 for every CPU the loop below never reached. */
+	for (int cpu = 0; br->perf_fds && cpu < br->ncpus; cpu++)
 		br->perf_fds[cpu] = -1;
+	if (!br->perf_links || !br->perf_fds) {
+		snprintf(err, errlen, "cannot attach the perf events: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (int cpu = 0; cpu < br->ncpus; cpu++) {
 		struct perf_event_attr attr = {
 		    .type = PERF_TYPE_SOFTWARE,
 		    .size = sizeof(attr),

@@ -17,8 +17,10 @@ struct bpfrun_opts {
 	unsigned int rate_hz; /* samples per second per CPU */
 };
 
-/* Called for each ring-buffer record; return non-zero to stop consuming. */
-typedef int (*bpfrun_handler)(void *ctx, const void *data, size_t size);
+/* Called for each ring-buffer record; return non-zero to stop consuming.
+ * Exactly libbpf's ring_buffer_sample_fn, which calls it: data is not const
+ * there, and a call through a pointer of another type is undefined. */
+typedef int (*bpfrun_handler)(void *ctx, void *data, size_t size);
 
 /* Opens and loads the BPF programs and maps. Returns 0, or a negative errno
  * with a one-line explanation in err (missing privileges, old kernel, …). */

@@ -252,7 +252,7 @@ struct agent {
 	struct waiter waiters[MAX_WAITING];
 	unsigned int nwaiters;
 	uint64_t windows, empty_windows;
-	bool merge_failed, cut_failed; /* logged once */
+	bool merge_failed, cut_failed, poll_failed; /* logged once */
 
 	pthread_mutex_t mu;
 	struct snapshot snap;
@@ -296,7 +296,13 @@ static void merge_into(struct agent *a, struct profile *dst, const struct profil
 static void cut(struct agent *a)
 {
 	/* What the ring buffer holds belongs before the cut. */
-	session_poll(a->s, 0);
+	int ret = session_poll(a->s, 0);
+	if (ret && !a->poll_failed) {
+		a->poll_failed = true;
+		agentlog("warning: reading samples before a cut: %s; the profile may miss "
+			 "some; said once",
+			 strerror(-ret));
+	}
 	struct profile *piece = session_take_profile(a->s);
 	if (!piece) {
 		/* The session keeps aggregating; the next cut takes it. */

@@ -310,8 +310,12 @@ int cmd_record(int argc, char **argv)
 	}
 	if (a.cmd) {
 		/* Orphaned grandchildren come back to us, so none is left
-		 * behind as a zombie. */
-		prctl(PR_SET_CHILD_SUBREAPER, 1);
+		 * behind as a zombie. Without it they go to init, which reaps
+		 * them too: worth a note, not a failure. */
+		if (prctl(PR_SET_CHILD_SUBREAPER, 1))
+			log_debug("cannot become a child subreaper: %s; orphaned "
+				  "grandchildren of %s go to init",
+				  strerror(errno), a.cmd[0]);
 		child = spawn_gated(a.cmd, &gate);
 		if (child < 0) {
 			log_error("cannot start %s: %s", a.cmd[0], strerror(-child));
@@ -384,7 +388,10 @@ int cmd_record(int argc, char **argv)
 		}
 	}
 	/* What the ring still holds belongs to the profile. */
-	session_poll(s, 0);
+	int last = session_poll(s, 0);
+	if (last)
+		log_warn("reading the last samples: %s; the profile may miss them",
+			 strerror(-last));
 	if (show)
 		progress(s, elapsed, true);
 

@@ -202,6 +202,19 @@ static void account_early(struct session *s, struct sproc *p)
 		s->st.lost_early += n;
 }
 
+/* Tells BPF that pid is not to be walked. On failure BPF keeps announcing
+ * the pid (at most once per TP_ANNOUNCE_NS) and counting its samples as
+ * unknown, which costs a little and loses nothing: said in verbose mode. */
+static void mark_not_python(struct session *s, pid_t pid)
+{
+	struct tp_proc marker = {.kind = TP_PROC_NOT_PYTHON};
+	int ret = bpfrun_set_proc(s->br, (uint32_t)pid, &marker);
+	if (ret)
+		log_debug("pid %d: cannot mark it as not Python in BPF: %s; BPF keeps "
+			  "announcing it",
+			  pid, strerror(-ret));
+}
+
 /* Classifies pid and tells BPF. Returns 0 when it is now known (Python or
  * not), -EAGAIN when it should be looked at again soon. */
 static int classify(struct session *s, struct sproc *p, bool require_python, char *err,
@@ -214,8 +227,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		read_cgroup(p);
 	if (!ret && !wanted(s, p)) {
 		p->state = SP_OTHER;
-		struct tp_proc ignore = {.kind = TP_PROC_NOT_PYTHON};
-		bpfrun_set_proc(s->br, (uint32_t)p->pid, &ignore);
+		mark_not_python(s, p->pid);
 		return 0;
 	}
 	if (!ret) {
@@ -253,8 +265,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 			log_warn("%s", msg);
 	}
 	p->state = SP_OTHER;
-	struct tp_proc other = {.kind = TP_PROC_NOT_PYTHON};
-	bpfrun_set_proc(s->br, (uint32_t)p->pid, &other);
+	mark_not_python(s, p->pid);
 	return ret;
 }
 
@@ -278,7 +289,11 @@ static void discover(struct session *s, pid_t pid)
 	if (p && p->state == SP_PYTHON) {
 		/* BPF forgot it (evicted, or an exec we have not read yet): tell
 		 * it again, and account for what it sampled meanwhile. */
-		bpfrun_set_proc(s->br, (uint32_t)pid, &p->pp.tp);
+		int ret = bpfrun_set_proc(s->br, (uint32_t)pid, &p->pp.tp);
+		if (ret)
+			log_debug("pid %d: cannot register with BPF again: %s; BPF counts its "
+				  "samples as unknown until it announces it again",
+				  pid, strerror(-ret));
 		account_early(s, p);
 		return;
 	}
@@ -430,7 +445,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	return ret;
 }
 
-static int on_event(void *ctx, const void *data, size_t size)
+static int on_event(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
 	const struct tp_event *ev = data;

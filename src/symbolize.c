@@ -275,7 +275,11 @@ static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, st
 	    field_ptr(obj, (size_t)hi, l->code_qualname >= 0 ? l->code_qualname : l->code_name);
 	id->file = field_ptr(obj, (size_t)hi, l->code_filename);
 	id->linetable = field_ptr(obj, (size_t)hi, l->code_linetable);
-	memcpy(&id->firstlineno, obj + l->code_firstlineno, 4);
+	/* A layout that lacks co_firstlineno says -1 (the loop above only
+	 * bounds offsets from above): the line stays 0 rather than being read
+	 * from before obj. */
+	if (l->code_firstlineno >= 0)
+		memcpy(&id->firstlineno, obj + l->code_firstlineno, 4);
 	uint64_t chars = 0;
 	rd(sz, id->co_name + sz->pp.tp.off.name_data, &chars, 8);
 	id->ident = id->co_name ? id->co_name ^ chars : 0;

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /* taipan.bpf.c - the kernel side: on each cpu-clock sample, find the running
  * thread's PyThreadState and walk its Python frames; follow forks, execs and
  * exits of the processes being profiled.

@@ -1,5 +1,6 @@
 """make install puts the binary and the man page under PREFIX (and DESTDIR),
-and the man page renders."""
+and the man page renders; make uninstall takes back exactly that; the binary
+is built hardened."""
 
 import os
 import shutil
@@ -8,11 +9,11 @@ import subprocess
 from conftest import ROOT, require
 
 
-def make_install(taipan, **env_vars):
-    """Runs make install for the binary under test; -o keeps make from
-    rebuilding it (others may be editing sources)."""
+def make_install(taipan, target="install", **env_vars):
+    """Runs make install (or target) for the binary under test; -o keeps
+    make from rebuilding it (others may be editing sources)."""
     build = os.path.dirname(os.path.abspath(taipan))
-    args = ["make", "-s", "-C", ROOT, "install", "BUILD=" + build, "-o", os.path.join(build, "taipan")]
+    args = ["make", "-s", "-C", ROOT, target, "BUILD=" + build, "-o", os.path.join(build, "taipan")]
     args += ["%s=%s" % kv for kv in env_vars.items()]
     res = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -57,3 +58,34 @@ def test_install_prefix_and_destdir(taipan, tmp_path):
     for opt in ["--duration", "--rate", "--output", "--format", "--no-kernel", "--folded-lines",
                 "--folded-threads", "--stats", "--window", "--json", "taipan dump -p 4242"]:
         assert opt in text, opt
+
+
+def files_under(top):
+    return sorted(os.path.relpath(os.path.join(d, f), top) for d, _, fs in os.walk(top) for f in fs)
+
+
+def test_uninstall_removes_what_install_put(taipan, tmp_path):
+    require(shutil.which("make"), "make")
+    stage = tmp_path / "stage"
+    where = dict(PREFIX="/opt/tp", DESTDIR=str(stage), MANDIR="/opt/tp/man")
+    make_install(taipan, **where)
+    assert files_under(str(stage)) == ["opt/tp/bin/taipan", "opt/tp/lib/systemd/system/taipan-agent.service",
+                                       "opt/tp/man/man1/taipan.1"]
+    # Something else in the same directories stays, and so do the directories.
+    (stage / "opt/tp/bin/other").write_text("not ours\n")
+    make_install(taipan, target="uninstall", **where)
+    assert files_under(str(stage)) == ["opt/tp/bin/other"]
+    assert (stage / "opt/tp/man/man1").is_dir()
+    # Twice is not an error.
+    make_install(taipan, target="uninstall", **where)
+
+
+def test_binary_is_hardened(taipan):
+    """Stack canaries and FORTIFY's checked calls (-fstack-protector-strong,
+    -D_FORTIFY_SOURCE=2) show as imports of the binary."""
+    nm = shutil.which("nm")
+    require(nm, "nm (binutils)")
+    res = subprocess.run([nm, "-D", "--undefined-only", taipan], stdout=subprocess.PIPE, text=True, check=True)
+    names = {line.split()[-1].split("@")[0] for line in res.stdout.splitlines() if line.strip()}
+    assert "__stack_chk_fail" in names
+    assert any(n.startswith("__") and n.endswith("_chk") and n != "__stack_chk_fail" for n in names), names

@@ -49,7 +49,8 @@ $(FUZZ_BUILD)/obj/fuzz_target.o: tests/fuzz/fuzz_target.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJS)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) -lelf
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) \
+		$(shell $(PKG_CONFIG) --libs libelf)
 
 fuzz-build:
 	@if ! tests/fuzz/run.sh check $(FUZZ_CC); then \

@@ -566,7 +566,9 @@ static void test_real_debug_offsets(void **state)
 
 		snprintf(path, sizeof(path), "%s/%s", root, d->pyenv_lib);
 		n = read_pyruntime(path, buf, sizeof(buf), why, sizeof(why));
-		if (n == -ENOENT && access(path, F_OK)) {
+		/* Not installed, or not readable by this user (pyenv under
+		 * /root when make quick runs without root): skipped. */
+		if ((n == -ENOENT || n == -EACCES) && access(path, R_OK)) {
 			if (ci && !strcmp(ci, "true")) {
 				print_error("CI=true and %s: %s\n", path, why);
 				fail();
