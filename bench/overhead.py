@@ -148,6 +148,28 @@ def timed_round(taipan, python, rate, ncpu, depth, iters):
     return statistics.mean(times)
 
 
+def compare_builds(args):
+    """Per-sample BPF cost of two builds at each depth, alternating runs so
+    that both meet the same machine; prints medians and their ratio."""
+    depths = [int(d) for d in args.depths.split(",")]
+    builds = [("this", args.taipan), ("other", args.vs)]
+    got = {(b, d): [] for b, _ in builds for d in depths}
+    for i in range(args.rounds):
+        for d in depths:
+            for b, path in builds:
+                _, per_py, _, _, _ = sample_cost(path, args.python, d, args.seconds, 1000)
+                got[(b, d)].append(per_py or 0)
+        sys.stderr.write("  round %d/%d\n" % (i + 1, args.rounds))
+    print("\nper-sample BPF cost at 1 kHz, median of %d alternating runs (ns per Python sample):"
+          % args.rounds)
+    print("  this:  %s\n  other: %s" % (args.taipan, args.vs))
+    print("  %6s %10s %10s %8s" % ("depth", "this", "other", "ratio"))
+    for d in depths:
+        a = statistics.median(got[("this", d)])
+        b = statistics.median(got[("other", d)])
+        print("  %6d %10.0f %10.0f %8.3f" % (d, a, b, a / b if b else float("nan")))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--taipan", default=os.path.join(ROOT, "build", "taipan"))
@@ -155,6 +177,11 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--iters", type=int, default=15000000)
     ap.add_argument("--seconds", type=float, default=4)
+    ap.add_argument("--vs", metavar="TAIPAN",
+                    help="another taipan build: per-sample costs of both, alternating, "
+                         "as a ratio (this build / the other), then stop")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds with --vs")
+    ap.add_argument("--depths", default="10,50,1000", help="Python depths with --vs")
     args = ap.parse_args()
     ncpu = os.cpu_count()
 
@@ -163,6 +190,8 @@ def main():
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
         f.write("1")
     try:
+        if args.vs:
+            return compare_builds(args)
         print("\nper-sample BPF cost: run_time_ns of on_sample (tail calls included) over the samples that\n"
               "landed in the workload, and over all runs of the program (every CPU), at 1 kHz:")
         for depth in (20, 50, 1000):
