@@ -15,6 +15,7 @@
 #include "procfs.h"
 #include "procmaps.h"
 #include "pyproc.h"
+#include "strutil.h"
 
 /* What changed between versions that the layout table cannot show, as data.
  * A row applies from its version up to the next row. */
@@ -62,12 +63,6 @@ static const struct py_caps *caps_for(unsigned int major, unsigned int minor)
 	if (best && best->major != major)
 		return NULL;
 	return best;
-}
-
-static const char *base_name(const char *path)
-{
-	const char *s = strrchr(path, '/');
-	return s ? s + 1 : path;
 }
 
 /* major.minor from a name like libpython3.11.so.1.0, python3.9, libpython3.6m.so. */
