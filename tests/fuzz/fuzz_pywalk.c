@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < w.nthreads; i++) {
 			const struct pywalk_thread *th = &w.threads[i];
 
-			if (th->nframes > PYWALK_MAX_FRAMES)
+			if (th->nframes > TP_MAX_FRAMES)
 				abort();
 			if (verbose && i < 4)
 				fprintf(stderr, "thread %zu: tid %d, %u frames, err %d\n", i,
