@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,36 +33,75 @@ static int task_path(char *buf, size_t len, pid_t pid, pid_t tid, const char *fi
  * ENOENT means the process (or thread) is gone. */
 static int gone_or(int err)
 {
-	return err == ENOENT ? -ESRCH : -err;
+	return err == -ENOENT ? -ESRCH : err;
 }
 
-/* The whole of a /proc file as a malloc'd string. /proc files report no
- * size, and a status file's Groups line has no bound: read to the end. */
-static int slurp(const char *path, char **text)
+int procfs_read_file(const char *path, size_t size_hint, char **text, size_t *len)
 {
-	char *buf = NULL;
-	size_t cap = 0;
+	size_t cap = size_hint > 64 ? size_hint : 64, n = 0;
+	char *buf, *nb;
+	int err = 0;
 	*text = NULL;
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return gone_or(errno);
-	/* /proc text holds no NUL: reading up to one reads everything. */
-	ssize_t n = getdelim(&buf, &cap, '\0', f);
-	int err = n < 0 && ferror(f) ? gone_or(errno) : 0;
-	fclose(f);
-	if (!err && n < 0) {
-		/* An empty file: getdelim may not have allocated. */
-		free(buf);
-		buf = strdup("");
-		if (!buf)
-			err = -ENOMEM;
+	*len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
 	}
+	for (;;) {
+		/* Large reads: seq_file fills as much of the buffer as it can
+		 * per call, so a big file takes a handful of them. */
+		if (cap - n < cap / 8 + 1) {
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				err = -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t r = read(fd, buf + n, cap - n - 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			err = -errno; /* ESRCH: the process exited while we read */
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
 	if (err) {
 		free(buf);
 		return err;
 	}
-	*text = buf;
+	buf[n] = 0;
+	/* Give back the slack: some callers keep the text. */
+	nb = realloc(buf, n + 1);
+	*text = nb ? nb : buf;
+	*len = n;
 	return 0;
+}
+
+int procfs_read(pid_t pid, pid_t tid, const char *file, size_t size_hint, char **text, size_t *len)
+{
+	char path[96];
+	int ret = task_path(path, sizeof(path), pid, tid, file);
+	if (ret) {
+		*text = NULL;
+		*len = 0;
+		return ret;
+	}
+	return gone_or(procfs_read_file(path, size_hint, text, len));
+}
+
+/* /proc/PID/FILE or its thread's, whole, as a string. */
+static int slurp(pid_t pid, pid_t tid, const char *file, char **text)
+{
+	size_t len;
+	return procfs_read(pid, tid, file, 4096, text, &len);
 }
 
 int procfs_parse_starttime(const char *stat, uint64_t *ticks)
@@ -92,11 +132,11 @@ int procfs_parse_starttime(const char *stat, uint64_t *ticks)
 
 int procfs_age_ms(pid_t pid, uint64_t *ms)
 {
-	char path[64], *stat;
+	char *stat;
 	uint64_t ticks;
 	struct timespec now;
-	int ret = task_path(path, sizeof(path), pid, 0, "stat");
-	if (ret || (ret = slurp(path, &stat)))
+	int ret = slurp(pid, 0, "stat", &stat);
+	if (ret)
 		return ret;
 	ret = procfs_parse_starttime(stat, &ticks);
 	free(stat);
@@ -113,25 +153,27 @@ int procfs_age_ms(pid_t pid, uint64_t *ms)
 	return 0;
 }
 
+/* Copies the n bytes at s into buf of len bytes as a string, cut to fit. */
+static void copy_cut(char *buf, size_t len, const char *s, size_t n)
+{
+	if (n > len - 1)
+		n = len - 1;
+	memcpy(buf, s, n);
+	buf[n] = 0;
+}
+
 int procfs_comm(pid_t pid, pid_t tid, char *buf, size_t len)
 {
-	char path[96];
+	char *text;
 	if (!len)
 		return -EINVAL;
 	buf[0] = 0;
-	int ret = task_path(path, sizeof(path), pid, tid, "comm");
+	int ret = slurp(pid, tid, "comm", &text);
 	if (ret)
 		return ret;
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return gone_or(errno);
-	if (!fgets(buf, len > INT_MAX ? INT_MAX : (int)len, f)) {
-		ret = ferror(f) ? gone_or(errno) : 0;
-		buf[0] = 0;
-	}
-	fclose(f);
-	buf[strcspn(buf, "\n")] = 0;
-	return ret;
+	copy_cut(buf, len, text, strcspn(text, "\n"));
+	free(text);
+	return 0;
 }
 
 int procfs_parse_nspid(const char *status, pid_t *out)
@@ -168,9 +210,9 @@ int procfs_parse_nspid(const char *status, pid_t *out)
 
 int procfs_ns_pid(pid_t pid, pid_t tid, pid_t *out)
 {
-	char path[96], *status;
-	int ret = task_path(path, sizeof(path), pid, tid, "status");
-	if (ret || (ret = slurp(path, &status)))
+	char *status;
+	int ret = slurp(pid, tid, "status", &status);
+	if (ret)
 		return ret;
 	ret = procfs_parse_nspid(status, out);
 	free(status);
@@ -180,15 +222,6 @@ int procfs_ns_pid(pid_t pid, pid_t tid, pid_t *out)
 		ret = 0;
 	}
 	return ret;
-}
-
-/* Copies the n bytes at s into buf of len bytes as a string, cut to fit. */
-static void copy_cut(char *buf, size_t len, const char *s, size_t n)
-{
-	if (n > len - 1)
-		n = len - 1;
-	memcpy(buf, s, n);
-	buf[n] = 0;
 }
 
 /* The first run of exactly PROCFS_CONTAINER_ID_LEN lowercase hex digits in
@@ -238,10 +271,10 @@ void procfs_parse_cgroup(const char *text, struct procfs_cgroup *out)
 
 int procfs_cgroup(pid_t pid, struct procfs_cgroup *out)
 {
-	char path[64], *text;
+	char *text;
 	memset(out, 0, sizeof(*out));
-	int ret = task_path(path, sizeof(path), pid, 0, "cgroup");
-	if (ret || (ret = slurp(path, &text)))
+	int ret = slurp(pid, 0, "cgroup", &text);
+	if (ret)
 		return ret;
 	procfs_parse_cgroup(text, out);
 	free(text);

@@ -1,7 +1,8 @@
 /* procfs.h - what taipan learns about processes and threads from /proc.
  *
- * Every read of /proc goes through here, except two parsers that have their
- * own modules: /proc/PID/maps (procmaps.h) and /proc/kallsyms (ksyms.h).
+ * Every read of /proc goes through here. Two parsers have their own modules
+ * and read through procfs_read_file(): /proc/PID/maps (procmaps.h) and
+ * /proc/kallsyms (ksyms.h).
  * The functions keep no state and use no static buffers, so the agent's
  * threads may call them at once. Each takes a pid (and a tid where a thread
  * is meant), fills the caller's buffers, and returns 0 or a negative errno:
@@ -19,6 +20,18 @@
 #define PROCFS_CGROUP_LEN 256
 /* docker, podman, containerd and CRI-O name a container by 64 hex digits. */
 #define PROCFS_CONTAINER_ID_LEN 64
+
+/* Reads all of path into *text, malloc'd and NUL-terminated (the caller
+ * frees it), *len bytes without the NUL. /proc files report no size: the
+ * buffer starts at size_hint bytes and grows; each read asks for all the
+ * room left, which seq_file fills in one call. Returns 0, or a negative
+ * errno (-ENOENT, -EACCES, -ENOMEM...) with *text NULL and *len 0. For the
+ * files of a process, procfs_read() tells a process that is gone. */
+int procfs_read_file(const char *path, size_t size_hint, char **text, size_t *len);
+
+/* procfs_read_file() of /proc/PID/FILE, or of /proc/PID/task/TID/FILE when
+ * tid is not 0; -ESRCH when the process or thread is gone. */
+int procfs_read(pid_t pid, pid_t tid, const char *file, size_t size_hint, char **text, size_t *len);
 
 /* Milliseconds since pid started (field 22 of /proc/PID/stat against
  * CLOCK_BOOTTIME). Returns 0 with *ms, -ESRCH, or -EINVAL when the stat

@@ -456,6 +456,45 @@ static void test_parse_cgroup(void **state)
 	assert_int_equal(cg.path[0], '/');
 }
 
+static void test_read_file(void **state)
+{
+	char path[] = "/tmp/test_procfs.XXXXXX", *text = (void *)1;
+	size_t len = 7, big = 300000;
+	(void)state;
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	/* Empty: "" and no bytes. */
+	assert_int_equal(procfs_read_file(path, 16, &text, &len), 0);
+	assert_string_equal(text, "");
+	assert_int_equal(len, 0);
+	free(text);
+	/* Far larger than the first buffer: it grows. */
+	char *want = malloc(big);
+	assert_non_null(want);
+	for (size_t i = 0; i < big; i++)
+		want[i] = (char)('a' + i % 26);
+	assert_int_equal(write(fd, want, big), (ssize_t)big);
+	close(fd);
+	assert_int_equal(procfs_read_file(path, 16, &text, &len), 0);
+	assert_int_equal(len, big);
+	assert_memory_equal(text, want, big);
+	assert_int_equal(text[big], 0);
+	free(text);
+	free(want);
+	unlink(path);
+	assert_int_equal(procfs_read_file(path, 16, &text, &len), -ENOENT);
+	assert_null(text);
+	assert_int_equal(len, 0);
+
+	/* A process's file: gone is -ESRCH. */
+	assert_int_equal(procfs_read(getpid(), 0, "status", 64, &text, &len), 0);
+	assert_non_null(strstr(text, "\nNSpid:"));
+	assert_int_equal(strlen(text), len);
+	free(text);
+	assert_int_equal(procfs_read(INT_MAX, 0, "status", 64, &text, &len), -ESRCH);
+	assert_null(text);
+}
+
 static void test_paths(void **state)
 {
 	char buf[64], tiny[8];
@@ -485,6 +524,7 @@ int main(void)
 	    cmocka_unit_test(test_parse_nspid),
 	    cmocka_unit_test(test_cgroup),
 	    cmocka_unit_test(test_parse_cgroup),
+	    cmocka_unit_test(test_read_file),
 	    cmocka_unit_test(test_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
