@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import MATRIX, WORKLOADS, marked_lines, require, run_taipan
+from conftest import WORKLOADS, error_lines, marked_lines, pyenv, require, run_taipan
 
 BLOCKED_THREADS = 50
 # What the dump of a 50-thread process may take, start to exit.
@@ -20,12 +20,6 @@ BUDGET_S = 0.100
 THREAD_RE = re.compile(r'^Thread (?:(?P<tid>\d+) "(?P<name>[^"]*)"|0x(?P<tid_hex>[0-9a-f]+) \(no OS thread found\))'
                        r'(?: in interpreter \d+)? \(most recent call first\):$')
 FRAME_RE = re.compile(r'^  File "(?P<file>.*)", line (?P<line>-?\d+), in (?P<name>.*)$')
-
-
-def pyenv(ident):
-    path = dict((m[0], m[1]) for m in MATRIX)[ident]
-    require(path, "interpreter " + ident)
-    return path
 
 
 def parse_dump(text):
@@ -194,10 +188,6 @@ def test_process_in_its_own_pid_namespace(taipan, ident):
         proc.wait()
         proc.stdout.close()
         proc.stderr.close()
-
-
-def error_lines(stderr):
-    return [l for l in stderr.splitlines() if l.startswith("taipan: error:")]
 
 
 def test_errors_are_one_clear_line(taipan, workload, tmp_path):

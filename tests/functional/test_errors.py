@@ -5,24 +5,11 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import time
 
-import pytest
-
-from conftest import MATRIX, WORKLOADS, go_pprof, parse_folded, require, run_taipan, total
+from conftest import error_lines, go_pprof, parse_folded, pyenv, record, require, run_taipan, total
 
 PY311 = "/usr/bin/python3.11"
-
-
-def pyenv(ident):
-    path = dict((m[0], m[1]) for m in MATRIX)[ident]
-    require(path, "interpreter " + ident)
-    return path
-
-
-def error_lines(stderr):
-    return [l for l in stderr.splitlines() if l.startswith("taipan: error:")]
 
 
 def test_pid_that_does_not_exist(taipan, tmp_path):
@@ -151,8 +138,7 @@ def test_help_explains_every_option(taipan):
 def test_pprof_read_by_go_tool_pprof(taipan, interp, workload, tmp_path):
     w = workload(interp, "chain.py", 30)
     out = tmp_path / "x.pb.gz"
-    res = run_taipan(taipan, ["record", "-q", "-p", w.pid, "-d", "2", "-r", "500", "-o", out])
-    assert res.returncode == 0, res.stderr
+    record(taipan, out, w.pid)
     top = go_pprof("-top", out)
     inner = "Worker.run.<locals>.inner" if interp.has_qualname else "inner"
     rows = {}

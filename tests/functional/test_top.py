@@ -11,16 +11,10 @@ import uuid
 
 import pytest
 
-from conftest import MATRIX, IN_CI, require, run_taipan
+from conftest import IN_CI, error_lines, pyenv, run_taipan
 
 ROW_RE = re.compile(r"^\s*(?P<own>\d+\.\d)%\s+(?P<total>\d+\.\d)%\s+(?P<nown>\d+)\s+(?P<ntotal>\d+)\s+"
                     r"(?P<name>\S.*?)(?:\s+\((?P<file>[^()]*):(?P<line>\d+)\))?$")
-
-
-def pyenv(ident):
-    path = dict((m[0], m[1]) for m in MATRIX)[ident]
-    require(path, "interpreter " + ident)
-    return path
 
 
 class Screen:
@@ -214,10 +208,6 @@ def test_sliding_window_and_ctrl_c(top, workload):
     assert n <= 330, n
     s.keys("C-c")
     assert s.exit_status() == 0
-
-
-def error_lines(stderr):
-    return [l for l in stderr.splitlines() if l.startswith("taipan: error:")]
 
 
 def test_errors_and_usage(taipan, workload):
