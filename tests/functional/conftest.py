@@ -210,6 +210,17 @@ def error_lines(stderr):
     return [l for l in stderr.splitlines() if l.startswith("taipan: error:")]
 
 
+def run_on_sleeper(taipan, args):
+    """Runs taipan ARGS -p PID, PID a `sleep` process (not Python) that is
+    killed afterwards. Returns (the finished taipan, PID)."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        return run_taipan(taipan, list(args) + ["-p", sleeper.pid]), sleeper.pid
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
 def record_args(out, target, seconds=2, rate=500, extra=(), quiet=True):
     """The arguments of `taipan record` into out. target: a pid, a list of
     pids, a command (a list of its words) to start and profile, or None for

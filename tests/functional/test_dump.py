@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import WORKLOADS, error_lines, marked_lines, pyenv, require, run_taipan
+from conftest import WORKLOADS, error_lines, marked_lines, pyenv, require, run_on_sleeper, run_taipan
 
 BLOCKED_THREADS = 50
 # What the dump of a 50-thread process may take, start to exit.
@@ -196,15 +196,10 @@ def test_errors_are_one_clear_line(taipan, workload, tmp_path):
     errs = error_lines(res.stderr)
     assert len(errs) == 1 and "no such process" in errs[0], res.stderr
 
-    sleeper = subprocess.Popen(["sleep", "30"])
-    try:
-        res = run_taipan(taipan, ["dump", "-p", sleeper.pid])
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    res, pid = run_on_sleeper(taipan, ["dump"])
     assert res.returncode == 1
     errs = error_lines(res.stderr)
-    assert len(errs) == 1 and "not a Python process" in errs[0] and str(sleeper.pid) in errs[0], res.stderr
+    assert len(errs) == 1 and "not a Python process" in errs[0] and str(pid) in errs[0], res.stderr
 
     py311 = "/usr/bin/python3.11"
     require(py311, "Debian python3.11")

@@ -7,7 +7,7 @@ import struct
 import subprocess
 import time
 
-from conftest import error_lines, go_pprof, parse_folded, pyenv, record, require, run_taipan, total
+from conftest import error_lines, go_pprof, parse_folded, pyenv, record, require, run_on_sleeper, run_taipan, total
 
 PY311 = "/usr/bin/python3.11"
 
@@ -21,15 +21,10 @@ def test_pid_that_does_not_exist(taipan, tmp_path):
 
 
 def test_pid_that_is_not_python(taipan, tmp_path):
-    sleeper = subprocess.Popen(["sleep", "30"])
-    try:
-        res = run_taipan(taipan, ["record", "-p", sleeper.pid, "-d", "1", "-o", tmp_path / "x.folded"])
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    res, pid = run_on_sleeper(taipan, ["record", "-d", "1", "-o", tmp_path / "x.folded"])
     assert res.returncode != 0
     errs = error_lines(res.stderr)
-    assert len(errs) == 1 and "not a Python process" in errs[0] and str(sleeper.pid) in errs[0], res.stderr
+    assert len(errs) == 1 and "not a Python process" in errs[0] and str(pid) in errs[0], res.stderr
 
 
 def test_target_exits_during_recording_keeps_partial_profile(taipan, workload, tmp_path):

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from conftest import IN_CI, error_lines, pyenv, run_taipan
+from conftest import IN_CI, error_lines, pyenv, run_on_sleeper, run_taipan
 
 ROW_RE = re.compile(r"^\s*(?P<own>\d+\.\d)%\s+(?P<total>\d+\.\d)%\s+(?P<nown>\d+)\s+(?P<ntotal>\d+)\s+"
                     r"(?P<name>\S.*?)(?:\s+\((?P<file>[^()]*):(?P<line>\d+)\))?$")
@@ -216,12 +216,7 @@ def test_errors_and_usage(taipan, workload):
     errs = error_lines(res.stderr)
     assert len(errs) == 1 and "no such process" in errs[0], res.stderr
 
-    sleeper = subprocess.Popen(["sleep", "30"])
-    try:
-        res = run_taipan(taipan, ["top", "-p", sleeper.pid])
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    res, _ = run_on_sleeper(taipan, ["top"])
     assert res.returncode == 1
     errs = error_lines(res.stderr)
     assert len(errs) == 1 and "not a Python process" in errs[0], res.stderr
