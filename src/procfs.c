@@ -52,8 +52,8 @@ int procfs_read_file(const char *path, size_t size_hint, char **text, size_t *le
 		return -ENOMEM;
 	}
 	for (;;) {
-		/* Large reads: seq_file fills as much of the buffer as it can
-		 * per call, so a big file takes a handful of them. */
+		/* Each read asks for all the room left; seq_file may give
+		 * less (kallsyms comes a page at a time). */
 		if (cap - n < cap / 8 + 1) {
 			nb = realloc(buf, cap * 2);
 			if (!nb) {

@@ -23,8 +23,8 @@
 
 /* Reads all of path into *text, malloc'd and NUL-terminated (the caller
  * frees it), *len bytes without the NUL. /proc files report no size: the
- * buffer starts at size_hint bytes and grows; each read asks for all the
- * room left, which seq_file fills in one call. Returns 0, or a negative
+ * buffer starts at size_hint bytes and doubles when it runs low, so a
+ * good hint saves copies. Returns 0, or a negative
  * errno (-ENOENT, -EACCES, -ENOMEM...) with *text NULL and *len 0. For the
  * files of a process, procfs_read() tells a process that is gone. */
 int procfs_read_file(const char *path, size_t size_hint, char **text, size_t *len);
