@@ -1,8 +1,9 @@
 /* ksyms.c - kernel text symbols from /proc/kallsyms, sorted for address lookup.
  *
  * kallsyms has ~100-200k lines and the kernel formats each one on read, so
- * the file is read in a few large read(2)s and parsed in place: names are
- * NUL-terminated inside the read buffer, which the table keeps.
+ * the file is read once, into one buffer sized for it (procfs_read_file()),
+ * and parsed in place: names are NUL-terminated inside that buffer, which the
+ * table keeps.
  */
 #include "ksyms.h"
 #include "procfs.h"
