@@ -34,10 +34,10 @@ int cli_rate(const char *arg, unsigned int *out)
 	return 0;
 }
 
-int cli_comm(const char *arg, const char **comms, int *n, int max)
+int cli_comm(const char *arg, const char **comms, int *n)
 {
-	if (*n >= max) {
-		log_error("at most %d --comm options", max);
+	if (*n >= CLI_MAX_COMMS) {
+		log_error("at most %d --comm options", CLI_MAX_COMMS);
 		return -EINVAL;
 	}
 	comms[(*n)++] = arg;

@@ -13,9 +13,14 @@ int cli_pid(const char *arg, pid_t *out);
  * after logging what it wants. */
 int cli_rate(const char *arg, unsigned int *out);
 
-/* Appends the argument of a repeatable --comm to comms[*n], at most max of
- * them. Returns 0, or -EINVAL after logging that there are too many. */
-int cli_comm(const char *arg, const char **comms, int *n, int max);
+/* How many --comm options record and the agent take. */
+#define CLI_MAX_COMMS 32
+
+/* Appends the argument of a repeatable --comm to comms[*n], at most
+ * CLI_MAX_COMMS of them. comms has room for CLI_MAX_COMMS + 1 pointers: the
+ * last one is for the NULL that ends the list. Returns 0, or -EINVAL after
+ * logging that there are too many. */
+int cli_comm(const char *arg, const char **comms, int *n);
 
 /* Seconds on the monotonic clock. */
 double cli_now(void);

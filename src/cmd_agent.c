@@ -34,7 +34,6 @@
 #include "session.h"
 #include "walkerr.h"
 
-#define MAX_COMMS 32
 #define MAX_WAITING 8	 /* profile requests at once */
 #define POLL_MAX_MS 100	 /* the longest the loop sleeps: signals and new requests */
 #define HTTP_DRAIN_S 2.0 /* exiting: for answers to go out */
@@ -108,7 +107,7 @@ struct agent_args {
 	double window;
 	unsigned int rate;
 	const char *app;
-	const char *comms[MAX_COMMS + 1];
+	const char *comms[CLI_MAX_COMMS + 1];
 	int ncomms;
 	const char *cgroup;
 	const char *log;
@@ -162,7 +161,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			a->app = optarg;
 			break;
 		case 'C':
-			if (cli_comm(optarg, a->comms, &a->ncomms, MAX_COMMS))
+			if (cli_comm(optarg, a->comms, &a->ncomms))
 				return -EINVAL;
 			break;
 		case 'G':

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "log.h"
+#include "procfs.h"
 #include "pyproc.h"
 #include "pywalk.h"
 #include "walkerr.h"
@@ -99,21 +100,12 @@ static int parse_args(int argc, char **argv, struct dump_args *a)
 	return 0;
 }
 
-/* The name of thread tid, or "" when it is gone. */
+/* The name of thread tid, or "" when it is gone or unknown (tid 0). */
 static void thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
 {
-	char path[96];
 	buf[0] = 0;
-	if (!tid)
-		return;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return;
-	if (!fgets(buf, (int)len, f))
-		buf[0] = 0;
-	fclose(f);
-	buf[strcspn(buf, "\n")] = 0;
+	if (tid)
+		procfs_comm(pid, tid, buf, len);
 }
 
 /* What JSON says of a walk that stopped short: its key, or null. */

@@ -74,13 +74,11 @@ void cmd_record_usage(FILE *out)
 		"  go tool pprof -top profile.pb.gz\n");
 }
 
-#define MAX_COMMS 32
-
 struct record_args {
 	pid_t pids[MAX_PIDS];
 	int npids;
 	bool all;
-	const char *comms[MAX_COMMS + 1];
+	const char *comms[CLI_MAX_COMMS + 1];
 	int ncomms;
 	const char *cgroup;
 	double duration;
@@ -115,7 +113,7 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			a->all = true;
 			break;
 		case 'C':
-			if (cli_comm(optarg, a->comms, &a->ncomms, MAX_COMMS))
+			if (cli_comm(optarg, a->comms, &a->ncomms))
 				return -EINVAL;
 			break;
 		case 'G':

@@ -19,6 +19,7 @@
 #include "pyproc.h"
 #include "cli.h"
 #include "session.h"
+#include "strutil.h"
 #include "topstats.h"
 
 #define MAX_WINDOW 3600
@@ -152,12 +153,6 @@ struct view {
 	bool exited;
 	const char *error; /* a failure to show in place of the rows, or NULL */
 };
-
-static const char *base_name(const char *p)
-{
-	const char *s = p ? strrchr(p, '/') : NULL;
-	return s ? s + 1 : p;
-}
 
 static double pct(uint64_t n, uint64_t of)
 {

@@ -1,17 +1,17 @@
 /* ksyms.c - kernel text symbols from /proc/kallsyms, sorted for address lookup.
  *
  * kallsyms has ~100-200k lines and the kernel formats each one on read, so
- * the file is read in a few large read(2)s and parsed in place: names are
- * NUL-terminated inside the read buffer, which the table keeps.
+ * the file is read once, into one buffer sized for it (procfs_read_file()),
+ * and parsed in place: names are NUL-terminated inside that buffer, which the
+ * table keeps.
  */
 #include "ksyms.h"
+#include "procfs.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct ksym {
 	uint64_t addr;
@@ -24,58 +24,6 @@ struct ksyms {
 	size_t n;
 	char *buf;
 };
-
-/* Reads all of path into a malloc'd, NUL-terminated buffer. */
-static int read_file(const char *path, char **out, size_t *out_len)
-{
-	/* Large reads: seq_file fills as much of the user buffer as it can
-	 * per call, so this is a handful of syscalls for the whole file. */
-	size_t cap = 8 << 20, len = 0;
-	char *buf, *nb;
-	ssize_t n;
-	int fd, err;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	buf = malloc(cap);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	for (;;) {
-		if (cap - len < (1 << 20)) {
-			nb = realloc(buf, cap * 2);
-			if (!nb) {
-				err = -ENOMEM;
-				goto fail;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			err = -errno;
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		len += n;
-	}
-	close(fd);
-	buf[len] = '\0';
-	/* Give back the slack; nothing points into buf yet. */
-	nb = realloc(buf, len + 1);
-	*out = nb ? nb : buf;
-	*out_len = len;
-	return 0;
-fail:
-	free(buf);
-	close(fd);
-	return err;
-}
 
 /* Which types to keep, and the preference among aliases at one address:
  * global text, local text, then weak. Data symbols are dropped: kernel stack
@@ -151,7 +99,8 @@ struct ksyms *ksyms_load(const char *path)
 	char *buf = NULL, *p, *eol;
 	int err;
 
-	err = read_file(path ? path : "/proc/kallsyms", &buf, &len);
+	/* 8 MiB: all of a distribution kernel's symbols in one read. */
+	err = procfs_read_file(path ? path : "/proc/kallsyms", 8 << 20, &buf, &len);
 	if (err) {
 		errno = -err;
 		return NULL;

@@ -1,12 +1,10 @@
 /* procmaps.c - /proc/PID/maps parsing: strict line parser, whole-file reader. */
 #include "procmaps.h"
+#include "procfs.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define DELETED_SUFFIX " (deleted)"
 
@@ -135,58 +133,15 @@ int procmaps_parse_line(const char *line, struct map_entry *out)
 	return 0;
 }
 
-/* Reads all of fd into a malloc'd, NUL-terminated buffer. /proc files report
- * size 0, so grow as we go. */
-static int read_all(int fd, char **buf_out, size_t *len_out)
-{
-	size_t cap = 64 * 1024, len = 0;
-	char *buf = malloc(cap), *nb;
-	ssize_t n;
-
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		if (cap - len < 4096 + 1) {
-			nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			n = -errno;
-			free(buf);
-			return n;
-		}
-		if (n == 0)
-			break;
-		len += n;
-	}
-	buf[len] = '\0';
-	*buf_out = buf;
-	*len_out = len;
-	return 0;
-}
-
 int procmaps_read(pid_t pid, struct proc_maps *out)
 {
 	struct proc_maps m = {0};
 	size_t len = 0, cap = 0;
-	char path[64], *buf = NULL, *line, *nl;
-	int fd, err;
+	char *buf = NULL, *line, *nl;
+	int err;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	err = read_all(fd, &buf, &len);
-	close(fd);
 	/* A process that exits while we read gives ESRCH from read(2). */
+	err = procfs_read(pid, 0, "maps", 64 * 1024, &buf, &len);
 	if (err)
 		return err;
 

@@ -15,6 +15,7 @@
 #include <uthash.h>
 
 #include "profile.h"
+#include "strutil.h"
 
 struct istr {
 	UT_hash_handle hh;
@@ -115,57 +116,15 @@ uint64_t profile_duration_ns(const struct profile *p)
 	return p->duration_ns;
 }
 
-/* The length of the valid UTF-8 sequence at s (1 to 4), or 0 when it is not
- * one: a bad lead byte, a missing continuation, an overlong form, a
- * surrogate or a code point past U+10FFFF. */
-static size_t utf8_seq(const unsigned char *s)
-{
-	unsigned char c = s[0];
-	if (c < 0x80)
-		return 1;
-	size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
-	if (!n || c > 0xf4)
-		return 0;
-	for (size_t i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0) ||
-	    (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))
-		return 0;
-	return n;
-}
-
 /* s itself when it is valid UTF-8, else a malloc'd copy (into *copy) with
  * each bad byte replaced by U+FFFD. Names come from other processes' memory
  * and comm fields cut at 16 bytes; every output format wants UTF-8. */
 static const char *utf8_clean(const char *s, char **copy)
 {
-	const unsigned char *u = (const unsigned char *)s;
-	size_t i = 0, n;
 	*copy = NULL;
-	while (u[i] && (n = utf8_seq(u + i)))
-		i += n;
-	if (!u[i])
+	if (utf8_valid(s))
 		return s;
-	size_t len = strlen(s), o = 0;
-	char *c = malloc(len * 3 + 1);
-	if (!c)
-		return NULL;
-	for (i = 0; u[i];) {
-		n = utf8_seq(u + i);
-		if (n) {
-			memcpy(c + o, u + i, n);
-			o += n;
-			i += n;
-		} else {
-			memcpy(c + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-		}
-	}
-	c[o] = 0;
-	*copy = c;
-	return c;
+	return *copy = utf8_repair(s);
 }
 
 /* Returns the interned copy of s (NULL stays NULL), or sets *err. Invalid

@@ -13,8 +13,10 @@
 #include "elfsym.h"
 #include "log.h"
 #include "memread.h"
+#include "procfs.h"
 #include "procmaps.h"
 #include "pyproc.h"
+#include "strutil.h"
 
 /* What changed between versions that the layout table cannot show, as data.
  * A row applies from its version up to the next row. */
@@ -62,55 +64,6 @@ static const struct py_caps *caps_for(unsigned int major, unsigned int minor)
 	if (best && best->major != major)
 		return NULL;
 	return best;
-}
-
-int proc_comm(pid_t pid, char *buf)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
-	if (!fgets(buf, TP_COMM_LEN, f))
-		buf[0] = 0;
-	fclose(f);
-	buf[strcspn(buf, "\n")] = 0;
-	return 0;
-}
-
-/* The innermost pid from the NSpid line of /proc/PID/status, or 0 when the
- * process lives in our own pid namespace. */
-static uint32_t proc_ns_pid(pid_t pid)
-{
-	char path[64], line[256];
-	uint32_t last = 0;
-	int fields = 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "NSpid:", 6))
-			continue;
-		char *p = line + 6, *end;
-		for (;;) {
-			unsigned long v = strtoul(p, &end, 10);
-			if (end == p)
-				break;
-			last = (uint32_t)v;
-			fields++;
-			p = end;
-		}
-		break;
-	}
-	fclose(f);
-	return fields > 1 ? last : 0;
-}
-
-static const char *base_name(const char *path)
-{
-	const char *s = strrchr(path, '/');
-	return s ? s + 1 : path;
 }
 
 /* major.minor from a name like libpython3.11.so.1.0, python3.9, libpython3.6m.so. */
@@ -230,9 +183,8 @@ static int find_interp_head(struct elf_file *ef, uint64_t *vaddr)
 static int open_mapped(pid_t pid, const struct map_entry *m, struct elf_file **ef)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	if (!elf_file_open(path, ef))
+	if (!procfs_map_file_path(pid, m->start, m->end, path, sizeof(path)) &&
+	    !elf_file_open(path, ef))
 		return 0;
 	/* map_files needs CAP_CHECKPOINT_RESTORE. Without it: the path as
 	 * maps shows it, which is relative to our root (a chroot seen from the
@@ -242,8 +194,8 @@ static int open_mapped(pid_t pid, const struct map_entry *m, struct elf_file **e
 	if (!stat(m->path, &st) && st.st_ino == m->inode && major(st.st_dev) == m->dev_major &&
 	    minor(st.st_dev) == m->dev_minor && !elf_file_open(m->path, ef))
 		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/root%s", pid, m->path);
-	return elf_file_open(path, ef);
+	int ret = procfs_root_path(pid, m->path, path, sizeof(path));
+	return ret ? ret : elf_file_open(path, ef);
 }
 
 static bool has_interpreter(struct elf_file *ef)
@@ -390,9 +342,8 @@ static int facts_for(struct pyproc_cache *c, pid_t pid, const struct map_entry *
 	struct stat st;
 	struct file_key key;
 	struct fact_ent *e = NULL;
-	snprintf(path, sizeof(path), "/proc/%d/map_files/%llx-%llx", pid,
-		 (unsigned long long)m->start, (unsigned long long)m->end);
-	bool have_key = stat(path, &st) == 0;
+	bool have_key =
+	    !procfs_map_file_path(pid, m->start, m->end, path, sizeof(path)) && !stat(path, &st);
 	if (c && have_key) {
 		memset(&key, 0, sizeof(key));
 		key.dev = st.st_dev;
@@ -438,8 +389,7 @@ static int find_interpreter(struct pyproc_cache *c, pid_t pid, const struct proc
 {
 	struct stat exe;
 	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
-	bool have_exe = stat(path, &exe) == 0;
+	bool have_exe = !procfs_exe_path(pid, path, sizeof(path)) && !stat(path, &exe);
 
 	for (int pass = 0; pass < 2; pass++) {
 		for (size_t i = 0; i < maps->n; i++) {
@@ -626,10 +576,10 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 				 strerror(-ret), ptrace_hint(ret));
 		return ret;
 	}
-	proc_comm(pid, pp->comm);
-	pp->ns_pid = proc_ns_pid(pid);
-	if (pp->ns_pid == (uint32_t)pid)
-		pp->ns_pid = 0;
+	procfs_comm(pid, 0, pp->comm, sizeof(pp->comm)); /* "" when it cannot be read */
+	pid_t ns_pid;
+	if (!procfs_ns_pid(pid, 0, &ns_pid) && ns_pid != pid)
+		pp->ns_pid = (uint32_t)ns_pid;
 
 	ret = find_interpreter(cache, pid, &maps, &f, &where, &unopened, &open_err);
 	if (ret && unopened) {

@@ -73,7 +73,4 @@ int pyproc_inspect_cached(struct pyproc_cache *c, pid_t pid, struct pyproc *out,
  * Returns 0, or -ENOTSUP with err filled. */
 int pyproc_derive(struct pyproc *pp, char *err, size_t errlen);
 
-/* Reads the comm of pid into buf (TP_COMM_LEN). Returns 0 or negative errno. */
-int proc_comm(pid_t pid, char *buf);
-
 #endif /* TAIPAN_PYPROC_H */

@@ -7,13 +7,13 @@
  * being changed, or a corrupt one, ends the walk with an error instead of
  * hanging it.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "procfs.h"
 #include "pywalk.h"
 
 /* What the shared walker asks of its includer: memory through the pyproc,
@@ -46,72 +46,29 @@ static int rd64(const struct pyproc *pp, uint64_t addr, uint64_t *v)
 	return pyproc_read(pp, addr, v, sizeof(*v));
 }
 
-/* The tid of task in its innermost pid namespace: the last NSpid field. */
-static pid_t ns_tid(pid_t pid, pid_t tid)
-{
-	char path[96], line[256];
-	pid_t last = tid;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return tid;
-	while (fgets(line, sizeof(line), f)) {
-		if (strncmp(line, "NSpid:", 6))
-			continue;
-		char *p = line + 6, *end;
-		for (;;) {
-			long v = strtol(p, &end, 10);
-			if (end == p)
-				break;
-			last = (pid_t)v;
-			p = end;
-		}
-		break;
-	}
-	fclose(f);
-	return last;
-}
-
 /* The target's threads from /proc/PID/task. Returns how many, or a negative
  * errno; *out is malloc'd. */
 static int read_tasks(const struct pyproc *pp, struct task_ids **out)
 {
-	char path[64];
-	struct task_ids *t = NULL;
-	size_t n = 0, cap = 0;
-	int err = 0;
-	snprintf(path, sizeof(path), "/proc/%d/task", pp->pid);
-	DIR *d = opendir(path);
-	if (!d)
-		return errno == ENOENT ? -ESRCH : -errno;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		char *end;
-		long tid = strtol(de->d_name, &end, 10);
-		if (*end || tid <= 0)
-			continue;
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 64;
-			struct task_ids *nt = realloc(t, ncap * sizeof(*nt));
-			if (!nt) {
-				err = -ENOMEM;
-				goto out;
-			}
-			t = nt;
-			cap = ncap;
-		}
-		t[n].host = (pid_t)tid;
+	pid_t *tids;
+	size_t n;
+	int ret = procfs_tasks(pp->pid, &tids, &n);
+	if (ret)
+		return ret;
+	struct task_ids *t = calloc(n ? n : 1, sizeof(*t));
+	if (!t) {
+		free(tids);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		t[i].host = t[i].ns = tids[i];
 		/* Inside a pid namespace, Python and the C library hold the
-		 * namespace's tids; /proc here shows ours. */
-		t[n].ns = pp->ns_pid ? ns_tid(pp->pid, (pid_t)tid) : (pid_t)tid;
-		n++;
+		 * namespace's tids; /proc here shows ours. A thread that is
+		 * gone keeps ours: it matches nothing either way. */
+		if (pp->ns_pid)
+			procfs_ns_pid(pp->pid, tids[i], &t[i].ns);
 	}
-out:
-	closedir(d);
-	if (err) {
-		free(t);
-		return err;
-	}
+	free(tids);
 	*out = t;
 	return (int)n;
 }

@@ -3,7 +3,6 @@
  * Samples are symbolized as they arrive, not at the end, so that processes
  * that exit during the recording keep their names (doc/DESIGN.md decision 6).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include "bpfrun.h"
 #include "ksyms.h"
 #include "log.h"
+#include "procfs.h"
 #include "pyproc.h"
 #include "session.h"
 #include "symbolize.h"
@@ -43,8 +43,7 @@ struct sproc {
 	pid_t pid;
 	enum sproc_state state;
 	struct pyproc pp;
-	char cgroup[256];   /* cgroup v2 path */
-	char container[65]; /* container id found in it, or "" */
+	struct procfs_cgroup cg; /* its cgroup path and container id */
 	struct symbolizer *sz;
 	struct fcache_ent *fcache;
 	uint64_t classified_ns; /* CLOCK_MONOTONIC, like the BPF events' time_ns */
@@ -75,34 +74,6 @@ static uint64_t now_ns(clockid_t c)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* Milliseconds since pid started, or -1. */
-static long proc_age_ms(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	/* Field 22 (starttime) counts from after the last ')' (comm may hold spaces). */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return -1;
-	unsigned long long start = 0;
-	int field = 2;
-	for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
-		if (++field == 22) {
-			start = strtoull(tok, NULL, 10);
-			break;
-		}
-	}
-	long hz = sysconf(_SC_CLK_TCK);
-	uint64_t boot_ms = now_ns(CLOCK_BOOTTIME) / 1000000ULL;
-	return (long)(boot_ms - start * 1000ULL / (unsigned long long)hz);
-}
-
 static struct sproc *sproc_get(struct session *s, pid_t pid)
 {
 	struct sproc *p;
@@ -118,48 +89,6 @@ static void sproc_drop(struct session *s, struct sproc *p)
 	free(p);
 }
 
-/* The cgroup of pid: its v2 path ("0::/path" in /proc/PID/cgroup), or on a
- * host that only uses v1 the first non-root v1 path. The container id is the
- * first run of exactly 64 hex digits in any of the lines, as docker, podman,
- * containerd and CRI-O name their cgroups. */
-static void read_cgroup(struct sproc *p)
-{
-	char path[64], line[512], v1[sizeof(p->cgroup)] = "";
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", p->pid);
-	p->cgroup[0] = p->container[0] = 0;
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\n")] = 0;
-		char *cg = strchr(line, ':');
-		cg = cg ? strchr(cg + 1, ':') : NULL;
-		if (!cg++)
-			continue;
-		/* Long paths are cut to the buffer. */
-		size_t n = strnlen(cg, sizeof(p->cgroup) - 1);
-		if (!strncmp(line, "0::", 3)) {
-			memcpy(p->cgroup, cg, n);
-			p->cgroup[n] = 0;
-		} else if (!v1[0] && strcmp(cg, "/")) {
-			memcpy(v1, cg, n);
-			v1[n] = 0;
-		}
-		for (const char *c = cg; *c && !p->container[0]; c++) {
-			size_t h = strspn(c, "0123456789abcdef");
-			if (h == 64) {
-				memcpy(p->container, c, 64);
-				p->container[64] = 0;
-			}
-			if (h)
-				c += h - 1;
-		}
-	}
-	fclose(f);
-	if ((!p->cgroup[0] || !strcmp(p->cgroup, "/")) && v1[0])
-		memcpy(p->cgroup, v1, sizeof(v1));
-}
-
 /* Whether a Python process passes the system-wide filters. */
 static bool wanted(const struct session *s, const struct sproc *p)
 {
@@ -172,7 +101,7 @@ static bool wanted(const struct session *s, const struct sproc *p)
 		if (!hit)
 			return false;
 	}
-	if (s->opts.cgroup && strncmp(p->cgroup, s->opts.cgroup, strlen(s->opts.cgroup)))
+	if (s->opts.cgroup && strncmp(p->cg.path, s->opts.cgroup, strlen(s->opts.cgroup)))
 		return false;
 	return true;
 }
@@ -195,8 +124,8 @@ static void account_early(struct session *s, struct sproc *p)
 	    .thread_name = p->pp.comm,
 	    .comm = p->pp.comm,
 	    .python_version = p->pp.version,
-	    .cgroup = p->cgroup,
-	    .container_id = p->container,
+	    .cgroup = p->cg.path,
+	    .container_id = p->cg.container,
 	};
 	if (!profile_add(s->prof, &frame, 1, &lb, n))
 		s->st.lost_early += n;
@@ -224,7 +153,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 	p->classified_ns = now_ns(CLOCK_MONOTONIC);
 	int ret = pyproc_inspect_cached(s->cache, p->pid, &p->pp, msg, sizeof(msg));
 	if (!ret)
-		read_cgroup(p);
+		procfs_cgroup(p->pid, &p->cg); /* none when it fails: "" */
 	if (!ret && !wanted(s, p)) {
 		p->state = SP_OTHER;
 		mark_not_python(s, p->pid);
@@ -254,8 +183,8 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		return ret;
 	}
 	if (ret == -ENOEXEC && !require_python) {
-		long age = proc_age_ms(p->pid);
-		if (age >= 0 && age < YOUNG_MS)
+		uint64_t age;
+		if (!procfs_age_ms(p->pid, &age) && age < YOUNG_MS)
 			return -EAGAIN;
 	}
 	snprintf(err, errlen, "%s", msg);
@@ -436,8 +365,8 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	    .thread_name = thread,
 	    .comm = p->pp.comm,
 	    .python_version = p->pp.version,
-	    .cgroup = p->cgroup,
-	    .container_id = p->container,
+	    .cgroup = p->cg.path,
+	    .container_id = p->cg.container,
 	};
 	int ret = profile_add(s->prof, s->ids, n, &lb, 1);
 	if (!ret)
@@ -556,20 +485,18 @@ int session_add_pid(struct session *s, pid_t pid, bool require_python, char *err
 static void scan_proc(struct session *s)
 {
 	char msg[512];
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	if (!d)
+	pid_t *pids;
+	size_t n;
+	if (procfs_pids(&pids, &n))
 		return;
-	while ((de = readdir(d))) {
-		char *end;
-		long pid = strtol(de->d_name, &end, 10);
-		if (*end || pid <= 0 || pid == getpid() || sproc_get(s, (pid_t)pid))
+	for (size_t i = 0; i < n; i++) {
+		if (pids[i] == getpid() || sproc_get(s, pids[i]))
 			continue;
-		struct sproc *p = sproc_new(s, (pid_t)pid);
+		struct sproc *p = sproc_new(s, pids[i]);
 		if (p)
 			classify(s, p, false, msg, sizeof(msg));
 	}
-	closedir(d);
+	free(pids);
 }
 
 int session_start(struct session *s, char *err, size_t errlen)

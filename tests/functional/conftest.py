@@ -6,10 +6,9 @@ import glob
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
@@ -22,6 +21,8 @@ ROOTS = os.environ.get("TAIPAN_ROOTS", "/var/cache/taipan-test")
 # Where the workloads are copied inside a root.
 ROOT_WORKLOADS = "/tmp/taipan-workloads"
 IN_CI = os.environ.get("CI") == "true"
+# The outer frames of chain.py's busy thread, root first.
+CHAIN_NAMES = ["<module>", "main", "Worker.run"]
 
 
 @dataclass
@@ -109,13 +110,34 @@ def go_pprof(*args):
     return res.stdout
 
 
-@pytest.fixture(params=MATRIX, ids=[m[0] for m in MATRIX])
-def interp(request):
-    ident, path, version, root = request.param
+def _installed(row):
+    """The Interp of a MATRIX row, which must be installed (see require())."""
+    ident, path, version, root = row
     if root and not path:
         require(None, "interpreter %s in %s (run scripts/make-roots.sh)" % (ident, root))
     require(root + path if root else path, "interpreter " + ident)
     return Interp(ident, path, version, root)
+
+
+def interpreter(ident):
+    """The Interp of the MATRIX row named ident ("pyenv-3.12", "sid-3.15")."""
+    for row in MATRIX:
+        if row[0] == ident:
+            return _installed(row)
+    raise KeyError(ident)
+
+
+def pyenv(ident):
+    """The path of a host interpreter of the matrix ("pyenv-3.12",
+    "debian-3.11-static"), for workloads that take a path."""
+    it = interpreter(ident)
+    assert not it.root, "%s runs in a root: use interpreter()" % ident
+    return it.path
+
+
+@pytest.fixture(params=MATRIX, ids=[m[0] for m in MATRIX])
+def interp(request):
+    return _installed(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -181,6 +203,58 @@ def run_taipan(taipan, args, timeout=60, **kw):
     proc.stdout = proc.stdout.decode(errors="replace")
     proc.stderr = proc.stderr.decode(errors="replace")
     return proc
+
+
+def error_lines(stderr):
+    """taipan's error lines in its stderr."""
+    return [l for l in stderr.splitlines() if l.startswith("taipan: error:")]
+
+
+def run_on_sleeper(taipan, args):
+    """Runs taipan ARGS -p PID, PID a `sleep` process (not Python) that is
+    killed afterwards. Returns (the finished taipan, PID)."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        return run_taipan(taipan, list(args) + ["-p", sleeper.pid]), sleeper.pid
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def record_args(out, target, seconds=2, rate=500, extra=(), quiet=True):
+    """The arguments of `taipan record` into out. target: a pid, a list of
+    pids, a command (a list of its words) to start and profile, or None for
+    every process (-a). seconds None: until the command ends."""
+    args = ["record", "-r", rate, "-o", out] + (["-q"] if quiet else []) + list(extra)
+    if seconds is not None:
+        args += ["-d", seconds]
+    if target is None:
+        return args + ["-a"]
+    if isinstance(target, int):
+        target = [target]
+    if target and all(isinstance(t, int) for t in target):
+        for pid in target:
+            args += ["-p", pid]
+        return args
+    return args + ["--"] + list(target)
+
+
+def record(taipan, out, target, seconds=2, rate=500, extra=(), quiet=True, timeout=60):
+    """Runs `taipan record` (record_args()) and checks that it succeeded and
+    wrote a profile to out. Returns the finished process (run_taipan())."""
+    res = run_taipan(taipan, record_args(out, target, seconds, rate, extra, quiet), timeout=timeout)
+    assert res.returncode == 0, res.stderr
+    assert os.path.exists(out) and os.path.getsize(out) > 0, res.stderr
+    return res
+
+
+def record_folded(taipan, tmp_path, target, seconds=2, rate=500, extra=(), **kw):
+    """record() into tmp_path/out.folded with --folded-lines and
+    --folded-threads. Returns (its stacks, the finished process)."""
+    out = tmp_path / "out.folded"
+    res = record(taipan, out, target, seconds, rate, ["--folded-lines", "--folded-threads"] + list(extra),
+                 **kw)
+    return parse_folded(out), res
 
 
 @dataclass

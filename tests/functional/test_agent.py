@@ -22,15 +22,9 @@ from email.parser import BytesParser
 
 import pytest
 
-from conftest import MATRIX, go_pprof, require
+from conftest import go_pprof, pyenv, require
 
 INNER = "Worker.run.<locals>.inner"  # chain.py's busy function on 3.12
-
-
-def pyenv312():
-    path = dict((m[0], m[1]) for m in MATRIX)["pyenv-3.12"]
-    require(path, "interpreter pyenv-3.12")
-    return path
 
 
 def free_port():
@@ -283,7 +277,7 @@ def test_port_in_use(taipan, tmp_path):
 # --- HTTP -------------------------------------------------------------------------
 
 def test_profile_over_http_read_by_go_pprof(agents, workload, tmp_path):
-    w = workload(pyenv312(), "chain.py", 60)
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
     a = agents()
     t0 = time.time()
     raw = go_pprof("-raw", a.url + "/debug/pprof/profile?seconds=3")
@@ -317,7 +311,7 @@ def test_profile_over_http_read_by_go_pprof(agents, workload, tmp_path):
 
 
 def test_concurrent_requests_and_sampling_goes_on(agents, workload):
-    workload(pyenv312(), "chain.py", 60)
+    workload(pyenv("pyenv-3.12"), "chain.py", 60)
     a = agents()
     results = {}
 
@@ -382,7 +376,7 @@ def test_bad_requests_and_limits(agents):
 # --- pushes -------------------------------------------------------------------------
 
 def test_push_to_receiver(agents, receivers, workload, tmp_path):
-    workload(pyenv312(), "chain.py", 60)
+    workload(pyenv("pyenv-3.12"), "chain.py", 60)
     rec = receivers()
     a = agents("--push", rec.url, "--app", "checkout-svc")
     wait_for(lambda: len(rec.taken()) >= 2, 30, "two pushes")
@@ -400,7 +394,7 @@ def test_push_to_receiver(agents, receivers, workload, tmp_path):
 
 
 def test_push_retries_with_backoff(agents, receivers, workload, tmp_path):
-    workload(pyenv312(), "chain.py", 60)
+    workload(pyenv("pyenv-3.12"), "chain.py", 60)
     rec = receivers(statuses=[500, 500, 500])
     a = agents("--push", rec.url)
     wait_for(lambda: rec.taken(), 30, "a push after three failures")
@@ -424,7 +418,7 @@ def test_push_retries_with_backoff(agents, receivers, workload, tmp_path):
 
 
 def test_push_backlog_drops_windows_when_down(agents, receivers, workload, tmp_path):
-    workload(pyenv312(), "chain.py", 60)
+    workload(pyenv("pyenv-3.12"), "chain.py", 60)
     port = free_port()  # nothing listens there yet: connection refused
     a = agents("--push", "http://127.0.0.1:%d" % port, "--backlog", "1", window=1)
     st = wait_for(lambda: (lambda s: s if s["dropped_windows"] >= 2 else None)(a.stats()), 20,
@@ -442,7 +436,7 @@ def test_push_backlog_drops_windows_when_down(agents, receivers, workload, tmp_p
 # --- signals ------------------------------------------------------------------------
 
 def test_sigterm_flushes_and_exits_0(agents, receivers, workload, tmp_path):
-    w = workload(pyenv312(), "chain.py", 60)
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
     rec = receivers()
     a = agents("--push", rec.url, "--stats", window=60)
     answer = {}

@@ -8,27 +8,11 @@ import time
 
 import pytest
 
-from conftest import (MATRIX, ROOT_WORKLOADS, WORKLOADS, Interp, Workload, copy_workloads, go_pprof,
-                      parse_folded, require, run_taipan, total)
+from conftest import (CHAIN_NAMES, ROOT_WORKLOADS, WORKLOADS, Workload, copy_workloads, go_pprof, interpreter,
+                      record, record_folded, require, total)
 
-CHAIN_NAMES = ["<module>", "main", "Worker.run"]
-
-
-def matrix(ident):
-    for m in MATRIX:
-        if m[0] == ident:
-            ident, path, version, root = m
-            require((root or "") + path if path else None, "interpreter " + ident)
-            return Interp(ident, path, version, root)
-    raise KeyError(ident)
-
-
-def record(taipan, tmp_path, pid, seconds=2, extra=()):
-    out = tmp_path / "out.folded"
-    res = run_taipan(taipan, ["record", "-r", "300", "-p", pid, "-d", seconds, "-o", out, "--folded-lines",
-                              "--folded-threads", "--no-kernel"] + list(extra))
-    assert res.returncode == 0, res.stderr
-    return parse_folded(out), res
+# How these tests record: 300 Hz, and not quiet (some check what -v says).
+RECORD = dict(rate=300, quiet=False)
 
 
 def assert_chain(stacks, pid, file_path=None):
@@ -52,13 +36,13 @@ def child_of(pid, timeout=10):
 
 
 def test_root_process_has_its_own_file_names(taipan, tmp_path):
-    it = matrix("sid-3.14")
+    it = interpreter("sid-3.14")
     # The interpreter exists only inside the root: taipan must reach it
     # through /proc/PID/root or map_files.
     assert not os.path.exists(it.path), "%s exists on the host too" % it.path
     w = Workload(it, "chain.py", 30).wait_ready()
     try:
-        stacks, res = record(taipan, tmp_path, w.pid, extra=["-v"])
+        stacks, res = record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel", "-v"], **RECORD)
     finally:
         w.stop()
     assert_chain(stacks, w.pid, ROOT_WORKLOADS + "/chain.py")
@@ -70,10 +54,10 @@ def test_315_runs_on_debug_offsets_alone(taipan, tmp_path):
     from the process's own _Py_DebugOffsets."""
     table = open(os.path.join(os.path.dirname(WORKLOADS), "..", "src", "pyoffsets_table.c")).read()
     assert ".hexversion = 0x030f" not in table and ".hexversion = 0x030d" not in table
-    it = matrix("sid-3.15")
+    it = interpreter("sid-3.15")
     w = Workload(it, "chain.py", 30).wait_ready()
     try:
-        stacks, res = record(taipan, tmp_path, w.pid, extra=["-v"])
+        stacks, res = record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel", "-v"], **RECORD)
     finally:
         w.stop()
     assert_chain(stacks, w.pid)
@@ -82,7 +66,7 @@ def test_315_runs_on_debug_offsets_alone(taipan, tmp_path):
 
 @pytest.mark.parametrize("ident", ["pyenv-3.12", "sid-3.15"])
 def test_own_pid_and_mount_namespace(taipan, tmp_path, ident):
-    it = matrix(ident)
+    it = interpreter(ident)
     if it.root:
         # a new mount namespace with the root's own /proc, then chroot
         inner = 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"'
@@ -97,11 +81,10 @@ def test_own_pid_and_mount_namespace(taipan, tmp_path, ident):
         line = outer.stdout.readline()
         assert line.strip() == b"ready", line + outer.stderr.read()
         pid = child_of(outer.pid)
-        stacks, _ = record(taipan, tmp_path, pid)
+        stacks, _ = record_folded(taipan, tmp_path, pid, extra=["--no-kernel"], **RECORD)
         assert_chain(stacks, pid)
         pprof = tmp_path / "out.pb.gz"
-        res = run_taipan(taipan, ["record", "-q", "-p", pid, "-d", "1", "-o", pprof])
-        assert res.returncode == 0, res.stderr
+        record(taipan, pprof, pid, seconds=1, rate=100)
         raw = go_pprof("-raw", pprof)
         # labelled with the host pid, and the pid inside the namespace (1)
         assert "pid:[%d]" % pid in raw.replace(" ", "") and "ns_pid:[1]" in raw.replace(" ", ""), raw[-2000:]
@@ -127,7 +110,7 @@ def test_binary_deleted_or_replaced_after_start(taipan, tmp_path, how):
             os.chmod(exe + ".new", 0o755)
             os.rename(exe + ".new", exe)
         assert os.readlink("/proc/%d/exe" % w.pid).endswith("(deleted)")
-        stacks, _ = record(taipan, tmp_path, w.pid)
+        stacks, _ = record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel"], **RECORD)
     finally:
         w.stop()
     assert_chain(stacks, w.pid)
@@ -146,7 +129,7 @@ def test_c_program_embedding_libpython(taipan, tmp_path):
         assert proc.stdout.readline().strip() == b"ready"
         maps = open("/proc/%d/maps" % proc.pid).read()
         assert "libpython3.11.so" in maps
-        stacks, _ = record(taipan, tmp_path, proc.pid)
+        stacks, _ = record_folded(taipan, tmp_path, proc.pid, extra=["--no-kernel"], **RECORD)
         assert_chain(stacks, proc.pid)
         assert {s.comm for s in stacks if s.pid == proc.pid} == {"embedder"}
     finally:
@@ -155,12 +138,11 @@ def test_c_program_embedding_libpython(taipan, tmp_path):
 
 
 def test_two_versions_in_one_recording(taipan, tmp_path):
-    old, new = matrix("pyenv-3.8"), matrix("sid-3.15")
+    old, new = interpreter("pyenv-3.8"), interpreter("sid-3.15")
     a = " ".join(old.argv(os.path.join(WORKLOADS, "chain.py"), 2))
     b = " ".join(new.argv(os.path.join(WORKLOADS, "chain.py"), 2))
     out = tmp_path / "out.pb.gz"
-    res = run_taipan(taipan, ["record", "-q", "-r", "300", "-o", out, "--", "sh", "-c", "%s & %s & wait" % (a, b)])
-    assert res.returncode == 0, res.stderr
+    record(taipan, out, ["sh", "-c", "%s & %s & wait" % (a, b)], seconds=None, rate=300)
     raw = go_pprof("-raw", out).replace(" ", "")
     assert "python_version:[3.8.18]" in raw and "python_version:[3.15." in raw, raw[-3000:]
     top = go_pprof("-top", out)

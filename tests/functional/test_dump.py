@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import MATRIX, WORKLOADS, marked_lines, require, run_taipan
+from conftest import WORKLOADS, error_lines, marked_lines, pyenv, require, run_on_sleeper, run_taipan
 
 BLOCKED_THREADS = 50
 # What the dump of a 50-thread process may take, start to exit.
@@ -20,12 +20,6 @@ BUDGET_S = 0.100
 THREAD_RE = re.compile(r'^Thread (?:(?P<tid>\d+) "(?P<name>[^"]*)"|0x(?P<tid_hex>[0-9a-f]+) \(no OS thread found\))'
                        r'(?: in interpreter \d+)? \(most recent call first\):$')
 FRAME_RE = re.compile(r'^  File "(?P<file>.*)", line (?P<line>-?\d+), in (?P<name>.*)$')
-
-
-def pyenv(ident):
-    path = dict((m[0], m[1]) for m in MATRIX)[ident]
-    require(path, "interpreter " + ident)
-    return path
 
 
 def parse_dump(text):
@@ -196,25 +190,16 @@ def test_process_in_its_own_pid_namespace(taipan, ident):
         proc.stderr.close()
 
 
-def error_lines(stderr):
-    return [l for l in stderr.splitlines() if l.startswith("taipan: error:")]
-
-
 def test_errors_are_one_clear_line(taipan, workload, tmp_path):
     res = run_taipan(taipan, ["dump", "-p", "9999999"])
     assert res.returncode == 1 and not res.stdout
     errs = error_lines(res.stderr)
     assert len(errs) == 1 and "no such process" in errs[0], res.stderr
 
-    sleeper = subprocess.Popen(["sleep", "30"])
-    try:
-        res = run_taipan(taipan, ["dump", "-p", sleeper.pid])
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    res, pid = run_on_sleeper(taipan, ["dump"])
     assert res.returncode == 1
     errs = error_lines(res.stderr)
-    assert len(errs) == 1 and "not a Python process" in errs[0] and str(sleeper.pid) in errs[0], res.stderr
+    assert len(errs) == 1 and "not a Python process" in errs[0] and str(pid) in errs[0], res.stderr
 
     py311 = "/usr/bin/python3.11"
     require(py311, "Debian python3.11")

@@ -5,24 +5,11 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import time
 
-import pytest
-
-from conftest import MATRIX, WORKLOADS, go_pprof, parse_folded, require, run_taipan, total
+from conftest import error_lines, go_pprof, parse_folded, pyenv, record, require, run_on_sleeper, run_taipan, total
 
 PY311 = "/usr/bin/python3.11"
-
-
-def pyenv(ident):
-    path = dict((m[0], m[1]) for m in MATRIX)[ident]
-    require(path, "interpreter " + ident)
-    return path
-
-
-def error_lines(stderr):
-    return [l for l in stderr.splitlines() if l.startswith("taipan: error:")]
 
 
 def test_pid_that_does_not_exist(taipan, tmp_path):
@@ -34,15 +21,10 @@ def test_pid_that_does_not_exist(taipan, tmp_path):
 
 
 def test_pid_that_is_not_python(taipan, tmp_path):
-    sleeper = subprocess.Popen(["sleep", "30"])
-    try:
-        res = run_taipan(taipan, ["record", "-p", sleeper.pid, "-d", "1", "-o", tmp_path / "x.folded"])
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    res, pid = run_on_sleeper(taipan, ["record", "-d", "1", "-o", tmp_path / "x.folded"])
     assert res.returncode != 0
     errs = error_lines(res.stderr)
-    assert len(errs) == 1 and "not a Python process" in errs[0] and str(sleeper.pid) in errs[0], res.stderr
+    assert len(errs) == 1 and "not a Python process" in errs[0] and str(pid) in errs[0], res.stderr
 
 
 def test_target_exits_during_recording_keeps_partial_profile(taipan, workload, tmp_path):
@@ -151,8 +133,7 @@ def test_help_explains_every_option(taipan):
 def test_pprof_read_by_go_tool_pprof(taipan, interp, workload, tmp_path):
     w = workload(interp, "chain.py", 30)
     out = tmp_path / "x.pb.gz"
-    res = run_taipan(taipan, ["record", "-q", "-p", w.pid, "-d", "2", "-r", "500", "-o", out])
-    assert res.returncode == 0, res.stderr
+    record(taipan, out, w.pid)
     top = go_pprof("-top", out)
     inner = "Worker.run.<locals>.inner" if interp.has_qualname else "inner"
     rows = {}

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, WORKLOADS, _pyenv, parse_folded, require, run_taipan, total
+from conftest import CHAIN_NAMES, ROOT, WORKLOADS, pyenv, record_folded, run_taipan, total
 
 HOSTILE = os.path.join(WORKLOADS, "hostile.py")
 CHAIN = os.path.join(WORKLOADS, "chain.py")
@@ -29,16 +29,10 @@ def layout_row(version):
     raise AssertionError("no row for %s in src/pyoffsets_table.c" % version)
 
 
-def python(version):
-    path = _pyenv(version)
-    require(path, "pyenv Python %s" % version)
-    return path
-
-
 def hostile(workload, version, mode, seconds=60):
     """hostile.py in this mode, with the version's offsets on its command line."""
     row = layout_row(version)
-    return workload(python(version), "hostile.py", mode, seconds,
+    return workload(pyenv("pyenv-" + version), "hostile.py", mode, seconds,
                     *["%s=%d" % kv for kv in sorted(row.items())])
 
 
@@ -57,40 +51,29 @@ def stats(stderr):
     return out
 
 
-def record(taipan, tmp_path, pids, seconds=3, rate=500):
-    out = tmp_path / "out.folded"
-    args = ["record", "-q", "--stats", "-r", rate, "-d", seconds, "-o", out, "--folded-lines",
-            "--folded-threads", "--no-kernel"]
-    for pid in pids:
-        args += ["-p", pid]
-    res = run_taipan(taipan, args, timeout=60)
-    assert res.returncode == 0, res.stderr
-    assert out.exists(), res.stderr
-    return parse_folded(out), stats(res.stderr), res.stderr
-
-
 def assert_healthy(stacks, pid):
     """The healthy chain.py next to the hostile process was profiled in full."""
     mine = [s for s in stacks if s.pid == pid]
     assert total(mine) >= 100, "healthy process: %d samples" % total(mine)
-    good = [s for s in mine if [f.name for f in s.python][:3] == ["<module>", "main", "Worker.run"]]
+    good = [s for s in mine if [f.name for f in s.python][:3] == CHAIN_NAMES]
     assert total(good) >= 0.9 * total(mine), [[f.text for f in s.frames] for s in mine][:5]
     assert not any(f.marker for s in mine for f in s.frames)
 
 
 def healthy(workload):
-    return workload(python("3.11"), "chain.py", 60)
+    return workload(pyenv("pyenv-3.11"), "chain.py", 60)
 
 
-def beside_healthy(taipan, workload, tmp_path, version, mode, **kw):
-    """Records a hostile process (mode) and a healthy one together, checks
-    that the healthy one's stacks are whole, and returns the hostile process,
-    its stacks, taipan's stats and its stderr."""
+def beside_healthy(taipan, workload, tmp_path, version, mode, rate=500):
+    """Records a hostile process (mode) and a healthy one together for 3 s,
+    checks that the healthy one's stacks are whole, and returns the hostile
+    process, its stacks, taipan's stats and its stderr."""
     bad = hostile(workload, version, mode)
     good = healthy(workload)
-    stacks, st, err = record(taipan, tmp_path, [bad.pid, good.pid], **kw)
+    stacks, res = record_folded(taipan, tmp_path, [bad.pid, good.pid], seconds=3, rate=rate,
+                                extra=["--stats", "--no-kernel"])
     assert_healthy(stacks, good.pid)
-    return bad, [s for s in stacks if s.pid == bad.pid], st, err
+    return bad, [s for s in stacks if s.pid == bad.pid], stats(res.stderr), res.stderr
 
 
 def dump_survives(taipan, pid):
@@ -185,17 +168,13 @@ def test_threads_starting_and_stopping_fast(taipan, workload, tmp_path, version)
 def test_processes_that_exec_other_programs(taipan, tmp_path):
     """`record -- sh -c 'A & B & wait'`: a chain of Pythons that exec into
     sh and back, 40 times, next to a healthy Python that runs throughout."""
-    py = python("3.12")
+    py = pyenv("pyenv-3.12")
     chain = "%s %s exec-chain 40" % (py, HOSTILE)
-    good = "%s %s 4" % (python("3.11"), CHAIN)
+    good = "%s %s 4" % (pyenv("pyenv-3.11"), CHAIN)
     loop = "for i in 1 2 3 4 5 6 7 8 9 10; do %s -c pass; /bin/true; done" % py
-    out = tmp_path / "out.folded"
-    res = run_taipan(taipan, ["record", "-q", "--stats", "-r", 500, "-o", out, "--folded-lines",
-                              "--folded-threads", "--", "sh", "-c",
-                              "%s >/dev/null & %s >/dev/null & %s & wait" % (chain, good, loop)],
-                     timeout=120)
-    assert res.returncode == 0, res.stderr
-    stacks = parse_folded(out)
+    stacks, res = record_folded(taipan, tmp_path,
+                                ["sh", "-c", "%s >/dev/null & %s >/dev/null & %s & wait" % (chain, good, loop)],
+                                seconds=None, extra=["--stats"], timeout=120)
     names = {f.name for s in stacks for f in s.python}
     assert {"main", "Worker.run"} <= names, names
     assert "exec_chain" in names, names

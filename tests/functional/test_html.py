@@ -19,7 +19,7 @@ import subprocess
 
 import pytest
 
-from conftest import IN_CI, MATRIX, ROOT, marked_lines, require, run_taipan
+from conftest import IN_CI, ROOT, marked_lines, pyenv, record
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BROWSER = os.path.join(HERE, "browser")
@@ -60,9 +60,7 @@ def node_modules():
 
 @pytest.fixture
 def py312():
-    path = next(m[1] for m in MATRIX if m[0] == "pyenv-3.12")
-    require(path, "interpreter pyenv-3.12")
-    return path
+    return pyenv("pyenv-3.12")
 
 
 @contextlib.contextmanager
@@ -95,12 +93,6 @@ def drive(node_modules, scenario, page, outdir, *args):
     if scenario != "speedscope":
         assert not r["requests"], "the page fetched: %s" % r["requests"]
     return r
-
-
-def record(taipan, pid, out, seconds=2, rate=500, extra=()):
-    res = run_taipan(taipan, ["record", "-q", "-r", rate, "-d", seconds, "-p", pid, "-o", out] + list(extra))
-    assert res.returncode == 0, res.stderr
-    assert os.path.getsize(out) > 0
 
 
 def page_data(path):
@@ -142,7 +134,7 @@ def by_name(frames, name):
 def test_html_chain_functions_tooltip_search_layout(taipan, py312, workload, tmp_path, node_modules, request):
     w = workload(py312, "chain.py", 30)
     page = str(tmp_path / "chain.html")
-    record(taipan, w.pid, page, extra=["--no-kernel"])
+    record(taipan, page, w.pid, extra=["--no-kernel"])
     data = page_data(page)
     lines = marked_lines(w.script)
 
@@ -205,7 +197,7 @@ def test_html_chain_functions_tooltip_search_layout(taipan, py312, workload, tmp
 def test_html_threads_zoom_search_and_selector(taipan, py312, workload, tmp_path, node_modules, request):
     w = workload(py312, "threads.py", 30)
     page = str(tmp_path / "threads.html")
-    record(taipan, w.pid, page, seconds=3, rate=1000)
+    record(taipan, page, w.pid, seconds=3, rate=1000)
     data = page_data(page)
     total = data["total"]
     assert total >= 300
@@ -268,7 +260,7 @@ def test_html_threads_zoom_search_and_selector(taipan, py312, workload, tmp_path
 def test_speedscope_json_schema_and_app(taipan, py312, workload, tmp_path, node_modules, request):
     w = workload(py312, "threads.py", 30)
     out = str(tmp_path / "threads.json")
-    record(taipan, w.pid, out, seconds=3, rate=1000)
+    record(taipan, out, w.pid, seconds=3, rate=1000)
     with open(out) as f:
         doc = json.load(f)
 

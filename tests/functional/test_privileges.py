@@ -18,7 +18,7 @@ import tempfile
 
 import pytest
 
-from conftest import ROOT, WORKLOADS, _pyenv, parse_folded, require
+from conftest import ROOT, WORKLOADS, parse_folded, pyenv, require
 
 MIN = ["bpf", "perfmon", "sys_ptrace"]
 CAP_NUMBERS = {"sys_ptrace": 19, "sys_admin": 21, "syslog": 34, "perfmon": 38, "bpf": 39,
@@ -29,12 +29,6 @@ CHAIN = os.path.join(WORKLOADS, "chain.py")
 def need(tool):
     path = shutil.which(tool)
     require(path, tool)
-    return path
-
-
-def python(version):
-    path = _pyenv(version)
-    require(path, "pyenv Python %s" % version)
     return path
 
 
@@ -59,7 +53,7 @@ def test_setpriv_leaves_exactly_those_capabilities(taipan):
 
 @pytest.mark.parametrize("version", ["2.7", "3.12"])
 def test_record_with_the_minimum(taipan, workload, tmp_path, version):
-    w = workload(python(version), "chain.py", 60)
+    w = workload(pyenv("pyenv-" + version), "chain.py", 60)
     out = tmp_path / "out.folded"
     res = with_caps(MIN, [taipan, "record", "-q", "--no-kernel", "-p", w.pid, "-d", 2, "-o", out,
                           "--folded-threads"])
@@ -71,13 +65,13 @@ def test_record_with_the_minimum(taipan, workload, tmp_path, version):
 
 def test_record_a_command_with_the_minimum(taipan, tmp_path):
     out = tmp_path / "out.folded"
-    res = with_caps(MIN, [taipan, "record", "-q", "-o", out, "--", python("3.9"), CHAIN, 1])
+    res = with_caps(MIN, [taipan, "record", "-q", "-o", out, "--", pyenv("pyenv-3.9"), CHAIN, 1])
     assert res.returncode == 0, res.stderr
     assert "Worker.run" in out.read_text()
 
 
 def test_dump_needs_only_ptrace(taipan, workload):
-    w = workload(python("3.12"), "chain.py", 60)
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
     res = with_caps(["sys_ptrace"], [taipan, "dump", "-p", w.pid])
     assert res.returncode == 0, res.stderr
     assert "Worker.run" in res.stdout
@@ -85,7 +79,7 @@ def test_dump_needs_only_ptrace(taipan, workload):
 
 @pytest.mark.parametrize("missing", MIN)
 def test_record_without_one_names_it(taipan, workload, tmp_path, missing):
-    w = workload(python("3.12"), "chain.py", 60)
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
     keep = [c for c in MIN if c != missing]
     res = with_caps(keep, [taipan, "record", "-q", "-p", w.pid, "-d", 1, "-o", tmp_path / "out.folded"])
     assert res.returncode == 1, res.stderr
@@ -94,7 +88,7 @@ def test_record_without_one_names_it(taipan, workload, tmp_path, missing):
 
 
 def test_dump_without_ptrace_names_it(taipan, workload):
-    w = workload(python("3.12"), "chain.py", 60)
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
     res = with_caps([], [taipan, "dump", "-p", w.pid])
     assert res.returncode == 1, res.stderr
     assert "CAP_SYS_PTRACE" in res.stderr, res.stderr
@@ -204,7 +198,7 @@ def test_not_root_profiles_another_users_process(taipan, workload):
     /root are not readable to it otherwise) profiles root's process."""
     need("setpriv")
     nobody = pwd.getpwnam("nobody")
-    w = workload(python("3.12"), "chain.py", 60)
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
     caps = "+bpf,+perfmon,+sys_ptrace,+dac_read_search"
     with tempfile.TemporaryDirectory(prefix="taipan-nobody-") as outdir:
         os.chown(outdir, nobody.pw_uid, nobody.pw_gid)
@@ -263,7 +257,7 @@ def test_output_refuses_a_symlink_and_another_users_file(taipan, tmp_path):
     theirs.write_text("theirs\n")
     os.chown(theirs, nobody.pw_uid, nobody.pw_gid)
     for out in (link, theirs):
-        res = subprocess.run([taipan, "record", "-q", "-o", str(out), "--", python("3.12"), CHAIN, "0.5"],
+        res = subprocess.run([taipan, "record", "-q", "-o", str(out), "--", pyenv("pyenv-3.12"), CHAIN, "0.5"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
         assert res.returncode != 0, res.stderr.decode()
         assert str(out) in res.stderr.decode() or "symlink" in res.stderr.decode(), res.stderr.decode()

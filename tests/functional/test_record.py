@@ -2,23 +2,10 @@
 
 import collections
 import os
-import subprocess
 
 import pytest
 
-from conftest import IN_CI, WORKLOADS, marked_lines, parse_folded, run_taipan, total
-
-
-def record_folded(taipan, tmp_path, pid_or_cmd, seconds=2, rate=500, extra=()):
-    out = tmp_path / "out.folded"
-    args = ["record", "-q", "-r", rate, "-o", out, "--folded-lines", "--folded-threads"] + list(extra)
-    if isinstance(pid_or_cmd, int):
-        args += ["-p", pid_or_cmd, "-d", seconds]
-    else:
-        args += ["-d", seconds, "--"] + list(pid_or_cmd)
-    res = run_taipan(taipan, args)
-    assert res.returncode == 0, res.stderr
-    return parse_folded(out)
+from conftest import IN_CI, WORKLOADS, marked_lines, record_folded, total
 
 
 def assert_python_frames(s, expected):
@@ -32,7 +19,7 @@ def assert_python_frames(s, expected):
 
 def test_call_chain_exact_frames_and_lines(taipan, interp, workload, tmp_path):
     w = workload(interp, "chain.py", 30)
-    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel"]) if s.pid == w.pid]
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel"])[0] if s.pid == w.pid]
     n = total(stacks)
     assert n >= 100, "too few samples: %d" % n
     lines = marked_lines(w.script)
@@ -58,7 +45,7 @@ def test_generator_frame_called_back_from_c(taipan, interp, workload, tmp_path):
     shims on the C stack, in one walk: BPF copies a frame's page at a time,
     and none of the jumps between those places may lose or repeat a frame."""
     w = workload(interp, "gens.py", 30)
-    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel"]) if s.pid == w.pid]
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel"])[0] if s.pid == w.pid]
     assert total(stacks) >= 100, "too few samples: %d" % total(stacks)
     lines = marked_lines(w.script)
     lam = "via_c.<locals>.<lambda>" if interp.has_qualname else "<lambda>"
@@ -76,7 +63,7 @@ def test_generator_frame_called_back_from_c(taipan, interp, workload, tmp_path):
 
 def test_four_busy_threads_and_a_sleeper(taipan, interp, workload, tmp_path):
     w = workload(interp, "threads.py", 30)
-    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=3, rate=1000) if s.pid == w.pid]
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=3, rate=1000)[0] if s.pid == w.pid]
     n = total(stacks)
     assert n >= 300, "too few samples: %d" % n
     by_func = collections.Counter()
@@ -97,7 +84,7 @@ def test_four_busy_threads_and_a_sleeper(taipan, interp, workload, tmp_path):
 
 def test_recursion_1000_deep_every_frame(taipan, interp, workload, tmp_path):
     w = workload(interp, "deep.py", 30, 1000)
-    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, rate=200, extra=["--no-kernel"]) if s.pid == w.pid]
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, rate=200, extra=["--no-kernel"])[0] if s.pid == w.pid]
     assert total(stacks) >= 50
     for s in stacks:
         assert not any(f.marker for f in s.frames), [f.text for f in s.frames[:3]]
@@ -111,7 +98,7 @@ def test_command_grandchild_is_found(taipan, interp, tmp_path):
     script = os.path.join(WORKLOADS, "chain.py")
     # "; true" keeps sh from exec'ing: python is sh's child, taipan's grandchild.
     cmd = ["sh", "-c", '"$@"; true', "sh"] + interp.argv(script, 2)
-    stacks = record_folded(taipan, tmp_path, cmd, seconds=30, rate=500)
+    stacks = record_folded(taipan, tmp_path, cmd, seconds=30, rate=500)[0]
     names = {f.name for s in stacks for f in s.python}
     assert "Worker.run" in names and "main" in names, names
     assert all(s.comm != "sh" for s in stacks)
@@ -122,7 +109,7 @@ def test_kernel_frames_sit_above_python(taipan, workload, tmp_path):
     if not os.path.exists(py):
         pytest.skip("no /usr/bin/python3.11")
     w = workload(py, "syscalls.py", 30)
-    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, rate=500) if s.pid == w.pid]
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, rate=500)[0] if s.pid == w.pid]
     with_kernel = [s for s in stacks if s.kernel]
     assert total(with_kernel) >= 0.2 * total(stacks), "kernel frames in %d of %d samples" % (total(with_kernel), total(stacks))
     for s in with_kernel:
@@ -136,7 +123,7 @@ def test_reused_code_object_addresses_keep_their_names(taipan, interp, workload,
     """A freed code object's address is soon given to a new one; each must be
     named as itself, not as whatever first lived at that address."""
     w = workload(interp, "reuse.py", 30)
-    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=30, rate=1000, extra=["--no-kernel"])
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=30, rate=1000, extra=["--no-kernel"])[0]
               if s.pid == w.pid]
     addrs = collections.defaultdict(list)
     for line in w.proc.stdout.read().decode().splitlines():
@@ -162,7 +149,7 @@ def test_reused_code_object_addresses_keep_their_names(taipan, interp, workload,
 
 def test_deeper_than_the_limit_is_marked_not_cut_silently(taipan, interp, workload, tmp_path):
     w = workload(interp, "deep.py", 30, 2500)
-    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, rate=100, extra=["--no-kernel"]) if s.pid == w.pid]
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, rate=100, extra=["--no-kernel"])[0] if s.pid == w.pid]
     assert total(stacks) >= 20
     for s in stacks:
         assert s.frames[0].text == "[truncated]", [f.text for f in s.frames[:2]]

@@ -1,26 +1,25 @@
 """record -a: every Python process on the host, including those that start
 later and those that live a fraction of a second; filters and labels."""
 
-import collections
 import json
 import os
 import secrets
 import subprocess
 import time
 
-import pytest
-
-from conftest import WORKLOADS, Workload, parse_folded, require, run_taipan, total
-from test_containers import CHAIN_NAMES, matrix
-from test_errors import go_pprof
+from conftest import (CHAIN_NAMES, WORKLOADS, Workload, go_pprof, interpreter, parse_folded, pyenv, record,
+                      record_args, total)
 
 EARLY = "[before taipan recognised the process]"
 
 
 def start_record(taipan, out, seconds, *extra):
-    return subprocess.Popen([taipan, "record", "-a", "-r", "250", "-d", str(seconds), "-o", str(out),
-                             "--folded-lines", "--folded-threads", "--stats"] + list(extra),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """`taipan record -a` in the background, for tests that start processes
+    while it records."""
+    args = record_args(out, None, seconds, rate=250, quiet=False,
+                       extra=["--folded-lines", "--folded-threads", "--stats"] + list(extra))
+    return subprocess.Popen([taipan] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
 
 
 def wait_attached(rec, timeout=20):
@@ -46,12 +45,12 @@ def map_keys(name):
 
 
 def test_processes_before_and_during_the_recording(taipan, tmp_path):
-    before = Workload(matrix("pyenv-3.12"), "chain.py", 30).wait_ready()
+    before = Workload(interpreter("pyenv-3.12"), "chain.py", 30).wait_ready()
     out = tmp_path / "all.folded"
     rec = start_record(taipan, out, 6)
     try:
         wait_attached(rec)
-        during = Workload(matrix("sid-3.15"), "chain.py", 30).wait_ready()
+        during = Workload(interpreter("sid-3.15"), "chain.py", 30).wait_ready()
         try:
             _, err = rec.communicate(timeout=60)
         finally:
@@ -69,7 +68,7 @@ def test_processes_before_and_during_the_recording(taipan, tmp_path):
 def test_short_lived_processes_keep_their_names(taipan, tmp_path):
     """200 Python processes of 100-300 ms each, started during a recording:
     at least 95% of their samples are symbolized, the rest counted as lost."""
-    py = matrix("pyenv-3.12").path
+    py = pyenv("pyenv-3.12")
     out = tmp_path / "churn.folded"
     rec = start_record(taipan, out, 26)
     try:
@@ -104,7 +103,7 @@ def test_short_lived_processes_keep_their_names(taipan, tmp_path):
 
 
 def test_comm_filter(taipan, tmp_path):
-    py = matrix("pyenv-3.12").path
+    py = pyenv("pyenv-3.12")
     links = []
     for name in ("pyalpha", "pybeta"):
         link = tmp_path / name
@@ -112,12 +111,11 @@ def test_comm_filter(taipan, tmp_path):
         links.append(str(link))
     alpha, beta = (Workload(l, "chain.py", 30).wait_ready() for l in links)
     try:
-        res = run_taipan(taipan, ["record", "-a", "--comm", "pyalpha", "-d", "2", "-o", tmp_path / "f.folded",
-                                  "--folded-threads"])
+        record(taipan, tmp_path / "f.folded", None, rate=100, quiet=False,
+               extra=["--comm", "pyalpha", "--folded-threads"])
     finally:
         alpha.stop()
         beta.stop()
-    assert res.returncode == 0, res.stderr
     pids = {s.pid for s in parse_folded(tmp_path / "f.folded")}
     assert pids == {alpha.pid}, pids
 
@@ -137,13 +135,12 @@ def test_cgroup_filter_and_container_label(taipan, tmp_path):
     os.mkdir(cg)
     inside = outside = None
     try:
-        inside = Workload(matrix("pyenv-3.12"), "chain.py", 30).wait_ready()
-        outside = Workload(matrix("pyenv-3.11"), "chain.py", 30).wait_ready()
+        inside = Workload(interpreter("pyenv-3.12"), "chain.py", 30).wait_ready()
+        outside = Workload(interpreter("pyenv-3.11"), "chain.py", 30).wait_ready()
         with open(os.path.join(cg, "cgroup.procs"), "w") as f:
             f.write(str(inside.pid))
         out = tmp_path / "cg.pb.gz"
-        res = run_taipan(taipan, ["record", "-a", "--cgroup", "/" + name, "-d", "2", "-o", out])
-        assert res.returncode == 0, res.stderr
+        record(taipan, out, None, rate=100, quiet=False, extra=["--cgroup", "/" + name])
         raw = go_pprof("-raw", out).replace(" ", "")
         assert "pid:[%d]" % inside.pid in raw and "pid:[%d]" % outside.pid not in raw
         assert "cgroup:[/%s]" % name in raw and "container_id:[%s]" % cid in raw

@@ -11,16 +11,10 @@ import uuid
 
 import pytest
 
-from conftest import MATRIX, IN_CI, require, run_taipan
+from conftest import IN_CI, error_lines, pyenv, run_on_sleeper, run_taipan
 
 ROW_RE = re.compile(r"^\s*(?P<own>\d+\.\d)%\s+(?P<total>\d+\.\d)%\s+(?P<nown>\d+)\s+(?P<ntotal>\d+)\s+"
                     r"(?P<name>\S.*?)(?:\s+\((?P<file>[^()]*):(?P<line>\d+)\))?$")
-
-
-def pyenv(ident):
-    path = dict((m[0], m[1]) for m in MATRIX)[ident]
-    require(path, "interpreter " + ident)
-    return path
 
 
 class Screen:
@@ -216,22 +210,13 @@ def test_sliding_window_and_ctrl_c(top, workload):
     assert s.exit_status() == 0
 
 
-def error_lines(stderr):
-    return [l for l in stderr.splitlines() if l.startswith("taipan: error:")]
-
-
 def test_errors_and_usage(taipan, workload):
     res = run_taipan(taipan, ["top", "-p", "9999999"])
     assert res.returncode == 1
     errs = error_lines(res.stderr)
     assert len(errs) == 1 and "no such process" in errs[0], res.stderr
 
-    sleeper = subprocess.Popen(["sleep", "30"])
-    try:
-        res = run_taipan(taipan, ["top", "-p", sleeper.pid])
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+    res, _ = run_on_sleeper(taipan, ["top"])
     assert res.returncode == 1
     errs = error_lines(res.stderr)
     assert len(errs) == 1 and "not a Python process" in errs[0], res.stderr

@@ -21,6 +21,7 @@
 #include "output.h"
 #include "profile.h"
 #include "profile.pb-c.h"
+#include "profile_build.h"
 
 /* Allocation failures on demand: see alloc_inject.h. */
 #include "alloc_inject.h"
@@ -51,20 +52,6 @@ static const struct prof_labels thread_b = {
     .python_version = "3.11.4",
 };
 
-static uint32_t intern(struct profile *p, struct prof_frame f)
-{
-	int id = profile_intern_frame(p, &f);
-	assert_true(id >= 0);
-	return (uint32_t)id;
-}
-
-static uint32_t py_frame(struct profile *p, const char *name, const char *file, int line,
-			 int first_line)
-{
-	return intern(p, (struct prof_frame){
-			     .name = name, .file = file, .line = line, .first_line = first_line});
-}
-
 /* Two threads of one process share a Python stack (4 and 2 samples); the
  * main thread also has a truncated stack that goes through native code into
  * the kernel (2 samples). So the leaves split 6:2, 75% / 25%. */
@@ -74,22 +61,22 @@ static struct profile *build_profile(struct ids *id)
 	assert_non_null(p);
 	profile_set_timing(p, PERIOD_NS, START_NS, DURATION_NS);
 
-	id->mod = py_frame(p, "<module>", "app.py", 10, 1);
-	id->main = py_frame(p, "main", "app.py", 20, 15);
+	id->mod = pb_py(p, "<module>", "app.py", 10, 1);
+	id->main = pb_py(p, "main", "app.py", 20, 15);
 	/* Another line of main: a location of its own, the same function. */
-	id->main21 = py_frame(p, "main", "app.py", 21, 15);
-	id->run = py_frame(p, "Worker.run", "lib/work.py", 42, 40);
-	id->weird = py_frame(p, "weird;name\nx", "odd.py", 3, 1);
-	id->native = intern(p, (struct prof_frame){.name = "PyObject_Call",
-						   .module = "/usr/lib/libpython3.11.so.1.0",
-						   .addr = 0x7f0000001234,
-						   .kind = PROF_FRAME_NATIVE});
-	id->kernel = intern(p, (struct prof_frame){.name = "do_syscall_64",
-						   .module = "[kernel]",
-						   .addr = 0xffffffff81000010ull,
-						   .kind = PROF_FRAME_KERNEL});
+	id->main21 = pb_py(p, "main", "app.py", 21, 15);
+	id->run = pb_py(p, "Worker.run", "lib/work.py", 42, 40);
+	id->weird = pb_py(p, "weird;name\nx", "odd.py", 3, 1);
+	id->native = pb_frame(p, (struct prof_frame){.name = "PyObject_Call",
+						     .module = "/usr/lib/libpython3.11.so.1.0",
+						     .addr = 0x7f0000001234,
+						     .kind = PROF_FRAME_NATIVE});
+	id->kernel = pb_frame(p, (struct prof_frame){.name = "do_syscall_64",
+						     .module = "[kernel]",
+						     .addr = 0xffffffff81000010ull,
+						     .kind = PROF_FRAME_KERNEL});
 	id->trunc =
-	    intern(p, (struct prof_frame){.name = "[truncated]", .kind = PROF_FRAME_MARKER});
+	    pb_frame(p, (struct prof_frame){.name = "[truncated]", .kind = PROF_FRAME_MARKER});
 
 	uint32_t py[] = {id->mod, id->main, id->run};
 	uint32_t mixed[] = {id->trunc, id->weird, id->native, id->kernel};
@@ -166,9 +153,9 @@ static void test_folded_edges(void **state)
 	struct profile *p = profile_new();
 	assert_non_null(p);
 	uint32_t k =
-	    intern(p, (struct prof_frame){
-			  .name = "", .addr = 0xffffffff81234567ull, .kind = PROF_FRAME_KERNEL});
-	uint32_t py = intern(p, (struct prof_frame){.name = "f", .line = 7});
+	    pb_frame(p, (struct prof_frame){
+			    .name = "", .addr = 0xffffffff81234567ull, .kind = PROF_FRAME_KERNEL});
+	uint32_t py = pb_frame(p, (struct prof_frame){.name = "f", .line = 7});
 	struct prof_labels l1 = {.pid = 5, .tid = 6, .comm = "a;b\nc", .python_version = "3.12"};
 	struct prof_labels l2 = l1;
 	l2.python_version = NULL; /* differs only in a label folded does not show */

@@ -26,6 +26,7 @@
 
 #include "output.h"
 #include "profile.h"
+#include "profile_build.h"
 
 /* Allocation failures on demand: see alloc_inject.h. */
 #include "alloc_inject.h"
@@ -61,19 +62,6 @@ struct ids {
 	uint32_t mod, main, run, script, uni, bad, kernel, anon_kernel, trunc;
 };
 
-static uint32_t intern(struct profile *p, struct prof_frame f)
-{
-	int id = profile_intern_frame(p, &f);
-	assert_true(id >= 0);
-	return (uint32_t)id;
-}
-
-static uint32_t py_frame(struct profile *p, const char *name, const char *file, int line)
-{
-	return intern(
-	    p, (struct prof_frame){.name = name, .file = file, .line = line, .first_line = 1});
-}
-
 /* Thread a: <module>;main;Worker.run x4 (two adds), <module>;main;</script>
  * x1, [truncated];naïve;bad;kernel;0x... x2. Thread b: <module>;main;
  * Worker.run x3, and a frameless sample x1. A zero-count stack appears
@@ -84,21 +72,21 @@ static struct profile *build_profile(struct ids *id, bool timing)
 	assert_non_null(p);
 	if (timing)
 		profile_set_timing(p, PERIOD_NS, START_NS, DURATION_NS);
-	id->mod = py_frame(p, "<module>", "/srv/app.py", 10);
-	id->main = py_frame(p, "main", "/srv/app.py", 20);
-	id->run = py_frame(p, "Worker.run", "/srv/lib/work.py", 42);
-	id->script = py_frame(p, NAME_SCRIPT, "/srv/x.py", 3);
-	id->uni = py_frame(p, NAME_UNICODE, "/srv/\xc3\xbc.py", 7);
-	id->bad = py_frame(p, NAME_INVALID, "/srv/bad.py", 0);
-	id->kernel = intern(p, (struct prof_frame){.name = "do_syscall_64",
-						   .module = "[kernel.kallsyms]",
-						   .addr = 0xffffffff81000010ull,
-						   .kind = PROF_FRAME_KERNEL});
-	id->anon_kernel = intern(p, (struct prof_frame){.addr = 0xffffffff8123abcdull,
-							.module = "[kernel.kallsyms]",
-							.kind = PROF_FRAME_KERNEL});
+	id->mod = pb_py(p, "<module>", "/srv/app.py", 10, 1);
+	id->main = pb_py(p, "main", "/srv/app.py", 20, 1);
+	id->run = pb_py(p, "Worker.run", "/srv/lib/work.py", 42, 1);
+	id->script = pb_py(p, NAME_SCRIPT, "/srv/x.py", 3, 1);
+	id->uni = pb_py(p, NAME_UNICODE, "/srv/\xc3\xbc.py", 7, 1);
+	id->bad = pb_py(p, NAME_INVALID, "/srv/bad.py", 0, 1);
+	id->kernel = pb_frame(p, (struct prof_frame){.name = "do_syscall_64",
+						     .module = "[kernel.kallsyms]",
+						     .addr = 0xffffffff81000010ull,
+						     .kind = PROF_FRAME_KERNEL});
+	id->anon_kernel = pb_frame(p, (struct prof_frame){.addr = 0xffffffff8123abcdull,
+							  .module = "[kernel.kallsyms]",
+							  .kind = PROF_FRAME_KERNEL});
 	id->trunc =
-	    intern(p, (struct prof_frame){.name = "[truncated]", .kind = PROF_FRAME_MARKER});
+	    pb_frame(p, (struct prof_frame){.name = "[truncated]", .kind = PROF_FRAME_MARKER});
 
 	uint32_t py[] = {id->mod, id->main, id->run};
 	uint32_t scr[] = {id->mod, id->main, id->script};

@@ -15,54 +15,37 @@
 #include <cmocka.h>
 
 #include "profile.h"
+#include "profile_build.h"
 
 /* Allocation failures on demand: see alloc_inject.h. */
 #include "alloc_inject.h"
 
 /* --- profiles to merge ------------------------------------------------------------ */
 
-static uint32_t frame(struct profile *p, const char *name, const char *file, int line,
-		      enum prof_frame_kind kind)
-{
-	struct prof_frame f = {.name = name,
-			       .file = file,
-			       .line = line,
-			       .first_line = 1,
-			       .kind = kind,
-			       .module = kind == PROF_FRAME_KERNEL ? "[kernel]" : NULL};
-	int id = profile_intern_frame(p, &f);
-	assert_true(id >= 0);
-	return (uint32_t)id;
-}
-
-static void add(struct profile *p, uint32_t pid, const char *thread, uint64_t count, int n, ...)
-{
-	uint32_t ids[8];
-	va_list ap;
-	va_start(ap, n);
-	for (int i = 0; i < n; i++)
-		ids[i] = va_arg(ap, uint32_t);
-	va_end(ap);
-	struct prof_labels lb = {.pid = pid,
-				 .tid = pid + 1,
-				 .thread_name = thread,
-				 .comm = "python3",
-				 .python_version = "3.12.1",
-				 .cgroup = "/system.slice/app.service"};
-	assert_int_equal(profile_add(p, ids, (uint32_t)n, &lb, count), 0);
-}
+/* Three threads, each of its own process. */
+#define THREAD(p, name)                                                                            \
+	{                                                                                          \
+		.pid = (p), .tid = (p) + 1, .thread_name = (name), .comm = "python3",              \
+		.python_version = "3.12.1", .cgroup = "/system.slice/app.service"                  \
+	}
+static const struct prof_labels main_100 = THREAD(100, "main");
+static const struct prof_labels w1_200 = THREAD(200, "w-1");
+static const struct prof_labels w2_300 = THREAD(300, "w-2");
 
 /* Interned in a different order than b's, so that ids differ. */
 static struct profile *profile_a(void)
 {
 	struct profile *p = profile_new();
 	assert_non_null(p);
-	uint32_t main_ = frame(p, "main", "app.py", 10, PROF_FRAME_PYTHON);
-	uint32_t work = frame(p, "work", "app.py", 20, PROF_FRAME_PYTHON);
-	uint32_t rd = frame(p, "do_syscall_64", NULL, 0, PROF_FRAME_KERNEL);
-	add(p, 100, "main", 5, 2, main_, work);
-	add(p, 100, "main", 2, 3, main_, work, rd);
-	add(p, 200, "w-1", 1, 1, main_);
+	uint32_t main_ = pb_py(p, "main", "app.py", 10, 1);
+	uint32_t work = pb_py(p, "work", "app.py", 20, 1);
+	uint32_t rd = pb_frame(p, (struct prof_frame){.name = "do_syscall_64",
+						      .first_line = 1,
+						      .kind = PROF_FRAME_KERNEL,
+						      .module = "[kernel]"});
+	pb_add(p, &main_100, 5, 2, main_, work);
+	pb_add(p, &main_100, 2, 3, main_, work, rd);
+	pb_add(p, &w1_200, 1, 1, main_);
 	profile_set_timing(p, 10000000, 1000000000000ULL, 2000000000ULL);
 	return p;
 }
@@ -71,14 +54,14 @@ static struct profile *profile_b(void)
 {
 	struct profile *p = profile_new();
 	assert_non_null(p);
-	uint32_t other = frame(p, "other", "lib.py", 3, PROF_FRAME_PYTHON);
-	uint32_t work = frame(p, "work", "app.py", 20, PROF_FRAME_PYTHON);
-	uint32_t main_ = frame(p, "main", "app.py", 10, PROF_FRAME_PYTHON);
-	uint32_t work21 = frame(p, "work", "app.py", 21, PROF_FRAME_PYTHON);
-	add(p, 100, "main", 3, 2, main_, work);	 /* the same stack and labels as in a */
-	add(p, 200, "w-1", 4, 2, main_, work21); /* a new line */
-	add(p, 100, "main", 7, 2, main_, other);
-	add(p, 300, "w-2", 1, 0); /* no frames */
+	uint32_t other = pb_py(p, "other", "lib.py", 3, 1);
+	uint32_t work = pb_py(p, "work", "app.py", 20, 1);
+	uint32_t main_ = pb_py(p, "main", "app.py", 10, 1);
+	uint32_t work21 = pb_py(p, "work", "app.py", 21, 1);
+	pb_add(p, &main_100, 3, 2, main_, work); /* the same stack and labels as in a */
+	pb_add(p, &w1_200, 4, 2, main_, work21); /* a new line */
+	pb_add(p, &main_100, 7, 2, main_, other);
+	pb_add(p, &w2_300, 1, 0); /* no frames */
 	profile_set_timing(p, 10000000, 1000000000000ULL + 2000000000ULL, 1500000000ULL);
 	return p;
 }
@@ -144,14 +127,14 @@ static void test_merge_adds_up(void **state)
 	assert_int_equal(profile_merge(a, b), 0);
 	/* What one profile would hold had it seen every sample. */
 	struct profile *want = profile_a();
-	uint32_t other = frame(want, "other", "lib.py", 3, PROF_FRAME_PYTHON);
-	uint32_t work = frame(want, "work", "app.py", 20, PROF_FRAME_PYTHON);
-	uint32_t main_ = frame(want, "main", "app.py", 10, PROF_FRAME_PYTHON);
-	uint32_t work21 = frame(want, "work", "app.py", 21, PROF_FRAME_PYTHON);
-	add(want, 100, "main", 3, 2, main_, work);
-	add(want, 200, "w-1", 4, 2, main_, work21);
-	add(want, 100, "main", 7, 2, main_, other);
-	add(want, 300, "w-2", 1, 0);
+	uint32_t other = pb_py(want, "other", "lib.py", 3, 1);
+	uint32_t work = pb_py(want, "work", "app.py", 20, 1);
+	uint32_t main_ = pb_py(want, "main", "app.py", 10, 1);
+	uint32_t work21 = pb_py(want, "work", "app.py", 21, 1);
+	pb_add(want, &main_100, 3, 2, main_, work);
+	pb_add(want, &w1_200, 4, 2, main_, work21);
+	pb_add(want, &main_100, 7, 2, main_, other);
+	pb_add(want, &w2_300, 1, 0);
 
 	char *got = canon(a), *expect = canon(want), *b_after = canon(b);
 	assert_string_equal(got, expect);

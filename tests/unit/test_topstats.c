@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "profile.h"
+#include "profile_build.h"
 #include "topstats.h"
 
 struct fixture {
@@ -18,26 +19,12 @@ struct fixture {
 	uint32_t a1, a2, b, c, k, mark;
 };
 
-static uint32_t intern(struct profile *p, const char *name, const char *file, int line,
-		       enum prof_frame_kind kind)
-{
-	struct prof_frame f = {.name = name, .file = file, .line = line, .kind = kind};
-	int id = profile_intern_frame(p, &f);
-	assert_true(id >= 0);
-	return (uint32_t)id;
-}
-
-static void add(struct profile *p, uint32_t tid, uint64_t count, int n, ...)
-{
-	uint32_t ids[16];
-	va_list ap;
-	va_start(ap, n);
-	for (int i = 0; i < n; i++)
-		ids[i] = va_arg(ap, uint32_t);
-	va_end(ap);
-	struct prof_labels lb = {.pid = 1, .tid = tid, .thread_name = tid == 1 ? "main" : "worker"};
-	assert_int_equal(profile_add(p, ids, (uint32_t)n, &lb, count), 0);
-}
+/* Threads 1 to 3 of process 1, by tid. */
+static const struct prof_labels thread[] = {
+    [1] = {.pid = 1, .tid = 1, .thread_name = "main"},
+    [2] = {.pid = 1, .tid = 2, .thread_name = "worker"},
+    [3] = {.pid = 1, .tid = 3, .thread_name = "worker"},
+};
 
 static int setup(void **state)
 {
@@ -46,17 +33,19 @@ static int setup(void **state)
 	fx->p = profile_new();
 	assert_non_null(fx->p);
 	/* A on two lines is one function. */
-	fx->a1 = intern(fx->p, "A", "x.py", 1, PROF_FRAME_PYTHON);
-	fx->a2 = intern(fx->p, "A", "x.py", 2, PROF_FRAME_PYTHON);
-	fx->b = intern(fx->p, "B", "x.py", 10, PROF_FRAME_PYTHON);
-	fx->c = intern(fx->p, "C", "y.py", 20, PROF_FRAME_PYTHON);
-	fx->k = intern(fx->p, "do_syscall_64", NULL, 0, PROF_FRAME_KERNEL);
-	fx->mark = intern(fx->p, "[truncated]", NULL, 0, PROF_FRAME_MARKER);
+	fx->a1 = pb_py(fx->p, "A", "x.py", 1, 0);
+	fx->a2 = pb_py(fx->p, "A", "x.py", 2, 0);
+	fx->b = pb_py(fx->p, "B", "x.py", 10, 0);
+	fx->c = pb_py(fx->p, "C", "y.py", 20, 0);
+	fx->k = pb_frame(fx->p,
+			 (struct prof_frame){.name = "do_syscall_64", .kind = PROF_FRAME_KERNEL});
+	fx->mark =
+	    pb_frame(fx->p, (struct prof_frame){.name = "[truncated]", .kind = PROF_FRAME_MARKER});
 	/* Root first. */
-	add(fx->p, 1, 3, 3, fx->c, fx->b, fx->a1);
-	add(fx->p, 2, 1, 3, fx->c, fx->b, fx->a2);
-	add(fx->p, 1, 2, 3, fx->c, fx->b, fx->b);  /* recursion */
-	add(fx->p, 2, 4, 3, fx->c, fx->a1, fx->k); /* in a system call under A */
+	pb_add(fx->p, &thread[1], 3, 3, fx->c, fx->b, fx->a1);
+	pb_add(fx->p, &thread[2], 1, 3, fx->c, fx->b, fx->a2);
+	pb_add(fx->p, &thread[1], 2, 3, fx->c, fx->b, fx->b);  /* recursion */
+	pb_add(fx->p, &thread[2], 4, 3, fx->c, fx->a1, fx->k); /* in a system call under A */
 	*state = fx;
 	return 0;
 }
@@ -150,7 +139,7 @@ static void test_markers_are_rows(void **state)
 	struct fixture *fx = *state;
 	struct topstats *ts = topstats_new(0);
 	assert_non_null(ts);
-	add(fx->p, 3, 5, 2, fx->mark, fx->c);
+	pb_add(fx->p, &thread[3], 5, 2, fx->mark, fx->c);
 	assert_int_equal(topstats_compute(ts, fx->p, 3, TOP_SORT_OWN), 0);
 	assert_int_equal(row(ts, "C")->own, 5);
 	assert_int_equal(row(ts, "[truncated]")->total, 5);
@@ -170,8 +159,8 @@ static void test_reset(void **state)
 	assert_int_equal(topstats_rows(ts, &rows), 0);
 	assert_int_equal(topstats_view_samples(ts), 0);
 	/* An old stack again, and a new one. */
-	add(fx->p, 1, 2, 3, fx->c, fx->b, fx->a1);
-	add(fx->p, 2, 1, 2, fx->c, fx->b);
+	pb_add(fx->p, &thread[1], 2, 3, fx->c, fx->b, fx->a1);
+	pb_add(fx->p, &thread[2], 1, 2, fx->c, fx->b);
 	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
 	assert_int_equal(topstats_view_samples(ts), 3);
 	assert_int_equal(row(ts, "A")->own, 2);
@@ -194,12 +183,12 @@ static void test_sliding_window(void **state)
 	assert_int_equal(topstats_tick(ts, fx->p), 0);
 	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
 	assert_int_equal(topstats_view_samples(ts), 10);
-	add(fx->p, 1, 7, 2, fx->c, fx->b);
+	pb_add(fx->p, &thread[1], 7, 2, fx->c, fx->b);
 	assert_int_equal(topstats_tick(ts, fx->p), 0);
 	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
 	assert_int_equal(topstats_view_samples(ts), 17);
 	/* Third tick: the first tick's snapshot (10 samples) is the base. */
-	add(fx->p, 2, 1, 1, fx->c);
+	pb_add(fx->p, &thread[2], 1, 1, fx->c);
 	assert_int_equal(topstats_tick(ts, fx->p), 0);
 	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
 	assert_int_equal(topstats_view_samples(ts), 8);
@@ -212,7 +201,7 @@ static void test_sliding_window(void **state)
 	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
 	assert_int_equal(topstats_view_samples(ts), 0);
 	/* A reset empties the window as well. */
-	add(fx->p, 2, 1, 1, fx->c);
+	pb_add(fx->p, &thread[2], 1, 1, fx->c);
 	assert_int_equal(topstats_reset(ts, fx->p), 0);
 	assert_int_equal(topstats_compute(ts, fx->p, 0, TOP_SORT_OWN), 0);
 	assert_int_equal(topstats_view_samples(ts), 0);
