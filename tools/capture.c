@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include "capture.h"
+#include "procfs.h"
 #include "pywalk.h"
 #include "symbolize.h"
 
@@ -118,6 +120,32 @@ static int read_report(int fd, struct capture *c)
 	}
 }
 
+/* Waits until the command's main thread is blocked reading its stdin (its
+ * /proc/PID/syscall starts "0 0x0": read, fd 0): it reports its stacks
+ * just before that read, and a walk made in between would see it a line
+ * early. Returns 0, or -ETIMEDOUT. */
+static int wait_blocked(pid_t pid)
+{
+	struct timespec start, now, nap = {.tv_nsec = 1000000};
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		char *text = NULL;
+		size_t len = 0;
+		bool blocked = !procfs_read(pid, 0, "syscall", 256, &text, &len) &&
+			       !strncmp(text, "0 0x0 ", 6);
+		free(text);
+		if (blocked)
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >
+		    REPORT_TIMEOUT_MS) {
+			fprintf(stderr, "taipan-capture: the command never blocked on its stdin\n");
+			return -ETIMEDOUT;
+		}
+		nanosleep(&nap, NULL);
+	}
+}
+
 static void symbolize_all(struct symbolizer *sz, const struct tp_frame *f, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -183,6 +211,8 @@ int main(int argc, char **argv)
 	}
 	struct capture report = {0};
 	ret = read_report(from, &report);
+	if (!ret)
+		ret = wait_blocked(pid);
 	if (!ret) {
 		ret = pyproc_inspect(pid, &pp, err, sizeof(err));
 		if (ret)
