@@ -23,7 +23,7 @@ FUZZ_CFLAGS = -O1 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-omit-fr
 # Only the modules that parse what targets control, and what they need.
 FUZZ_LIB_SRCS := $(addprefix src/,elfsym.c procfs.c procmaps.c linetable.c debugoffsets.c pyproc.c \
 		   debugoffsets_table.c pyoffsets.c pyoffsets_table.c ksyms.c memread.c \
-		   strutil.c symbolize.c pywalk.c)
+		   strutil.c symbolize.c pywalk.c log.c)
 FUZZ_LIB_OBJS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS)) \
 		 $(FUZZ_BUILD)/obj/fuzz_target.o
 FUZZ_ALL := elf procmaps linetable debugoffsets symbolize pywalk ksyms
