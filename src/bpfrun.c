@@ -16,9 +16,10 @@
 #include "bpfrun.h"
 #include "taipan.skel.h"
 
-/* bpfrun_handler is handed to libbpf as is, without a cast. */
-_Static_assert(__builtin_types_compatible_p(bpfrun_handler, ring_buffer_sample_fn),
-	       "bpfrun_handler must be libbpf's ring_buffer_sample_fn");
+/* sampler_handler is handed to libbpf as is, without a cast: data is not
+ * const there, and a call through a pointer of another type is undefined. */
+_Static_assert(__builtin_types_compatible_p(sampler_handler, ring_buffer_sample_fn),
+	       "sampler_handler must be libbpf's ring_buffer_sample_fn");
 
 struct bpfrun {
 	struct taipan_bpf *skel;
@@ -76,7 +77,7 @@ static const char *privilege_hint(int err, bool need_bpf)
 	return "";
 }
 
-int bpfrun_open(const struct bpfrun_opts *o, bpfrun_handler fn, void *ctx, struct bpfrun **out,
+int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, struct bpfrun **out,
 		char *err, size_t errlen)
 {
 	struct bpfrun *br = calloc(1, sizeof(*br));
@@ -273,4 +274,69 @@ int bpfrun_stats(struct bpfrun *br, uint64_t *out)
 int bpfrun_ncpus(const struct bpfrun *br)
 {
 	return br->ncpus;
+}
+
+/* The table of operations: the functions above, with the impl as their
+ * struct bpfrun. */
+static int op_start(void *impl, char *err, size_t errlen)
+{
+	return bpfrun_start(impl, err, errlen);
+}
+
+static void op_free(void *impl)
+{
+	bpfrun_free(impl);
+}
+
+static int op_add_target(void *impl, uint32_t tgid)
+{
+	return bpfrun_add_target(impl, tgid);
+}
+
+static int op_set_proc(void *impl, uint32_t tgid, const struct tp_proc *p)
+{
+	return bpfrun_set_proc(impl, tgid, p);
+}
+
+static int op_del_proc(void *impl, uint32_t tgid)
+{
+	return bpfrun_del_proc(impl, tgid);
+}
+
+static uint64_t op_take_unknown(void *impl, uint32_t tgid)
+{
+	return bpfrun_take_unknown(impl, tgid);
+}
+
+static int op_poll(void *impl, int timeout_ms)
+{
+	return bpfrun_poll(impl, timeout_ms);
+}
+
+static int op_stats(void *impl, uint64_t *out)
+{
+	return bpfrun_stats(impl, out);
+}
+
+static const struct sampler_ops bpfrun_ops = {
+    .start = op_start,
+    .free = op_free,
+    .add_target = op_add_target,
+    .set_proc = op_set_proc,
+    .del_proc = op_del_proc,
+    .take_unknown = op_take_unknown,
+    .poll = op_poll,
+    .stats = op_stats,
+};
+
+int bpfrun_sampler_open(const struct sampler_opts *o, sampler_handler fn, void *ctx,
+			struct sampler *out, char *err, size_t errlen)
+{
+	struct bpfrun *br = NULL;
+	int ret = bpfrun_open(o, fn, ctx, &br, err, errlen);
+	if (ret)
+		return ret;
+	out->ops = &bpfrun_ops;
+	out->impl = br;
+	return 0;
 }

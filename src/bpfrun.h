@@ -6,25 +6,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sampler.h"
 #include "taipan_abi.h"
 
 struct bpfrun;
 
-struct bpfrun_opts {
-	bool system_wide;     /* every process; else only added targets */
-	bool kernel_stacks;   /* collect kernel stacks */
-	bool follow_children; /* children of targets become targets */
-	unsigned int rate_hz; /* samples per second per CPU */
-};
-
-/* Called for each ring-buffer record; return non-zero to stop consuming.
- * Exactly libbpf's ring_buffer_sample_fn, which calls it: data is not const
- * there, and a call through a pointer of another type is undefined. */
-typedef int (*bpfrun_handler)(void *ctx, void *data, size_t size);
+/* The BPF programs as a session's sampler (sampler.h): bpfrun_open() behind
+ * the table of operations. */
+int bpfrun_sampler_open(const struct sampler_opts *o, sampler_handler fn, void *ctx,
+			struct sampler *out, char *err, size_t errlen);
 
 /* Opens and loads the BPF programs and maps. Returns 0, or a negative errno
  * with a one-line explanation in err (missing privileges, old kernel, …). */
-int bpfrun_open(const struct bpfrun_opts *o, bpfrun_handler fn, void *ctx, struct bpfrun **out,
+int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, struct bpfrun **out,
 		char *err, size_t errlen);
 /* Attaches the tracepoints and one cpu-clock perf event per online CPU. */
 int bpfrun_start(struct bpfrun *br, char *err, size_t errlen);

@@ -53,7 +53,7 @@ struct sproc {
 
 struct session {
 	struct session_opts opts;
-	struct bpfrun *br;
+	struct sampler sm; /* the BPF programs, or a test's fake */
 	struct profile *prof;
 	struct ksyms *ksyms;
 	struct sproc *procs;
@@ -112,7 +112,7 @@ static int marker(struct session *s, const char *text);
  * as one marker frame, labelled like the process: lost, but not hidden. */
 static void account_early(struct session *s, struct sproc *p)
 {
-	uint64_t n = bpfrun_take_unknown(s->br, (uint32_t)p->pid);
+	uint64_t n = s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid);
 	int id;
 	if (!n || (id = marker(s, "[before taipan recognised the process]")) < 0)
 		return;
@@ -137,7 +137,7 @@ static void account_early(struct session *s, struct sproc *p)
 static void mark_not_python(struct session *s, pid_t pid)
 {
 	struct tp_proc marker = {.kind = TP_PROC_NOT_PYTHON};
-	int ret = bpfrun_set_proc(s->br, (uint32_t)pid, &marker);
+	int ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)pid, &marker);
 	if (ret)
 		log_debug("pid %d: cannot mark it as not Python in BPF: %s; BPF keeps "
 			  "announcing it",
@@ -163,7 +163,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		p->sz = symbolizer_new(&p->pp);
 		if (!p->sz)
 			return -ENOMEM;
-		ret = bpfrun_set_proc(s->br, (uint32_t)p->pid, &p->pp.tp);
+		ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)p->pid, &p->pp.tp);
 		if (ret) {
 			snprintf(err, errlen, "pid %d: cannot register with BPF: %s", p->pid,
 				 strerror(-ret));
@@ -218,7 +218,7 @@ static void discover(struct session *s, pid_t pid)
 	if (p && p->state == SP_PYTHON) {
 		/* BPF forgot it (evicted, or an exec we have not read yet): tell
 		 * it again, and account for what it sampled meanwhile. */
-		int ret = bpfrun_set_proc(s->br, (uint32_t)pid, &p->pp.tp);
+		int ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)pid, &p->pp.tp);
 		if (ret)
 			log_debug("pid %d: cannot register with BPF again: %s; BPF counts its "
 				  "samples as unknown until it announces it again",
@@ -393,7 +393,7 @@ static int on_event(void *ctx, void *data, size_t size)
 		 * read). Forget it, in BPF too, so the next sample asks again. */
 		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
 		if (p && p->classified_ns < ev->time_ns) {
-			bpfrun_del_proc(s->br, ev->pid);
+			s->sm.ops->del_proc(s->sm.impl, ev->pid);
 			sproc_drop(s, p);
 		}
 		break;
@@ -408,7 +408,7 @@ static int on_event(void *ctx, void *data, size_t size)
 		if (p && p->state == SP_PYTHON)
 			account_early(s, p);
 		else
-			bpfrun_take_unknown(s->br, ev->pid);
+			s->sm.ops->take_unknown(s->sm.impl, ev->pid);
 		break;
 	}
 	}
@@ -433,13 +433,14 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	struct bpfrun_opts bo = {
+	struct sampler_opts bo = {
 	    .system_wide = o->system_wide,
 	    .kernel_stacks = o->kernel_stacks,
 	    .follow_children = o->follow_children,
 	    .rate_hz = o->rate_hz,
 	};
-	ret = bpfrun_open(&bo, on_event, s, &s->br, err, errlen);
+	ret = (o->open_sampler ? o->open_sampler : bpfrun_sampler_open)(&bo, on_event, s, &s->sm,
+									err, errlen);
 	if (ret) {
 		session_free(s);
 		return ret;
@@ -455,7 +456,8 @@ void session_free(struct session *s)
 	struct sproc *p, *tmp;
 	HASH_ITER(hh, s->procs, p, tmp)
 	sproc_drop(s, p);
-	bpfrun_free(s->br);
+	if (s->sm.ops)
+		s->sm.ops->free(s->sm.impl);
 	pyproc_cache_free(s->cache);
 	profile_free(s->prof);
 	ksyms_free(s->ksyms);
@@ -466,7 +468,7 @@ void session_free(struct session *s)
 int session_add_pid(struct session *s, pid_t pid, bool require_python, char *err, size_t errlen)
 {
 	struct sproc *p = sproc_get(s, pid);
-	int ret = bpfrun_add_target(s->br, (uint32_t)pid);
+	int ret = s->sm.ops->add_target(s->sm.impl, (uint32_t)pid);
 	if (ret) {
 		snprintf(err, errlen, "pid %d: cannot add it to the BPF targets: %s", pid,
 			 strerror(-ret));
@@ -511,7 +513,7 @@ int session_start(struct session *s, char *err, size_t errlen)
 	uint64_t period = 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
 	s->start_ns = now_ns(CLOCK_MONOTONIC);
 	profile_set_timing(s->prof, period, now_ns(CLOCK_REALTIME), 0);
-	return bpfrun_start(s->br, err, errlen);
+	return s->sm.ops->start(s->sm.impl, err, errlen);
 }
 
 /* Re-examines young processes that were not Python yet, and forgets
@@ -527,8 +529,8 @@ static void housekeeping(struct session *s)
 		if (p->exited_ns && now - p->exited_ns > 2000000000ULL) {
 			/* BPF removed it at the exit; this removes what a late
 			 * event may have put back. */
-			bpfrun_del_proc(s->br, (uint32_t)p->pid);
-			bpfrun_take_unknown(s->br, (uint32_t)p->pid);
+			s->sm.ops->del_proc(s->sm.impl, (uint32_t)p->pid);
+			s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid);
 			sproc_drop(s, p);
 		} else if (p->state == SP_PENDING && !p->exited_ns)
 			classify(s, p, false, err, sizeof(err));
@@ -537,7 +539,7 @@ static void housekeeping(struct session *s)
 
 int session_poll(struct session *s, int timeout_ms)
 {
-	int n = bpfrun_poll(s->br, timeout_ms);
+	int n = s->sm.ops->poll(s->sm.impl, timeout_ms);
 	if (n < 0 && n != -EINTR)
 		return n;
 	housekeeping(s);
@@ -571,7 +573,7 @@ struct profile *session_take_profile(struct session *s)
 void session_stats(struct session *s, struct session_stats *st)
 {
 	uint64_t c[TP_STAT__COUNT];
-	if (!bpfrun_stats(s->br, c)) {
+	if (!s->sm.ops->stats(s->sm.impl, c)) {
 		s->st.lost_ring = c[TP_STAT_RING_FULL];
 		s->st.bpf_samples = c[TP_STAT_SAMPLES];
 		s->st.lost_unknown = c[TP_STAT_UNKNOWN_PROC] + s->dropped;

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "profile.h"
+#include "sampler.h"
 #include "taipan_abi.h"
 
 struct session_opts {
@@ -20,6 +21,8 @@ struct session_opts {
 	 * with cgroup (NULL: all). Others are ignored like non-Python ones. */
 	const char *const *comms;
 	const char *cgroup;
+	/* The sampler: NULL for the BPF programs; the unit tests give a fake. */
+	sampler_open_fn open_sampler;
 };
 
 struct session_stats {

@@ -30,7 +30,7 @@ static void test_failed_start_keeps_fd0(void **state)
 {
 	/* Above perf_event_max_sample_rate: perf_event_open refuses it on
 	 * the first CPU with EINVAL. */
-	struct bpfrun_opts o = {.rate_hz = UINT_MAX};
+	struct sampler_opts o = {.rate_hz = UINT_MAX};
 	struct bpfrun *br = NULL;
 	struct stat before, after;
 	char err[256];

@@ -1,0 +1,58 @@
+/* sampler.h - what a session needs of the sampler, as a table of
+ * operations: the BPF programs (bpfrun.c) in taipan, a fake that feeds
+ * chosen events in the unit tests (tests/unit/fake_sampler.h). With it,
+ * discovery, exec and exit races, markers and caches are tested without
+ * the kernel. */
+#ifndef TAIPAN_SAMPLER_H
+#define TAIPAN_SAMPLER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "taipan_abi.h"
+
+struct sampler_opts {
+	bool system_wide;     /* every process; else only added targets */
+	bool kernel_stacks;   /* collect kernel stacks */
+	bool follow_children; /* children of targets become targets */
+	unsigned int rate_hz; /* samples per second per CPU */
+};
+
+/* Called for each event record (struct tp_event or struct tp_sample); a
+ * non-zero return stops the current poll. Exactly libbpf's
+ * ring_buffer_sample_fn, which calls it for the BPF sampler. */
+typedef int (*sampler_handler)(void *ctx, void *data, size_t size);
+
+struct sampler_ops {
+	/* Starts sampling. 0, or a negative errno with err filled. */
+	int (*start)(void *impl, char *err, size_t errlen);
+	/* Stops and frees. Accepts NULL. */
+	void (*free)(void *impl);
+	/* Profile tgid from now on (not system-wide). */
+	int (*add_target)(void *impl, uint32_t tgid);
+	/* What BPF knows of tgid: how to walk it, or that it is not Python. */
+	int (*set_proc)(void *impl, uint32_t tgid, const struct tp_proc *p);
+	int (*del_proc)(void *impl, uint32_t tgid);
+	/* Reads and clears how many samples of tgid were taken before it was
+	 * classified. */
+	uint64_t (*take_unknown)(void *impl, uint32_t tgid);
+	/* Waits up to timeout_ms, then hands every waiting record to the
+	 * handler. The number of records, or a negative errno (-EINTR on a
+	 * signal, which callers treat as a wakeup). */
+	int (*poll)(void *impl, int timeout_ms);
+	/* The counters, summed over CPUs, into out[TP_STAT__COUNT]. */
+	int (*stats)(void *impl, uint64_t *out);
+};
+
+struct sampler {
+	const struct sampler_ops *ops;
+	void *impl;
+};
+
+/* Opens a sampler that will hand its records to fn(ctx, ...). Fills *out.
+ * Returns 0, or a negative errno with a one-line explanation in err. */
+typedef int (*sampler_open_fn)(const struct sampler_opts *o, sampler_handler fn, void *ctx,
+			       struct sampler *out, char *err, size_t errlen);
+
+#endif /* TAIPAN_SAMPLER_H */

@@ -1,0 +1,212 @@
+/* fake_sampler.h - a sampler (src/sampler.h) for the session's unit tests:
+ * it keeps what the session tells BPF in plain arrays, and hands the
+ * session whatever events and samples a test queues, at its next poll. */
+#ifndef TAIPAN_FAKE_SAMPLER_H
+#define TAIPAN_FAKE_SAMPLER_H
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampler.h"
+
+#define FAKE_MAX 64
+
+struct fake_proc {
+	uint32_t tgid;
+	struct tp_proc p;
+};
+
+struct fake_sampler {
+	sampler_handler fn;
+	void *ctx;
+	struct sampler_opts opts;
+	bool started;
+	uint32_t targets[FAKE_MAX];
+	int ntargets;
+	struct fake_proc procs[FAKE_MAX];
+	int nprocs;
+	uint32_t unknown_tgid[FAKE_MAX];
+	uint64_t unknown[FAKE_MAX];
+	int deletes; /* del_proc calls */
+	struct {
+		void *data;
+		size_t size;
+	} queue[FAKE_MAX];
+	int nqueued;
+};
+
+/* The fake the last open made: the tests' handle on it. */
+static struct fake_sampler *fake;
+
+static struct fake_proc *fake_proc_find(uint32_t tgid)
+{
+	for (int i = 0; i < fake->nprocs; i++)
+		if (fake->procs[i].tgid == tgid)
+			return &fake->procs[i];
+	return NULL;
+}
+
+static int fake_start(void *impl, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	((struct fake_sampler *)impl)->started = true;
+	return 0;
+}
+
+static void fake_free(void *impl)
+{
+	struct fake_sampler *f = impl;
+	for (int i = 0; f && i < f->nqueued; i++)
+		free(f->queue[i].data);
+	free(f);
+	if (fake == f)
+		fake = NULL;
+}
+
+static int fake_add_target(void *impl, uint32_t tgid)
+{
+	struct fake_sampler *f = impl;
+	if (f->ntargets == FAKE_MAX)
+		return -E2BIG;
+	f->targets[f->ntargets++] = tgid;
+	return 0;
+}
+
+static int fake_set_proc(void *impl, uint32_t tgid, const struct tp_proc *p)
+{
+	struct fake_sampler *f = impl;
+	struct fake_proc *e = fake_proc_find(tgid);
+	if (!e) {
+		if (f->nprocs == FAKE_MAX)
+			return -E2BIG;
+		e = &f->procs[f->nprocs++];
+		e->tgid = tgid;
+	}
+	e->p = *p;
+	return 0;
+}
+
+static int fake_del_proc(void *impl, uint32_t tgid)
+{
+	struct fake_sampler *f = impl;
+	struct fake_proc *e = fake_proc_find(tgid);
+	f->deletes++;
+	if (e)
+		*e = f->procs[--f->nprocs];
+	return 0;
+}
+
+static uint64_t fake_take_unknown(void *impl, uint32_t tgid)
+{
+	struct fake_sampler *f = impl;
+	for (int i = 0; i < FAKE_MAX; i++) {
+		if (f->unknown_tgid[i] == tgid && f->unknown[i]) {
+			uint64_t n = f->unknown[i];
+			f->unknown[i] = 0;
+			return n;
+		}
+	}
+	return 0;
+}
+
+static int fake_poll(void *impl, int timeout_ms)
+{
+	struct fake_sampler *f = impl;
+	int n = f->nqueued;
+	(void)timeout_ms;
+	for (int i = 0; i < n; i++) {
+		f->fn(f->ctx, f->queue[i].data, f->queue[i].size);
+		free(f->queue[i].data);
+	}
+	f->nqueued = 0;
+	return n;
+}
+
+static int fake_stats(void *impl, uint64_t *out)
+{
+	(void)impl;
+	memset(out, 0, TP_STAT__COUNT * sizeof(*out));
+	return 0;
+}
+
+static const struct sampler_ops fake_ops = {
+    .start = fake_start,
+    .free = fake_free,
+    .add_target = fake_add_target,
+    .set_proc = fake_set_proc,
+    .del_proc = fake_del_proc,
+    .take_unknown = fake_take_unknown,
+    .poll = fake_poll,
+    .stats = fake_stats,
+};
+
+static int fake_open(const struct sampler_opts *o, sampler_handler fn, void *ctx,
+		     struct sampler *out, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	struct fake_sampler *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->fn = fn;
+	f->ctx = ctx;
+	f->opts = *o;
+	fake = f;
+	out->ops = &fake_ops;
+	out->impl = f;
+	return 0;
+}
+
+/* Queues a copy of size bytes for the next poll. */
+static void fake_queue(const void *data, size_t size)
+{
+	if (fake->nqueued == FAKE_MAX)
+		abort();
+	void *copy = malloc(size);
+	if (!copy)
+		abort();
+	memcpy(copy, data, size);
+	fake->queue[fake->nqueued].data = copy;
+	fake->queue[fake->nqueued++].size = size;
+}
+
+static void fake_event(uint32_t kind, uint32_t pid, uint64_t time_ns)
+{
+	struct tp_event ev = {.kind = kind, .pid = pid, .tid = pid, .time_ns = time_ns};
+	fake_queue(&ev, sizeof(ev));
+}
+
+/* A sample of pid's main thread with these frames (innermost first). */
+static void fake_sample(uint32_t pid, const struct tp_frame *frames, uint16_t n, uint16_t err)
+{
+	size_t size = offsetof(struct tp_sample, frames) + n * sizeof(struct tp_frame);
+	struct tp_sample *s = calloc(1, sizeof(*s));
+	if (!s)
+		abort();
+	s->kind = TP_EV_SAMPLE;
+	s->pid = s->tid = pid;
+	s->nframes = n;
+	s->err = err;
+	s->flags = TP_SF_PYTHON;
+	memcpy(s->comm, "main", 5);
+	memcpy(s->frames, frames, n * sizeof(*frames));
+	fake_queue(s, size);
+	free(s);
+}
+
+/* Samples of tgid that BPF took before it was classified. */
+static void fake_unknown(uint32_t tgid, uint64_t n)
+{
+	for (int i = 0; i < FAKE_MAX; i++) {
+		if (!fake->unknown[i] || fake->unknown_tgid[i] == tgid) {
+			fake->unknown_tgid[i] = tgid;
+			fake->unknown[i] += n;
+			return;
+		}
+	}
+	abort();
+}
+
+#endif /* TAIPAN_FAKE_SAMPLER_H */
