@@ -12,6 +12,7 @@
  * dead server holds up sampling.
  */
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <arpa/inet.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "agentlog.h"
+#include "agentsched.h"
 #include "cli.h"
 #include "commands.h"
 #include "httpd.h"
@@ -500,22 +502,26 @@ static void answer_due(struct agent *a, double now, bool all)
 	}
 }
 
+/* The earliest end of the requests waiting, or +infinity. */
+static double first_request_end(const struct agent *a)
+{
+	double first = INFINITY;
+	for (unsigned int i = 0; i < a->nwaiters; i++)
+		if (a->waiters[i].end < first)
+			first = a->waiters[i].end;
+	return first;
+}
+
 static int run(struct agent *a)
 {
-	double now = cli_now(), win_end = now + a->args->window, next_snap = now;
+	struct agent_sched sched;
+	double now = cli_now();
 	int status = 0;
 
+	agent_sched_init(&sched, now, a->args->window);
 	for (;;) {
-		double next = win_end < next_snap ? win_end : next_snap;
-		for (unsigned int i = 0; i < a->nwaiters; i++)
-			if (a->waiters[i].end < next)
-				next = a->waiters[i].end;
-		double wait_ms = (next - now) * 1000 + 1;
-		if (wait_ms < 0)
-			wait_ms = 0;
-		if (wait_ms > POLL_MAX_MS)
-			wait_ms = POLL_MAX_MS;
-		int ret = session_poll(a->s, (int)wait_ms);
+		int wait_ms = agent_sched_wait_ms(&sched, now, first_request_end(a), POLL_MAX_MS);
+		int ret = session_poll(a->s, wait_ms);
 		if (ret) {
 			agentlog("error: reading samples: %s; exiting", strerror(-ret));
 			status = 1;
@@ -536,29 +542,18 @@ static int run(struct agent *a)
 		}
 		now = cli_now();
 		bool stopping = stop_signal || status;
-		bool window_over = now >= win_end || stopping;
+		struct agent_due due = agent_sched_due(&sched, now, first_request_end(a), stopping);
 		bool cut_done = false;
-
-		/* One cut serves everything that starts or ends now. */
-		bool due = window_over;
-		for (unsigned int i = 0; i < a->nwaiters; i++)
-			if (a->waiters[i].end <= now)
-				due = true;
-		if (due) {
+		if (due.cut) {
 			cut(a);
 			cut_done = true;
 		}
 		take_requests(a, now, &cut_done);
 		answer_due(a, now, stopping);
-		if (window_over) {
+		if (due.close_window)
 			close_window(a);
-			while (win_end <= now)
-				win_end += a->args->window;
-		}
-		if (now >= next_snap || stopping) {
+		if (due.snapshot)
 			take_snapshot(a);
-			next_snap = now + 1;
-		}
 		if (stopping)
 			break;
 	}

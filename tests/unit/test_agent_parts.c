@@ -3,6 +3,7 @@
  * and the log line. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <cmocka.h>
 
 #include "agentlog.h"
+#include "agentsched.h"
 #include "httpd.h"
 #include "push.h"
 
@@ -179,13 +181,58 @@ static void test_log_line(void **state)
 	assert_int_equal(agentlog_format(buf, 0, &ts, "x"), 0);
 }
 
+/* The agent's schedule on a made-up clock: windows of 10 s from t=100. */
+static void test_agent_schedule(void **state)
+{
+	(void)state;
+	struct agent_sched s;
+	struct agent_due d;
+
+	agent_sched_init(&s, 100, 10);
+	/* The first snapshot is due at once; nothing else. */
+	assert_int_equal(agent_sched_wait_ms(&s, 100, INFINITY, 250), 1);
+	d = agent_sched_due(&s, 100, INFINITY, false);
+	assert_true(d.snapshot);
+	assert_false(d.cut);
+	assert_false(d.close_window);
+	/* Next: the snapshot at 101 (1 s, capped at the poll limit). */
+	assert_int_equal(agent_sched_wait_ms(&s, 100, INFINITY, 250), 250);
+	assert_int_equal(agent_sched_wait_ms(&s, 100, INFINITY, 5000), 1001);
+	/* A request that ends first is what the wait is for. */
+	assert_int_equal(agent_sched_wait_ms(&s, 100, 100.5, 5000), 501);
+	/* A request ends: a cut, but the window goes on. */
+	d = agent_sched_due(&s, 100.5, 100.5, false);
+	assert_true(d.cut);
+	assert_false(d.close_window);
+	assert_false(d.snapshot);
+	/* The window's end: cut and closed, once. */
+	d = agent_sched_due(&s, 110, INFINITY, false);
+	assert_true(d.cut && d.close_window && d.snapshot);
+	d = agent_sched_due(&s, 110.25, INFINITY, false);
+	assert_false(d.cut || d.close_window || d.snapshot);
+	assert_int_equal(agent_sched_wait_ms(&s, 110.25, INFINITY, 60000), 751);
+	/* 35 s late (a stalled host): one close, and the next window ends on
+	 * the original phase, at 150. */
+	d = agent_sched_due(&s, 145, INFINITY, false);
+	assert_true(d.close_window);
+	d = agent_sched_due(&s, 149.9, INFINITY, false);
+	assert_false(d.close_window);
+	d = agent_sched_due(&s, 150, INFINITY, false);
+	assert_true(d.close_window);
+	/* Past a deadline already: no wait at all. */
+	assert_int_equal(agent_sched_wait_ms(&s, 150, 149, 250), 0);
+	/* Stopping closes the window and takes the counters, whenever. */
+	d = agent_sched_due(&s, 150.01, INFINITY, true);
+	assert_true(d.cut && d.close_window && d.snapshot);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_app_name),	  cmocka_unit_test(test_check_url),
 	    cmocka_unit_test(test_ingest_url),	  cmocka_unit_test(test_backoff_schedule),
 	    cmocka_unit_test(test_parse_seconds), cmocka_unit_test(test_parse_listen),
-	    cmocka_unit_test(test_log_line),
+	    cmocka_unit_test(test_log_line),	  cmocka_unit_test(test_agent_schedule),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
