@@ -191,7 +191,8 @@ static void fake_sample(uint32_t pid, const struct tp_frame *frames, uint16_t n,
 	s->err = err;
 	s->flags = TP_SF_PYTHON;
 	memcpy(s->comm, "main", 5);
-	memcpy(s->frames, frames, n * sizeof(*frames));
+	if (n)
+		memcpy(s->frames, frames, n * sizeof(*frames));
 	fake_queue(s, size);
 	free(s);
 }
