@@ -29,7 +29,7 @@ $sudo "$taipan" record -q -r 250 -d 3 -o "$out_dir/demo.pb.gz" -- "$py" "$here/t
 echo
 echo "Hottest stacks (samples, leaf frame last):"
 awk '{ c=$NF; sub(/ [0-9]+$/, ""); n=split($0, f, ";"); printf "%d\t%s\n", c, (n>2 ? "...;" f[n-1] ";" f[n] : $0) }' "$out_dir/demo.folded" |
-  sort -t$'\t' -k1,1nr | head -8 | awk -F'\t' '{ printf "%6d  %s\n", $1, $2 }'
+  sort -t$'\t' -k1,1nr | awk -F'\t' 'NR <= 8 { printf "%6d  %s\n", $1, $2 }'
 echo
 echo "profiles: $out_dir/demo.folded (folded stacks, for flamegraph.pl or inferno)"
 echo "          $out_dir/demo.pb.gz (pprof: go tool pprof -top $out_dir/demo.pb.gz)"
