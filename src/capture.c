@@ -133,6 +133,19 @@ int capture_add_frame(struct capture *c, int line, const char *file, const char 
 	return 0;
 }
 
+int capture_add_stack_line(struct capture *c, char *line)
+{
+	unsigned long long id;
+	if (sscanf(line, "thread %llx", &id) == 1)
+		return capture_add_thread(c, id);
+	char *file = strchr(line, '\t'), *name = file ? strchr(file + 1, '\t') : NULL;
+	if (strncmp(line, "frame ", 6) || !name)
+		return -EINVAL;
+	*file++ = 0;
+	*name++ = 0;
+	return capture_add_frame(c, atoi(line + 6), file, name);
+}
+
 static int write_all(const struct capture *c, FILE *f)
 {
 	const struct pyproc *pp = &c->pp;
@@ -227,16 +240,8 @@ static int load_line(struct capture *c, FILE *f, char *line, size_t *image)
 	if (sscanf(line, "layout %63s %lld", name, &v) == 2)
 		return v >= INT32_MIN && v <= INT32_MAX ? set_layout(&pp->layout, name, (int32_t)v)
 							: -EINVAL;
-	if (sscanf(line, "thread %llx", &a) == 1)
-		return capture_add_thread(c, a);
-	if (!strncmp(line, "frame ", 6)) {
-		char *file = strchr(line, '\t'), *name = file ? strchr(file + 1, '\t') : NULL;
-		if (!name)
-			return -EINVAL;
-		*file++ = 0;
-		*name++ = 0;
-		return capture_add_frame(c, atoi(line + 6), file, name);
-	}
+	if (!strncmp(line, "thread ", 7) || !strncmp(line, "frame ", 6))
+		return capture_add_stack_line(c, line);
 	if (sscanf(line, "region %llx %zu", &a, &len) == 2) {
 		if (!len || len > MAX_REGION || *image + len > MAX_IMAGE)
 			return -EINVAL;

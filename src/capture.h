@@ -64,6 +64,12 @@ int capture_record(struct capture *c, const struct pyproc *pp);
 int capture_add_thread(struct capture *c, uint64_t thread_id);
 int capture_add_frame(struct capture *c, int line, const char *file, const char *name);
 
+/* Adds one "thread 0xID" or "frame LINE<TAB>FILE<TAB>NAME" line (without
+ * its newline; the tabs are overwritten), as the capture file and
+ * tests/fixtures/capture_workload.py write them. Returns 0, -EINVAL for
+ * another line, or -ENOMEM. */
+int capture_add_stack_line(struct capture *c, char *line);
+
 /* Writes the capture to path (through a temporary file renamed into
  * place). Returns 0 or a negative errno. */
 int capture_write(const struct capture *c, const char *path);

@@ -234,15 +234,22 @@ static struct tpw_state *state_new(const struct pyproc *pp)
 	return st;
 }
 
+/* The frames of thread state ts into st->s, as the BPF programs walk them
+ * once they have found it. */
+static void walk_tstate(struct tpw_state *st, uint64_t ts)
+{
+	st->s.tstate = ts;
+	if (!tpw_top_frame(st, ts))
+		walk_rest(st);
+}
+
 /* The frames of thread t, innermost first. Returns 0 or -ENOMEM; read
  * failures end the walk and are recorded in t->err. */
 static int walk_frames(struct tpw_state *st, struct pywalk_thread *t)
 {
 	st->s.time_ns = now_ns();
 	tpw_begin(st);
-	st->s.tstate = t->tstate;
-	if (!tpw_top_frame(st, t->tstate))
-		walk_rest(st);
+	walk_tstate(st, t->tstate);
 	t->err = st->s.err;
 	t->nframes = st->s.nframes;
 	if (!t->nframes)
@@ -263,14 +270,13 @@ int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct 
 	st->s.tid = (uint32_t)id;
 	st->s.time_ns = now_ns();
 	tpw_begin(st);
-	uint64_t ts = fsbase ? tpw_find_tstate(st, id, fsbase) : 0;
+	uint64_t ts = 0;
 	if (!fsbase)
 		st->s.err = TP_ERR_FSBASE;
-	if (ts) {
-		st->s.tstate = ts;
-		if (!tpw_top_frame(st, ts))
-			walk_rest(st);
-	}
+	else
+		ts = tpw_find_tstate(st, id, fsbase);
+	if (ts)
+		walk_tstate(st, ts);
 	*out = st->s;
 	free(st);
 	return 0;

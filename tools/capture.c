@@ -99,24 +99,14 @@ static int read_report(int fd, struct capture *c)
 				ret == -ETIMEDOUT ? "timed out" : strerror(-ret));
 			return ret;
 		}
-		unsigned long long id;
 		if (!strcmp(line, "end"))
 			return 0;
-		if (sscanf(line, "thread %llx", &id) == 1) {
-			if (capture_add_thread(c, id))
-				return -ENOMEM;
-			continue;
-		}
-		char *file = strchr(line, '\t'), *name = file ? strchr(file + 1, '\t') : NULL;
-		if (strncmp(line, "frame ", 6) || !name) {
+		ret = capture_add_stack_line(c, line);
+		if (ret == -EINVAL)
 			fprintf(stderr, "taipan-capture: unexpected line from the command: %s\n",
 				line);
-			return -EINVAL;
-		}
-		*file++ = 0;
-		*name++ = 0;
-		if (capture_add_frame(c, atoi(line + 6), file, name))
-			return -ENOMEM;
+		if (ret)
+			return ret;
 	}
 }
 
