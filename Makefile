@@ -64,10 +64,12 @@ VMLINUX_H = src/bpf/vmlinux/$(BPF_ARCH)/vmlinux.h
 BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -D__BPF__ -Isrc \
 	     -I$(dir $(VMLINUX_H)) -I$(GEN) -Wall -Werror
 
-LIB_SRCS := $(filter-out src/main.c,$(wildcard src/*.c))
+# src/ by stage: target/ (processes and interpreters), core/ (the sampler and
+# the session), profile/, output/, agent/, cmd/ (the commands), util/.
+LIB_SRCS := $(filter-out src/cmd/main.c src/bpf/%,$(wildcard src/*/*.c src/*/gen/*.c))
 LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(BUILD)/obj/profile.pb-c.o
-# The flame-graph page (src/html/), compiled in as byte arrays.
-HTML_ASSETS := src/html/flamegraph.html src/html/flamegraph.css src/html/flamegraph.js
+# The flame-graph page (src/output/html/), compiled in as byte arrays.
+HTML_ASSETS := src/output/html/flamegraph.html src/output/html/flamegraph.css src/output/html/flamegraph.js
 LIB_OBJS += $(BUILD)/obj/html_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -85,9 +87,9 @@ vmlinux:
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $(VMLINUX_H).tmp && \
 	  mv $(VMLINUX_H).tmp $(VMLINUX_H)
 
-$(GEN)/profile.pb-c.c $(GEN)/profile.pb-c.h: src/profile.proto
+$(GEN)/profile.pb-c.c $(GEN)/profile.pb-c.h: src/output/profile.proto
 	@mkdir -p $(GEN)
-	cd src && $(PROTOC_C) --c_out=../$(GEN) profile.proto
+	cd src/output && $(PROTOC_C) --c_out=../../$(GEN) profile.proto
 
 $(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h src/walk/*.h) \
 		    $(VMLINUX_H)
@@ -102,14 +104,14 @@ $(GEN)/taipan.skel.h: $(GEN)/taipan.bpf.o
 # "</script" in them would end early: refused here.
 $(GEN)/html_assets.c: $(HTML_ASSETS)
 	@mkdir -p $(GEN)
-	@if grep -qi '</script' src/html/flamegraph.js || grep -qi '</style' src/html/flamegraph.css; \
-	then echo "src/html: a </script or </style inside the inlined parts" >&2; exit 1; fi
-	{ echo '/* generated from src/html/ by the Makefile; do not edit */'; \
+	@if grep -qi '</script' src/output/html/flamegraph.js || grep -qi '</style' src/output/html/flamegraph.css; \
+	then echo "src/output/html: a </script or </style inside the inlined parts" >&2; exit 1; fi
+	{ echo '/* generated from src/output/html/ by the Makefile; do not edit */'; \
 	  echo '#include <stddef.h>'; \
 	  for part in page:flamegraph.html css:flamegraph.css js:flamegraph.js; do \
 	    name=taipan_html_$${part%%:*}; \
 	    echo "const unsigned char $$name[] = {"; \
-	    xxd -i < src/html/$${part#*:}; \
+	    xxd -i < src/output/html/$${part#*:}; \
 	    echo "};"; \
 	    echo "const size_t $${name}_len = sizeof($$name);"; \
 	  done; } > $@.$$$$.tmp && mv $@.$$$$.tmp $@
@@ -134,12 +136,12 @@ $(BUILD)/obj/html_assets.o: $(GEN)/html_assets.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
 # Only the loader includes the BPF skeleton.
-$(BUILD)/obj/bpfrun.o: $(GEN)/taipan.skel.h
+$(BUILD)/obj/core/bpfrun.o: $(GEN)/taipan.skel.h
 
 $(BUILD)/libtaipan.a: $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/taipan: $(BUILD)/obj/main.o $(BUILD)/libtaipan.a
+$(BUILD)/taipan: $(BUILD)/obj/cmd/main.o $(BUILD)/libtaipan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # --- tests ----------------------------------------------------------------------
@@ -213,11 +215,11 @@ offsets:
 	$(PYTHON) tools/gen_offsets.py --all
 
 lint:
-	clang-format --dry-run --Werror src/*.c src/*.h src/bpf/*.c src/walk/*.h tools/*.c tests/unit/*.c \
+	clang-format --dry-run --Werror src/*.h src/*/*.c src/*/*.h src/*/gen/*.c tools/*.c tests/unit/*.c \
 		tests/fuzz/*.c tests/fuzz/*.h
 
 format:
-	clang-format -i src/*.c src/*.h src/bpf/*.c src/walk/*.h tools/*.c tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
+	clang-format -i src/*.h src/*/*.c src/*/*.h src/*/gen/*.c tools/*.c tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
 
 MANDIR ?= $(PREFIX)/share/man
 # What install puts in place, and so exactly what uninstall removes.
@@ -239,4 +241,5 @@ clean:
 
 include tests/unit/fixtures.mk
 include tests/fuzz/fuzz.mk
--include $(wildcard $(BUILD)/obj/*.d $(BUILD)/tests/*.d $(BUILD)/tools/*.d)
+-include $(wildcard $(BUILD)/obj/*.d $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d $(BUILD)/tests/*.d \
+	$(BUILD)/tools/*.d)

@@ -22,7 +22,7 @@ pkgs=(
   man-db                            # the tests render doc/taipan.1 with man -l
   golang-go                         # `go tool pprof`, the tests' pprof reader
   gdb                               # tools/gen_offsets.py reads DWARF with it
-  xxd                               # embeds the flame-graph page (src/html/) in the binary
+  xxd                               # embeds the flame-graph page (src/output/html/) in the binary
   chromium                          # the flame-graph tests open the page in headless Chromium
   debootstrap                       # Debian roots with the test matrix's other Pythons (make roots)
 )

@@ -6,16 +6,16 @@ for `&((T *)0)->member` and `sizeof(T)` against the DWARF of each pyenv-built
 libpython, which evaluates the expressions from debug info alone and never runs
 the interpreter. It writes three files:
 
-  layouts     src/pyoffsets_table.c: one struct py_layout row per minor version
+  layouts     src/target/gen/pyoffsets_table.c: one struct py_layout row per minor version
               that has no _Py_DebugOffsets (2.7, 3.6-3.12).
-  debug       src/debugoffsets_table.c: for 3.13+, the position of every
-              _Py_DebugOffsets member listed in src/debugoffsets.h, per minor.
+  debug       src/target/gen/debugoffsets_table.c: for 3.13+, the position of every
+              _Py_DebugOffsets member listed in src/target/debugoffsets.h, per minor.
   dwarf-test  tests/unit/pyoffsets_dwarf_gen.h: the struct py_layout of each
               3.13+ build read from DWARF, which the unit test compares with
               what the _Py_DebugOffsets reader makes of the same build.
 
-The fields of struct py_layout are read from src/pyoffsets.h and the
-_Py_DebugOffsets members from src/debugoffsets.h, so a field added there without
+The fields of struct py_layout are read from src/target/pyoffsets.h and the
+_Py_DebugOffsets members from src/target/debugoffsets.h, so a field added there without
 a rule here is an error rather than a silent gap.
 
 Usage:
@@ -36,8 +36,8 @@ DEFAULT_PYENV = "/root/.pyenv/versions"
 DEFAULT_ROOTS = os.environ.get("TAIPAN_ROOTS", "/var/cache/taipan-test")
 ROOTS = DEFAULT_ROOTS
 KINDS = {
-    "layouts": "src/pyoffsets_table.c",
-    "debug": "src/debugoffsets_table.c",
+    "layouts": "src/target/gen/pyoffsets_table.c",
+    "debug": "src/target/gen/debugoffsets_table.c",
     "dwarf-test": "tests/unit/pyoffsets_dwarf_gen.h",
 }
 # The first minor version whose _PyRuntime starts with _Py_DebugOffsets; from
@@ -144,14 +144,14 @@ def read(path):
 def layout_fields():
     """The members of struct py_layout, in declaration order: the
     PY_LAYOUT_FIELDS list the struct is made from."""
-    text = read(os.path.join(REPO, "src/pyoffsets.h"))
+    text = read(os.path.join(REPO, "src/target/pyoffsets.h"))
     m = re.search(r"#define PY_LAYOUT_FIELDS\(X\)(.*?)\n\n", text, re.S)
     if not m:
-        raise GenError("src/pyoffsets.h: PY_LAYOUT_FIELDS not found")
+        raise GenError("src/target/pyoffsets.h: PY_LAYOUT_FIELDS not found")
     body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
     fields = re.findall(r"\bX\((\w+)\)", body)
     if not fields:
-        raise GenError("src/pyoffsets.h: struct py_layout has no int32_t fields")
+        raise GenError("src/target/pyoffsets.h: struct py_layout has no int32_t fields")
     missing = [f for f in fields if f not in RULES]
     if missing:
         raise GenError("no rule in tools/gen_offsets.py for py_layout field(s): " + ", ".join(missing))
@@ -162,14 +162,14 @@ def layout_fields():
 
 
 def debug_members():
-    """The (ID, sub_struct, member) list of PY_DO_MEMBERS in src/debugoffsets.h."""
-    text = read(os.path.join(REPO, "src/debugoffsets.h"))
+    """The (ID, sub_struct, member) list of PY_DO_MEMBERS in src/target/debugoffsets.h."""
+    text = read(os.path.join(REPO, "src/target/debugoffsets.h"))
     m = re.search(r"#define PY_DO_MEMBERS\(X\)((?:.*\\\n)*.*\n)", text)
     if not m:
-        raise GenError("src/debugoffsets.h: PY_DO_MEMBERS not found")
+        raise GenError("src/target/debugoffsets.h: PY_DO_MEMBERS not found")
     members = re.findall(r"X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)", m.group(1))
     if not members:
-        raise GenError("src/debugoffsets.h: PY_DO_MEMBERS is empty")
+        raise GenError("src/target/debugoffsets.h: PY_DO_MEMBERS is empty")
     return members
 
 
@@ -443,7 +443,7 @@ def gen_layouts(bs, out_path):
     if not rows:
         raise GenError("no interpreter older than 3.13 found")
     out = [header("CPython struct layouts for versions without _Py_DebugOffsets.", out_path),
-           '#include "pyoffsets.h"', "",
+           '#include "target/pyoffsets.h"', "",
            "const struct py_layout_entry py_layout_table[] = {"]
     for b in rows:
         out += layout_block(b, fields, read_layout(b, fields), 1)
@@ -459,7 +459,7 @@ def gen_debug(bs, out_path):
     if not rows:
         raise GenError("no interpreter of 3.13 or later found")
     out = [header("positions of the members of _Py_DebugOffsets, per minor version.", out_path),
-           '#include "debugoffsets.h"', "",
+           '#include "target/debugoffsets.h"', "",
            "const struct py_debug_offsets_row py_debug_offsets_table[] = {"]
     rows += header_builds(ROOTS, {b.version for b in rows})
     for b in rows:
@@ -484,7 +484,7 @@ def gen_dwarf_test(bs, out_path):
         raise GenError("no interpreter of 3.13 or later found")
     out = [header("struct py_layout of each 3.13+ build, read from DWARF, for tests only.", out_path),
            "#ifndef TAIPAN_PYOFFSETS_DWARF_GEN_H", "#define TAIPAN_PYOFFSETS_DWARF_GEN_H", "",
-           '#include "pyoffsets.h"', "",
+           '#include "target/pyoffsets.h"', "",
            "struct py_dwarf_layout {",
            "\tconst char *pyenv_lib; /* the build, relative to the pyenv versions directory */",
            "\tstruct py_layout_entry entry;", "};", "",

@@ -2,7 +2,7 @@
  * depend on, in one place for BPF and user space alike.
  *
  * Offsets are never here: they come from the generated table or from the
- * target's _Py_DebugOffsets (src/pyoffsets.h). These are the few values that
+ * target's _Py_DebugOffsets (src/target/pyoffsets.h). These are the few values that
  * are not offsets, each with where CPython defines it.
  */
 #ifndef TAIPAN_WALK_CPYTHON_H

@@ -52,7 +52,7 @@ def test_root_process_has_its_own_file_names(taipan, tmp_path):
 def test_315_runs_on_debug_offsets_alone(taipan, tmp_path):
     """The generated layout table stops at 3.12; 3.15's offsets can only come
     from the process's own _Py_DebugOffsets."""
-    table = open(os.path.join(os.path.dirname(WORKLOADS), "..", "src", "pyoffsets_table.c")).read()
+    table = open(os.path.join(os.path.dirname(WORKLOADS), "..", "src", "target", "gen", "pyoffsets_table.c")).read()
     assert ".hexversion = 0x030f" not in table and ".hexversion = 0x030d" not in table
     it = interpreter("sid-3.15")
     w = Workload(it, "chain.py", 30).wait_ready()

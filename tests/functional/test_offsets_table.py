@@ -22,8 +22,8 @@ IN_CI = os.environ.get("CI") == "true"
 
 # What --kind writes, and where the committed copy lives.
 KINDS = {
-    "layouts": "src/pyoffsets_table.c",
-    "debug": "src/debugoffsets_table.c",
+    "layouts": "src/target/gen/pyoffsets_table.c",
+    "debug": "src/target/gen/debugoffsets_table.c",
     "dwarf-test": "tests/unit/pyoffsets_dwarf_gen.h",
 }
 

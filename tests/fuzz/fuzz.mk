@@ -21,9 +21,10 @@ FUZZ_CFLAGS = -O1 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-omit-fr
 	      -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	      -Isrc -Itests/fuzz -MMD -MP
 # Only the modules that parse what targets control, and what they need.
-FUZZ_LIB_SRCS := $(addprefix src/,elfsym.c procfs.c procmaps.c linetable.c debugoffsets.c pyproc.c \
-		   debugoffsets_table.c pyoffsets.c pyoffsets_table.c ksyms.c memread.c \
-		   strutil.c symbolize.c pywalk.c log.c)
+FUZZ_LIB_SRCS := $(addprefix src/target/,elfsym.c procfs.c procmaps.c linetable.c debugoffsets.c \
+		   pyproc.c pyoffsets.c memread.c pywalk.c gen/debugoffsets_table.c \
+		   gen/pyoffsets_table.c) \
+		 $(addprefix src/,profile/ksyms.c profile/symbolize.c util/strutil.c util/log.c)
 FUZZ_LIB_OBJS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS)) \
 		 $(FUZZ_BUILD)/obj/fuzz_target.o
 FUZZ_ALL := elf procmaps linetable debugoffsets symbolize pywalk ksyms
@@ -88,4 +89,4 @@ fuzz-regress:
 	  echo "fuzz-regress: skipped: $(FUZZ_CC) cannot build libFuzzer targets"; exit 0; fi; \
 	$(MAKE) $(FUZZ_BINS) && tests/fuzz/run.sh regress $(FUZZ_BUILD)
 
--include $(wildcard $(FUZZ_BUILD)/obj/*.d $(FUZZ_BUILD)/*.d)
+-include $(wildcard $(FUZZ_BUILD)/obj/*.d $(FUZZ_BUILD)/obj/*/*.d $(FUZZ_BUILD)/obj/*/*/*.d $(FUZZ_BUILD)/*.d)

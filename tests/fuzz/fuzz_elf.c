@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "elfsym.h"
+#include "target/elfsym.h"
 
 static int memfd = -1;
 static char path[64];

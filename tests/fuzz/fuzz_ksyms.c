@@ -6,7 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ksyms.h"
+#include "profile/ksyms.h"
 
 static char path[64];
 static int fd = -1;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "linetable.h"
+#include "target/linetable.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

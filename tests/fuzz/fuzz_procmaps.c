@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "procmaps.h"
+#include "target/procmaps.h"
 
 static void check(const char *line)
 {

@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "debugoffsets.h"
-#include "elfsym.h"
+#include "target/debugoffsets.h"
+#include "target/elfsym.h"
 
 #define PAGE 4096
 

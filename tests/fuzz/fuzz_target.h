@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pyproc.h"
+#include "target/pyproc.h"
 #include "taipan_abi.h"
 
 /* Low enough for AddressSanitizer's low application range on x86-64 (below

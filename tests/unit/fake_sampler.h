@@ -1,4 +1,4 @@
-/* fake_sampler.h - a sampler (src/sampler.h) for the session's unit tests:
+/* fake_sampler.h - a sampler (src/core/sampler.h) for the session's unit tests:
  * it keeps what the session tells BPF in plain arrays, and hands the
  * session whatever events and samples a test queues, at its next poll. */
 #ifndef TAIPAN_FAKE_SAMPLER_H
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sampler.h"
+#include "core/sampler.h"
 
 #define FAKE_MAX 64
 

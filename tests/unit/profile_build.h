@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 
-#include "profile.h"
+#include "profile/profile.h"
 
 /* The most frames pb_add() takes. */
 #define PB_MAX_FRAMES 16

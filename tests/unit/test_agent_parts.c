@@ -14,10 +14,10 @@
 
 #include <cmocka.h>
 
-#include "agentlog.h"
-#include "agentsched.h"
-#include "httpd.h"
-#include "push.h"
+#include "agent/agentlog.h"
+#include "agent/agentsched.h"
+#include "agent/httpd.h"
+#include "agent/push.h"
 
 static void test_app_name(void **state)
 {

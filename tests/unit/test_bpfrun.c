@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "bpfrun.h"
+#include "core/bpfrun.h"
 
 static int no_events(void *ctx, void *data, size_t size)
 {

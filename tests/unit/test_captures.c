@@ -26,9 +26,9 @@
 
 #include <cmocka.h>
 
-#include "capture.h"
-#include "pywalk.h"
-#include "symbolize.h"
+#include "target/capture.h"
+#include "target/pywalk.h"
+#include "profile/symbolize.h"
 
 /* Compares the walked frames with the reported ones; prints every
  * difference and returns how many there were. */

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "ksyms.h"
+#include "profile/ksyms.h"
 
 static char *write_tmp(const char *tag, const char *text)
 {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "linetable.h"
+#include "target/linetable.h"
 
 #define MAX_REPORTED 20
 

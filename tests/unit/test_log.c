@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "agentlog.h"
-#include "log.h"
+#include "agent/agentlog.h"
+#include "util/log.h"
 
 #define NTHREADS 4
 #define NLINES 2000

@@ -18,8 +18,8 @@
 #include <zlib.h>
 #include <cmocka.h>
 
-#include "output.h"
-#include "profile.h"
+#include "output/output.h"
+#include "profile/profile.h"
 #include "profile.pb-c.h"
 #include "profile_build.h"
 

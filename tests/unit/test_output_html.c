@@ -24,8 +24,8 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "output.h"
-#include "profile.h"
+#include "output/output.h"
+#include "profile/profile.h"
 #include "profile_build.h"
 
 /* Allocation failures on demand: see alloc_inject.h. */

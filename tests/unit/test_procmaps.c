@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "procmaps.h"
+#include "target/procmaps.h"
 
 static void test_parse_file(void **state)
 {

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "profile.h"
+#include "profile/profile.h"
 #include "profile_build.h"
 
 /* Allocation failures on demand: see alloc_inject.h. */

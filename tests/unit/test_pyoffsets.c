@@ -20,8 +20,8 @@
 #include <cmocka.h>
 #include <gelf.h>
 
-#include "debugoffsets.h"
-#include "pyoffsets.h"
+#include "target/debugoffsets.h"
+#include "target/pyoffsets.h"
 #include "pyoffsets_dwarf_gen.h"
 
 #define DEFAULT_PYENV "/root/.pyenv/versions"

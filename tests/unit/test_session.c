@@ -1,4 +1,4 @@
-/* test_session.c - the session (src/session.c) without the kernel: a fake
+/* test_session.c - the session (src/core/session.c) without the kernel: a fake
  * sampler (fake_sampler.h) feeds it discover, exec and exit events and
  * samples, and keeps what the session tells BPF. The process it profiles
  * is a real Python interpreter, a child of the test, so classification,
@@ -27,8 +27,8 @@
 #include <cmocka.h>
 
 #include "fake_sampler.h"
-#include "pywalk.h"
-#include "session.h"
+#include "target/pywalk.h"
+#include "core/session.h"
 
 struct child {
 	pid_t pid;

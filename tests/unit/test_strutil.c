@@ -1,5 +1,5 @@
 /* test_strutil.c - unit tests for the UTF-8 checker and repairer and
- * base_name (src/strutil.c). */
+ * base_name (src/util/strutil.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "strutil.h"
+#include "util/strutil.h"
 
 #define FFFD "\xef\xbf\xbd"
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "symbolize.h"
+#include "profile/symbolize.h"
 
 #define BASE 0x10000ULL
 

@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "profile.h"
+#include "profile/profile.h"
 #include "profile_build.h"
-#include "topstats.h"
+#include "profile/topstats.h"
 
 struct fixture {
 	struct profile *p;

@@ -1,0 +1,69 @@
+/* agentlog.c - timestamped event lines for the agent, on stderr.
+ *
+ * The log file is made fd 2 rather than kept as a FILE of our own: the
+ * session's warnings (log.c) then go to the same place, a reopen is a single
+ * dup2 that other threads never see half done, and nothing here needs a lock.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agentlog.h"
+
+int agentlog_redirect(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+	if (fd < 0)
+		return -errno;
+	int err = 0;
+	if (dup2(fd, STDERR_FILENO) < 0)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+size_t agentlog_format(char *buf, size_t len, const struct timespec *ts, const char *msg)
+{
+	struct tm tm;
+	char when[32];
+	if (!len)
+		return 0;
+	gmtime_r(&ts->tv_sec, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	int n = snprintf(buf, len, "%s.%03ldZ taipan: %s\n", when, ts->tv_nsec / 1000000L, msg);
+	if (n < 0) {
+		buf[0] = 0;
+		return 0;
+	}
+	if ((size_t)n >= len) {
+		/* Cut, but still one line. */
+		n = (int)len - 1;
+		if (n > 0)
+			buf[n - 1] = '\n';
+	}
+	return (size_t)n;
+}
+
+void agentlog(const char *fmt, ...)
+{
+	char msg[1024], line[1100];
+	struct timespec ts;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* A message is one line: a newline inside it would forge another. */
+	for (char *p = msg; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	clock_gettime(CLOCK_REALTIME, &ts);
+	size_t n = agentlog_format(line, sizeof(line), &ts, msg);
+	/* One write: an O_APPEND file or a pipe takes it whole. A failed
+	 * write has nowhere to be reported. */
+	ssize_t w = write(STDERR_FILENO, line, n);
+	(void)w;
+}

@@ -1,0 +1,477 @@
+/* push.c - the agent's windows to Pyroscope's ingest API (POST /ingest).
+ *
+ * One worker thread sends, so a slow or absent server never holds up
+ * sampling: the main loop only queues. The request follows Pyroscope's
+ * documented pprof ingestion ("Pyroscope Server HTTP API Reference", pprof
+ * format): name, from, until, spyName, sampleRate and format=pprof in the
+ * query, and a multipart/form-data body whose "profile" file part is the
+ * pprof and whose "sample_type_config" part says how to read its sample
+ * types. The profile is shaped like Go's CPU profiles (samples/count then
+ * cpu/nanoseconds), which Pyroscope reads as the "cpu" profile type.
+ */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/agentlog.h"
+#include "agent/push.h"
+
+/* How the server should read the samples: counts of CPU samples, summed
+ * over time, scaled by the sampling period. */
+static const char sample_type_config[] =
+    "{\"samples\":{\"units\":\"samples\",\"aggregation\":\"sum\","
+    "\"display-name\":\"cpu\",\"sampled\":true}}";
+
+struct job {
+	void *data;
+	size_t len;
+	uint64_t from, until;
+};
+
+struct pusher {
+	char *url, *name;
+	unsigned int rate_hz, max_attempts;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* on CLOCK_MONOTONIC */
+	struct job *q;	   /* ring of waiting windows */
+	unsigned int cap, head, n;
+	bool holding; /* the worker has one in hand, besides the ring */
+	bool stopping;
+	double deadline;     /* stopping: when to give up */
+	atomic_llong cut_ms; /* a transfer is cut after this monotonic ms (0: never) */
+	struct push_stats st;
+
+	pthread_t thread;
+	CURL *curl; /* the worker's */
+	unsigned int seed;
+};
+
+static double mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* --- pieces ------------------------------------------------------------------ */
+
+static bool name_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-';
+}
+
+int push_app_name(char *buf, size_t len, const char *app, const char *host)
+{
+	size_t alen = app ? strlen(app) : 0;
+	if (!alen || alen > 100)
+		return -EINVAL;
+	for (size_t i = 0; i < alen; i++)
+		if (!name_char(app[i]))
+			return -EINVAL;
+	/* Room for APP{hostname=HOST}, cut nowhere. */
+	size_t hlen = host ? strlen(host) : 0;
+	size_t need = alen + 2 + (hlen ? strlen("hostname=") + hlen : 0) + 1;
+	if (need > len)
+		return -ENOSPC;
+	char *o = buf;
+	memcpy(o, app, alen);
+	o += alen;
+	*o++ = '{';
+	if (hlen) {
+		memcpy(o, "hostname=", 9);
+		o += 9;
+		/* Braces, commas and equals signs would end the label early. */
+		for (size_t i = 0; i < hlen; i++)
+			*o++ = name_char(host[i]) ? host[i] : '_';
+	}
+	*o++ = '}';
+	*o = 0;
+	return 0;
+}
+
+int push_check_url(const char *url)
+{
+	const char *rest;
+	if (!strncmp(url, "http://", 7))
+		rest = url + 7;
+	else if (!strncmp(url, "https://", 8))
+		rest = url + 8;
+	else
+		return -EINVAL;
+	if (!*rest || *rest == '/' || strpbrk(url, "?# \t\r\n"))
+		return -EINVAL;
+	return 0;
+}
+
+/* Percent-encodes s into o (which has room for 3 * strlen(s) + 1). */
+static size_t url_encode(char *o, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = 0;
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+			o[n++] = (char)c;
+		} else {
+			o[n++] = '%';
+			o[n++] = hex[c >> 4];
+			o[n++] = hex[c & 15];
+		}
+	}
+	o[n] = 0;
+	return n;
+}
+
+int push_ingest_url(char *buf, size_t len, const char *base, const char *name, uint64_t from,
+		    uint64_t until, unsigned int rate_hz)
+{
+	size_t blen = strlen(base);
+	while (blen && base[blen - 1] == '/')
+		blen--;
+	char *enc = malloc(strlen(name) * 3 + 1);
+	if (!enc)
+		return -ENOMEM;
+	url_encode(enc, name);
+	int n = snprintf(buf, len,
+			 "%.*s/ingest?name=%s&from=%" PRIu64 "&until=%" PRIu64
+			 "&spyName=taipan&sampleRate=%u&format=pprof",
+			 (int)blen, base, enc, from, until, rate_hz);
+	free(enc);
+	if (n < 0 || (size_t)n >= len)
+		return -ENOSPC;
+	return 0;
+}
+
+double push_backoff(unsigned int failures, double jitter)
+{
+	double d = 1.0;
+	for (unsigned int i = 1; i < failures && d < PUSH_MAX_BACKOFF; i++)
+		d *= 2;
+	if (d > PUSH_MAX_BACKOFF)
+		d = PUSH_MAX_BACKOFF;
+	if (!(jitter >= 0))
+		jitter = 0;
+	if (jitter >= 1)
+		jitter = 0.999;
+	return d * (0.75 + jitter / 2);
+}
+
+/* --- sending ----------------------------------------------------------------- */
+
+struct reply {
+	char text[160]; /* the start of the server's answer, for the log */
+	size_t len;
+};
+
+static size_t on_reply(char *data, size_t size, size_t nmemb, void *ctx)
+{
+	struct reply *r = ctx;
+	size_t n = size * nmemb;
+	for (size_t i = 0; i < n && r->len + 1 < sizeof(r->text); i++) {
+		unsigned char c = (unsigned char)data[i];
+		r->text[r->len++] = isprint(c) ? (char)c : ' ';
+	}
+	r->text[r->len] = 0;
+	return n;
+}
+
+/* Cuts a transfer that runs past the exit deadline. */
+static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+	struct pusher *p = ctx;
+	(void)dt, (void)dn, (void)ut, (void)un;
+	long long cut = atomic_load(&p->cut_ms);
+	return cut && (long long)(mono_now() * 1000) > cut;
+}
+
+/* Sends one window. Returns 0 when the server took it, else a negative
+ * errno with why filled. */
+static int send_job(struct pusher *p, const struct job *j, char *why, size_t whylen)
+{
+	char url[4096], errbuf[CURL_ERROR_SIZE] = "";
+	struct reply reply = {.len = 0};
+	curl_mime *mime = NULL;
+	curl_mimepart *part;
+	long code = 0;
+	int err = 0;
+
+	err = push_ingest_url(url, sizeof(url), p->url, p->name, j->from, j->until, p->rate_hz);
+	if (err) {
+		snprintf(why, whylen, "cannot build the ingest URL: %s", strerror(-err));
+		goto out;
+	}
+	mime = curl_mime_init(p->curl);
+	if (!mime) {
+		err = -ENOMEM;
+		snprintf(why, whylen, "out of memory");
+		goto out;
+	}
+	if (!(part = curl_mime_addpart(mime)) || curl_mime_name(part, "profile") ||
+	    curl_mime_filename(part, "profile.pprof") ||
+	    curl_mime_type(part, "application/octet-stream") ||
+	    curl_mime_data(part, j->data, j->len) || !(part = curl_mime_addpart(mime)) ||
+	    curl_mime_name(part, "sample_type_config") ||
+	    curl_mime_filename(part, "sample_type_config.json") ||
+	    curl_mime_type(part, "application/json") ||
+	    curl_mime_data(part, sample_type_config, CURL_ZERO_TERMINATED)) {
+		err = -ENOMEM;
+		snprintf(why, whylen, "out of memory");
+		goto out;
+	}
+	curl_easy_setopt(p->curl, CURLOPT_URL, url);
+	curl_easy_setopt(p->curl, CURLOPT_MIMEPOST, mime);
+	curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, &reply);
+	curl_easy_setopt(p->curl, CURLOPT_ERRORBUFFER, errbuf);
+	CURLcode rc = curl_easy_perform(p->curl);
+	curl_easy_setopt(p->curl, CURLOPT_ERRORBUFFER, NULL);
+	if (rc != CURLE_OK) {
+		err = -EIO;
+		snprintf(why, whylen, "%s%s%s", curl_easy_strerror(rc), *errbuf ? ": " : "",
+			 errbuf);
+		goto out;
+	}
+	curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &code);
+	if (code < 200 || code > 299) {
+		while (reply.len && reply.text[reply.len - 1] == ' ')
+			reply.text[--reply.len] = 0;
+		err = -EIO;
+		snprintf(why, whylen, "HTTP %ld%s%s", code, reply.len ? ": " : "", reply.text);
+	}
+out:
+	/* The handle must not point at what is freed now. */
+	curl_easy_setopt(p->curl, CURLOPT_MIMEPOST, NULL);
+	curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, NULL);
+	curl_mime_free(mime);
+	return err;
+}
+
+/* --- the queue and the worker -------------------------------------------------- */
+
+static void wait_until(struct pusher *p, double when)
+{
+	struct timespec ts;
+	ts.tv_sec = (time_t)when;
+	ts.tv_nsec = (long)((when - (double)ts.tv_sec) * 1e9);
+	pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+}
+
+static struct job pop(struct pusher *p)
+{
+	struct job j = p->q[p->head];
+	p->head = (p->head + 1) % p->cap;
+	p->n--;
+	return j;
+}
+
+static void *worker(void *arg)
+{
+	struct pusher *p = arg;
+	struct job job = {0};
+	unsigned int failures = 0;
+	double next_try = 0;
+	char why[512];
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		if (!p->holding) {
+			while (!p->n && !p->stopping)
+				pthread_cond_wait(&p->cv, &p->mu);
+			if (!p->n)
+				break;
+			job = pop(p);
+			p->holding = true;
+			failures = 0;
+			next_try = 0;
+		}
+		double now = mono_now();
+		if (p->stopping && now >= p->deadline)
+			break;
+		if (!p->stopping && now < next_try) {
+			wait_until(p, next_try);
+			continue;
+		}
+		pthread_mutex_unlock(&p->mu);
+		int err = send_job(p, &job, why, sizeof(why));
+		pthread_mutex_lock(&p->mu);
+		if (!err) {
+			p->st.pushed++;
+		} else {
+			failures++;
+			p->st.failures++;
+			if (!p->stopping && failures < p->max_attempts) {
+				double d =
+				    push_backoff(failures, rand_r(&p->seed) / (RAND_MAX + 1.0));
+				next_try = mono_now() + d;
+				agentlog("push of window %" PRIu64 "-%" PRIu64
+					 " failed (try %u of %u): %s; retrying in %.1f s",
+					 job.from, job.until, failures, p->max_attempts, why, d);
+				continue;
+			}
+			p->st.dropped++;
+			agentlog("push of window %" PRIu64 "-%" PRIu64
+				 " failed (try %u of %u): %s; dropped the window (%" PRIu64
+				 " dropped so far)",
+				 job.from, job.until, failures, p->max_attempts, why,
+				 p->st.dropped);
+		}
+		free(job.data);
+		p->holding = false;
+	}
+	/* Exiting past the deadline: what is left is lost. */
+	unsigned int left = p->n + p->holding;
+	if (p->holding)
+		free(job.data);
+	p->holding = false;
+	while (p->n)
+		free(pop(p).data);
+	if (left) {
+		p->st.dropped += left;
+		agentlog("exiting: dropped %u window%s that could not be pushed in time", left,
+			 left == 1 ? "" : "s");
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* Frees p and what it holds; its lock and condition only when set up. */
+static void release(struct pusher *p, bool sync_up)
+{
+	if (sync_up) {
+		pthread_cond_destroy(&p->cv);
+		pthread_mutex_destroy(&p->mu);
+	}
+	curl_easy_cleanup(p->curl);
+	free(p->q);
+	free(p->url);
+	free(p->name);
+	free(p);
+}
+
+int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t errlen)
+{
+	struct pusher *p = NULL;
+	pthread_condattr_t ca;
+	bool curl_up = false, sync_up = false;
+	int ret;
+
+	if (push_check_url(o->url)) {
+		snprintf(err, errlen,
+			 "--push wants an http:// or https:// URL without a query, not '%s'",
+			 o->url);
+		return -EINVAL;
+	}
+	if (!o->backlog) {
+		snprintf(err, errlen, "the push backlog must hold at least one window");
+		return -EINVAL;
+	}
+	ret = -ENOMEM;
+	snprintf(err, errlen, "out of memory");
+	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+		snprintf(err, errlen, "cannot initialise libcurl");
+		goto fail;
+	}
+	curl_up = true;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		goto fail;
+	p->rate_hz = o->rate_hz;
+	p->max_attempts = o->max_attempts ? o->max_attempts : PUSH_MAX_ATTEMPTS;
+	p->cap = o->backlog;
+	p->seed = (unsigned int)getpid() ^ (unsigned int)time(NULL);
+	p->url = strdup(o->url);
+	p->name = strdup(o->name);
+	p->q = calloc(p->cap, sizeof(*p->q));
+	p->curl = curl_easy_init();
+	if (!p->url || !p->name || !p->q || !p->curl)
+		goto fail;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	sync_up = true;
+
+	/* What every request shares. No signals: the worker is not the main
+	 * thread. Only HTTP(S); redirects are not followed. */
+	curl_easy_setopt(p->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(p->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(p->curl, CURLOPT_CONNECTTIMEOUT, 5L);
+	curl_easy_setopt(p->curl, CURLOPT_TIMEOUT, 30L);
+	curl_easy_setopt(p->curl, CURLOPT_USERAGENT, "taipan-agent");
+	curl_easy_setopt(p->curl, CURLOPT_WRITEFUNCTION, on_reply);
+	curl_easy_setopt(p->curl, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(p->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(p->curl, CURLOPT_XFERINFODATA, p);
+
+	ret = -pthread_create(&p->thread, NULL, worker, p);
+	if (ret) {
+		snprintf(err, errlen, "cannot start the push thread: %s", strerror(-ret));
+		goto fail;
+	}
+	*out = p;
+	return 0;
+fail:
+	if (p)
+		release(p, sync_up);
+	if (curl_up)
+		curl_global_cleanup();
+	return ret;
+}
+
+int push_submit(struct pusher *p, void *data, size_t len, uint64_t from, uint64_t until)
+{
+	pthread_mutex_lock(&p->mu);
+	if (p->stopping) {
+		pthread_mutex_unlock(&p->mu);
+		free(data);
+		return -ESHUTDOWN;
+	}
+	if (p->n == p->cap) {
+		struct job old = pop(p);
+		free(old.data);
+		p->st.dropped++;
+		agentlog("push backlog full (%u window%s): dropped window %" PRIu64 "-%" PRIu64
+			 " (%" PRIu64 " dropped so far)",
+			 p->cap, p->cap == 1 ? "" : "s", old.from, old.until, p->st.dropped);
+	}
+	p->q[(p->head + p->n) % p->cap] = (struct job){data, len, from, until};
+	p->n++;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
+void push_get_stats(struct pusher *p, struct push_stats *st)
+{
+	pthread_mutex_lock(&p->mu);
+	*st = p->st;
+	st->waiting = p->n + p->holding;
+	pthread_mutex_unlock(&p->mu);
+}
+
+void push_free(struct pusher *p, double flush_s, struct push_stats *final)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stopping = true;
+	p->deadline = mono_now() + flush_s;
+	atomic_store(&p->cut_ms, (long long)(p->deadline * 1000));
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->thread, NULL);
+	if (final)
+		push_get_stats(p, final);
+	release(p, true);
+	curl_global_cleanup();
+}

@@ -1,0 +1,680 @@
+/* cmd_agent.c - `taipan agent`: profile every Python process on the host,
+ * always on; serve pprof over HTTP and push fixed windows to Pyroscope.
+ *
+ * One thread samples: it polls the session and cuts the session's profile
+ * (session_take_profile) at every window boundary and wherever an HTTP
+ * request starts or ends, and adds each piece to whatever covers it: the
+ * window being aggregated for the push, and each waiting request. The
+ * pieces are cut exactly at those moments, so a request gets the samples
+ * of its own seconds, and no history is kept. Two other threads do the
+ * waiting on the network: libmicrohttpd's (requests are suspended, not
+ * blocked on) and the pusher's (push.c), so neither a slow client nor a
+ * dead server holds up sampling.
+ */
+#include <errno.h>
+#include <math.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agentlog.h"
+#include "agent/agentsched.h"
+#include "cmd/cli.h"
+#include "cmd/commands.h"
+#include "agent/httpd.h"
+#include "util/log.h"
+#include "output/output.h"
+#include "agent/push.h"
+#include "core/session.h"
+#include "core/walkerr.h"
+
+#define MAX_WAITING 8	 /* profile requests at once */
+#define POLL_MAX_MS 100	 /* the longest the loop sleeps: signals and new requests */
+#define HTTP_DRAIN_S 2.0 /* exiting: for answers to go out */
+#define PUSH_FLUSH_S 4.0 /* exiting: for the last windows to be pushed */
+#define DEFAULT_LISTEN "127.0.0.1:9100"
+
+static volatile sig_atomic_t stop_signal, hup_requested;
+
+static void on_signal(int sig)
+{
+	if (sig == SIGHUP)
+		hup_requested = 1;
+	else
+		stop_signal = sig;
+}
+
+void cmd_agent_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: taipan agent [options]\n"
+		"\n"
+		"Profiles every Python process on the host, continuously, the way\n"
+		"'record -a' does. Serves pprof CPU profiles over HTTP (Go's\n"
+		"/debug/pprof/profile convention, which Parca scrapes and go tool pprof\n"
+		"reads) and, with --push, sends a profile of every window to Pyroscope.\n"
+		"Runs until SIGTERM or SIGINT, which push the current window, answer the\n"
+		"waiting requests with what there is, and exit 0. SIGHUP reopens --log.\n"
+		"\n"
+		"options:\n"
+		"  -l, --listen ADDR:PORT  serve HTTP here (default " DEFAULT_LISTEN ", loopback\n"
+		"                          only; [ADDR6]:PORT for IPv6; 0.0.0.0:PORT for\n"
+		"                          every interface: there is no authentication)\n"
+		"      --push URL          send each window to the Pyroscope server at URL\n"
+		"                          (POST URL/ingest, pprof)\n"
+		"  -w, --window SECS       the push window (default 15; 1 to 3600)\n"
+		"  -r, --rate HZ           samples per second per CPU (default 100; 1 to 10000)\n"
+		"      --app NAME          the application name in Pyroscope (default taipan;\n"
+		"                          letters, digits, '.', '_', '-'); the host name goes\n"
+		"                          in its hostname label: NAME{hostname=HOST}\n"
+		"      --comm NAME         only processes with this name (repeatable)\n"
+		"      --cgroup PATH       only processes in this cgroup (v2 path prefix,\n"
+		"                          e.g. /system.slice/app.service)\n"
+		"      --backlog N         windows kept for a push that fails, at most (default\n"
+		"                          8); older ones are dropped and counted\n"
+		"      --no-kernel         leave out kernel frames\n"
+		"      --log FILE          log here instead of stderr (appended to; SIGHUP\n"
+		"                          reopens it, for log rotation)\n"
+		"      --stats             log the counters at exit\n"
+		"  -v, --verbose           log how each process was recognised\n"
+		"  -h, --help              this text\n"
+		"\n"
+		"endpoints:\n"
+		"  GET /debug/pprof/profile?seconds=N  a pprof CPU profile of the next N\n"
+		"                                      seconds (default 30, 1 to 300) of every\n"
+		"                                      process; labels (pid, comm, …) tell\n"
+		"                                      them apart\n"
+		"  GET /stats                          counters as JSON\n"
+		"  GET /healthz                        \"ok\"\n"
+		"\n"
+		"examples:\n"
+		"  taipan agent\n"
+		"  go tool pprof -top 'http://127.0.0.1:9100/debug/pprof/profile?seconds=10'\n"
+		"  curl -s http://127.0.0.1:9100/stats\n"
+		"  taipan agent --push http://pyroscope:4040 --app web --comm gunicorn\n"
+		"  taipan agent --listen 0.0.0.0:9100 --window 10 --log /var/log/taipan.log\n");
+}
+
+struct agent_args {
+	const char *listen;
+	const char *push;
+	double window;
+	unsigned int rate;
+	const char *app;
+	const char *comms[CLI_MAX_COMMS + 1];
+	int ncomms;
+	const char *cgroup;
+	const char *log;
+	unsigned int backlog;
+	bool kernel, stats;
+};
+
+static int parse_args(int argc, char **argv, struct agent_args *a)
+{
+	static const struct option longopts[] = {
+	    {"listen", required_argument, NULL, 'l'}, {"push", required_argument, NULL, 'P'},
+	    {"window", required_argument, NULL, 'w'}, {"rate", required_argument, NULL, 'r'},
+	    {"app", required_argument, NULL, 'A'},    {"comm", required_argument, NULL, 'C'},
+	    {"cgroup", required_argument, NULL, 'G'}, {"backlog", required_argument, NULL, 'B'},
+	    {"no-kernel", no_argument, NULL, 'K'},    {"log", required_argument, NULL, 'L'},
+	    {"stats", no_argument, NULL, 'S'},	      {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},	      {0},
+	};
+	char *end;
+	int c;
+	long v;
+
+	a->listen = DEFAULT_LISTEN;
+	a->window = 15;
+	a->rate = 100;
+	a->app = "taipan";
+	a->backlog = 8;
+	a->kernel = true;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "l:w:r:vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			a->listen = optarg;
+			break;
+		case 'P':
+			a->push = optarg;
+			break;
+		case 'w':
+			a->window = strtod(optarg, &end);
+			if (end == optarg || *end || !(a->window >= 1 && a->window <= 3600)) {
+				log_error("--window wants seconds from 1 to 3600, not '%s'",
+					  optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'r':
+			if (cli_rate(optarg, &a->rate))
+				return -EINVAL;
+			break;
+		case 'A':
+			a->app = optarg;
+			break;
+		case 'C':
+			if (cli_comm(optarg, a->comms, &a->ncomms))
+				return -EINVAL;
+			break;
+		case 'G':
+			a->cgroup = optarg;
+			break;
+		case 'B':
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 || v > 1024) {
+				log_error("--backlog wants a number of windows from 1 to 1024, not "
+					  "'%s'",
+					  optarg);
+				return -EINVAL;
+			}
+			a->backlog = (unsigned int)v;
+			break;
+		case 'K':
+			a->kernel = false;
+			break;
+		case 'L':
+			a->log = optarg;
+			break;
+		case 'S':
+			a->stats = true;
+			break;
+		case 'v':
+			log_set_level(LOG_VERBOSE);
+			break;
+		case 'h':
+			cmd_agent_usage(stdout);
+			exit(0);
+		default:
+			fprintf(stderr, "try 'taipan help agent'\n");
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		log_error("agent takes no arguments ('%s'); see 'taipan help agent'", argv[optind]);
+		return -EINVAL;
+	}
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	if (httpd_parse_listen(a->listen, &ss, &sslen)) {
+		log_error("--listen wants ADDR:PORT or [ADDR6]:PORT with a numeric address, not "
+			  "'%s'",
+			  a->listen);
+		return -EINVAL;
+	}
+	if (a->push && push_check_url(a->push)) {
+		log_error("--push wants an http:// or https:// URL without a query, not '%s'",
+			  a->push);
+		return -EINVAL;
+	}
+	char name[256];
+	if (push_app_name(name, sizeof(name), a->app, NULL)) {
+		log_error("--app wants 1 to 100 letters, digits, '.', '_' or '-', not '%s'",
+			  a->app);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A profile request being aggregated. */
+struct waiter {
+	struct httpd_req *req;
+	struct profile *acc;
+	double end; /* cli_now() */
+};
+
+/* Counters that /stats reads on the server's thread: the main loop copies
+ * them here once a second. */
+struct snapshot {
+	struct session_stats st;
+	unsigned int live;
+	uint64_t windows, empty_windows;
+};
+
+struct agent {
+	struct agent_args *args;
+	struct session *s;
+	struct httpd *h;
+	struct pusher *push;
+	char name[512]; /* the ingest name */
+	double t0;
+
+	struct profile *win; /* the window being aggregated; NULL: nothing yet */
+	struct waiter waiters[MAX_WAITING];
+	unsigned int nwaiters;
+	uint64_t windows, empty_windows;
+	bool merge_failed, cut_failed, poll_failed; /* logged once */
+
+	pthread_mutex_t mu;
+	struct snapshot snap;
+};
+
+/* --- profiles ------------------------------------------------------------------ */
+
+/* p as gzipped pprof in memory (from malloc). */
+static int encode(const struct profile *p, char **out, size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	if (!f)
+		return -errno;
+	int err = output_write_pprof(p, f);
+	if (fclose(f) && !err)
+		err = -ENOMEM;
+	if (err) {
+		free(buf);
+		return err;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+static void merge_into(struct agent *a, struct profile *dst, const struct profile *piece)
+{
+	int err = profile_merge(dst, piece);
+	if (err && !a->merge_failed) {
+		a->merge_failed = true;
+		agentlog("warning: cannot add samples to a profile (%s): it will miss some; "
+			 "said once",
+			 strerror(-err));
+	}
+}
+
+/* Ends the session's current piece now and adds it to everything that
+ * covers it. */
+static void cut(struct agent *a)
+{
+	/* What the ring buffer holds belongs before the cut. */
+	int ret = session_poll(a->s, 0);
+	if (ret && !a->poll_failed) {
+		a->poll_failed = true;
+		agentlog("warning: reading samples before a cut: %s; the profile may miss "
+			 "some; said once",
+			 strerror(-ret));
+	}
+	struct profile *piece = session_take_profile(a->s);
+	if (!piece) {
+		/* The session keeps aggregating; the next cut takes it. */
+		if (!a->cut_failed) {
+			a->cut_failed = true;
+			agentlog("warning: out of memory cutting the profile; said once");
+		}
+		return;
+	}
+	for (unsigned int i = 0; i < a->nwaiters; i++)
+		merge_into(a, a->waiters[i].acc, piece);
+	if (a->push && !a->win) {
+		a->win = piece; /* the usual case: a window is one piece */
+		return;
+	}
+	if (a->push)
+		merge_into(a, a->win, piece);
+	profile_free(piece);
+}
+
+/* The window is over: push it (when it has samples) and start the next. */
+static void close_window(struct agent *a)
+{
+	struct profile *w = a->win;
+	char *data;
+	size_t len;
+	a->win = NULL;
+	a->windows++;
+	if (!a->push)
+		return;
+	if (!w || !profile_sample_count(w)) {
+		a->empty_windows++;
+		profile_free(w);
+		return;
+	}
+	uint64_t from = profile_start_ns(w) / 1000000000ULL;
+	uint64_t until = (profile_start_ns(w) + profile_duration_ns(w)) / 1000000000ULL;
+	if (until <= from)
+		until = from + 1;
+	int err = encode(w, &data, &len);
+	profile_free(w);
+	if (err) {
+		agentlog("cannot encode window %" PRIu64 "-%" PRIu64 ": %s; not pushed", from,
+			 until, strerror(-err));
+		return;
+	}
+	push_submit(a->push, data, len, from, until);
+}
+
+static void answer(struct agent *a, struct waiter *w)
+{
+	char *data;
+	size_t len;
+	int err = encode(w->acc, &data, &len);
+	profile_free(w->acc);
+	w->acc = NULL;
+	if (err) {
+		char *msg = strdup("cannot encode the profile\n");
+		httpd_reply(a->h, w->req, 500, "text/plain; charset=utf-8", msg,
+			    msg ? strlen(msg) : 0);
+		return;
+	}
+	httpd_reply(a->h, w->req, 200, NULL, data, len);
+}
+
+/* --- counters ------------------------------------------------------------------ */
+
+static void take_snapshot(struct agent *a)
+{
+	struct snapshot sn;
+	session_stats(a->s, &sn.st);
+	sn.live = session_live_targets(a->s);
+	sn.windows = a->windows;
+	sn.empty_windows = a->empty_windows;
+	pthread_mutex_lock(&a->mu);
+	a->snap = sn;
+	pthread_mutex_unlock(&a->mu);
+}
+
+/* GET /stats, on the server's thread: it reads only what is set before
+ * the server starts, the snapshot, and the pusher's own counters. */
+static char *stats_json(void *ctx, unsigned long served, unsigned long refused)
+{
+	struct agent *a = ctx;
+	struct snapshot sn;
+	struct push_stats ps = {0};
+	char *text = NULL;
+
+	pthread_mutex_lock(&a->mu);
+	sn = a->snap;
+	pthread_mutex_unlock(&a->mu);
+	if (a->push)
+		push_get_stats(a->push, &ps);
+
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	int bad = 0;
+	bad |= json_object_set_new(o, "uptime_seconds", json_real(cli_now() - a->t0));
+	bad |= json_object_set_new(o, "rate_hz", json_integer(a->args->rate));
+	bad |= json_object_set_new(o, "window_seconds", json_real(a->args->window));
+	bad |= json_object_set_new(o, "samples", json_integer((json_int_t)sn.st.samples));
+	bad |= json_object_set_new(
+	    o, "lost_samples", json_integer((json_int_t)(sn.st.lost_ring + sn.st.lost_unknown)));
+	bad |= json_object_set_new(o, "lost_ring_full", json_integer((json_int_t)sn.st.lost_ring));
+	bad |= json_object_set_new(o, "lost_unknown_process",
+				   json_integer((json_int_t)sn.st.lost_unknown));
+	bad |=
+	    json_object_set_new(o, "truncated_stacks", json_integer((json_int_t)sn.st.truncated));
+	json_t *walk = json_object();
+	for (unsigned int i = 1; walk && i < TP_ERR__COUNT; i++)
+		bad |= json_object_set_new(walk, walkerr_key(i),
+					   json_integer((json_int_t)sn.st.walk_errors[i]));
+	bad |= !walk || json_object_set_new(o, "walk_errors", walk);
+	bad |= json_object_set_new(o, "processes_tracked", json_integer(sn.live));
+	bad |= json_object_set_new(o, "processes_seen", json_integer(sn.st.processes));
+	bad |= json_object_set_new(o, "processes_unsupported", json_integer(sn.st.unsupported));
+	bad |= json_object_set_new(o, "windows", json_integer((json_int_t)sn.windows));
+	bad |= json_object_set_new(o, "windows_empty", json_integer((json_int_t)sn.empty_windows));
+	bad |= json_object_set_new(o, "push_enabled", json_boolean(a->push != NULL));
+	bad |= json_object_set_new(o, "windows_pushed", json_integer((json_int_t)ps.pushed));
+	bad |= json_object_set_new(o, "push_failures", json_integer((json_int_t)ps.failures));
+	bad |= json_object_set_new(o, "dropped_windows", json_integer((json_int_t)ps.dropped));
+	bad |= json_object_set_new(o, "push_backlog", json_integer(ps.waiting));
+	bad |= json_object_set_new(o, "profile_requests_served", json_integer((json_int_t)served));
+	bad |=
+	    json_object_set_new(o, "profile_requests_refused", json_integer((json_int_t)refused));
+	if (!bad)
+		text = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return text;
+}
+
+/* --stats, at exit: the pusher and the server are gone, their counters
+ * are given. */
+static void log_counters(struct agent *a, const struct push_stats *ps, unsigned long served,
+			 unsigned long refused)
+{
+	struct session_stats st;
+	session_stats(a->s, &st);
+	agentlog("stats: %.0f s up, %" PRIu64 " samples, %" PRIu64 " lost (ring full), %" PRIu64
+		 " lost (process not yet known), %u Python processes seen, %u refused",
+		 cli_now() - a->t0, st.samples, st.lost_ring, st.lost_unknown, st.processes,
+		 st.unsupported);
+	agentlog("stats: %" PRIu64 " windows (%" PRIu64 " empty), %" PRIu64 " pushed, %" PRIu64
+		 " push failures, %" PRIu64 " dropped; %lu profile requests served, %lu refused",
+		 a->windows, a->empty_windows, ps->pushed, ps->failures, ps->dropped, served,
+		 refused);
+}
+
+/* Whether --listen names a loopback address (127.0.0.0/8 or ::1). */
+static bool is_loopback(const char *listen)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	if (httpd_parse_listen(listen, &ss, &len))
+		return false;
+	if (ss.ss_family == AF_INET6)
+		return IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
+	return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+}
+
+/* --- the loop ------------------------------------------------------------------ */
+
+static void take_requests(struct agent *a, double now, bool *cut_done)
+{
+	struct httpd_req *r;
+	while ((r = httpd_take(a->h))) {
+		/* The server lets no more than MAX_WAITING wait; this is a guard. */
+		struct profile *acc = a->nwaiters < MAX_WAITING ? profile_new() : NULL;
+		if (!acc) {
+			char *msg = strdup("busy\n");
+			httpd_reply(a->h, r, 503, "text/plain; charset=utf-8", msg,
+				    msg ? strlen(msg) : 0);
+			continue;
+		}
+		if (!*cut_done) {
+			/* The request covers from now: cut before it joins. */
+			cut(a);
+			*cut_done = true;
+		}
+		a->waiters[a->nwaiters++] =
+		    (struct waiter){.req = r, .acc = acc, .end = now + httpd_req_seconds(r)};
+	}
+}
+
+static void answer_due(struct agent *a, double now, bool all)
+{
+	for (unsigned int i = 0; i < a->nwaiters;) {
+		if (all || a->waiters[i].end <= now) {
+			answer(a, &a->waiters[i]);
+			a->waiters[i] = a->waiters[--a->nwaiters];
+		} else {
+			i++;
+		}
+	}
+}
+
+/* The earliest end of the requests waiting, or +infinity. */
+static double first_request_end(const struct agent *a)
+{
+	double first = INFINITY;
+	for (unsigned int i = 0; i < a->nwaiters; i++)
+		if (a->waiters[i].end < first)
+			first = a->waiters[i].end;
+	return first;
+}
+
+static int run(struct agent *a)
+{
+	struct agent_sched sched;
+	double now = cli_now();
+	int status = 0;
+
+	agent_sched_init(&sched, now, a->args->window);
+	for (;;) {
+		int wait_ms = agent_sched_wait_ms(&sched, now, first_request_end(a), POLL_MAX_MS);
+		int ret = session_poll(a->s, wait_ms);
+		if (ret) {
+			agentlog("error: reading samples: %s; exiting", strerror(-ret));
+			status = 1;
+		}
+		if (hup_requested) {
+			hup_requested = 0;
+			if (a->args->log) {
+				int err = agentlog_redirect(a->args->log);
+				if (err)
+					agentlog("SIGHUP: cannot reopen %s: %s; logging on to the "
+						 "old file",
+						 a->args->log, strerror(-err));
+				else
+					agentlog("SIGHUP: reopened the log file %s", a->args->log);
+			} else {
+				agentlog("SIGHUP: no --log file to reopen");
+			}
+		}
+		now = cli_now();
+		bool stopping = stop_signal || status;
+		struct agent_due due = agent_sched_due(&sched, now, first_request_end(a), stopping);
+		bool cut_done = false;
+		if (due.cut) {
+			cut(a);
+			cut_done = true;
+		}
+		take_requests(a, now, &cut_done);
+		answer_due(a, now, stopping);
+		if (due.close_window)
+			close_window(a);
+		if (due.snapshot)
+			take_snapshot(a);
+		if (stopping)
+			break;
+	}
+	return status;
+}
+
+int cmd_agent(int argc, char **argv)
+{
+	struct agent_args args = {0};
+	struct agent a = {.args = &args};
+	char err[512], host[256] = "";
+	sigset_t block, old;
+	int ret, status = 1;
+
+	if (parse_args(argc, argv, &args))
+		return 2;
+	if (args.log) {
+		ret = agentlog_redirect(args.log);
+		if (ret) {
+			log_error("cannot open the log file %s: %s", args.log, strerror(-ret));
+			return 1;
+		}
+	}
+	gethostname(host, sizeof(host) - 1);
+	ret = push_app_name(a.name, sizeof(a.name), args.app, host);
+	if (ret) {
+		log_error("cannot name the application: %s", strerror(-ret));
+		return 2;
+	}
+	pthread_mutex_init(&a.mu, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct session_opts so = {
+	    .system_wide = true,
+	    .comms = args.ncomms ? args.comms : NULL,
+	    .cgroup = args.cgroup,
+	    .kernel_stacks = args.kernel,
+	    .rate_hz = args.rate,
+	};
+	ret = session_new(&so, &a.s, err, sizeof(err));
+	if (ret) {
+		agentlog("error: %s", err);
+		goto out;
+	}
+
+	/* The server's and the pusher's threads inherit this mask: the
+	 * signals are for the sampling thread, whose poll they cut short. A
+	 * signal that comes meanwhile waits for the loop. */
+	cli_on_stop_signals(on_signal, true);
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	a.t0 = cli_now();
+	ret = 0;
+	if (args.push) {
+		struct push_opts po = {
+		    .url = args.push,
+		    .name = a.name,
+		    .rate_hz = args.rate,
+		    .backlog = args.backlog,
+		};
+		ret = push_new(&po, &a.push, err, sizeof(err));
+	}
+	if (!ret)
+		ret = session_start(a.s, err, sizeof(err));
+	/* Last, so that /healthz answering means sampling; /stats may be
+	 * asked as soon as the server runs, the pusher is there by then. */
+	struct httpd_opts ho = {
+	    .listen = args.listen,
+	    .max_waiting = MAX_WAITING,
+	    .stats_json = stats_json,
+	    .ctx = &a,
+	};
+	if (!ret)
+		ret = httpd_start(&ho, &a.h, err, sizeof(err));
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		agentlog("error: %s", err);
+		goto out;
+	}
+	agentlog("agent started (pid %d): every Python process%s%s%s%s, %u Hz, %g s windows",
+		 getpid(), args.ncomms ? " named as --comm says" : "",
+		 args.cgroup ? " in cgroup " : "", args.cgroup ? args.cgroup : "",
+		 args.kernel ? "" : ", no kernel frames", args.rate, args.window);
+	agentlog("listening on http://%s (GET /debug/pprof/profile?seconds=N, /stats, /healthz)",
+		 httpd_address(a.h));
+	if (!is_loopback(args.listen))
+		agentlog("warning: %s is reachable from other hosts, and the agent has no "
+			 "authentication: put it behind a firewall or an authenticating proxy",
+			 httpd_address(a.h));
+	if (a.push)
+		agentlog("pushing each window to %s/ingest as %s (backlog %u)", args.push, a.name,
+			 args.backlog);
+
+	status = run(&a);
+
+	const char *why = stop_signal == SIGTERM  ? "SIGTERM"
+			  : stop_signal == SIGINT ? "SIGINT"
+						  : "an error";
+	/* Answers out first, while the pusher already sends the last window. */
+	struct push_stats ps = {0};
+	unsigned long served, refused;
+	httpd_counts(a.h, &served, &refused);
+	httpd_stop(a.h, HTTP_DRAIN_S);
+	a.h = NULL;
+	push_free(a.push, PUSH_FLUSH_S, &ps);
+	a.push = NULL;
+	if (args.stats)
+		log_counters(&a, &ps, served, refused);
+	agentlog("exiting on %s after %.0f s, %" PRIu64 " windows", why, cli_now() - a.t0,
+		 a.windows);
+out:
+	/* On the way out after an error: nothing is waiting any more. */
+	httpd_stop(a.h, 0);
+	push_free(a.push, 0, NULL);
+	for (unsigned int i = 0; i < a.nwaiters; i++)
+		profile_free(a.waiters[i].acc);
+	profile_free(a.win);
+	session_free(a.s);
+	pthread_mutex_destroy(&a.mu);
+	return status;
+}

@@ -1,0 +1,312 @@
+/* cmd_dump.c - `taipan dump`: the Python stack of every thread of a process,
+ * right now, read from user space without stopping it. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd/cli.h"
+#include "cmd/commands.h"
+#include "util/log.h"
+#include "target/procfs.h"
+#include "target/pyproc.h"
+#include "target/pywalk.h"
+#include "core/walkerr.h"
+#include "profile/symbolize.h"
+
+void cmd_dump_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: taipan dump -p PID [--json]\n"
+		"\n"
+		"Prints the Python stack of every thread of process PID as it is right now,\n"
+		"innermost frame first, like a traceback. The process keeps running: its\n"
+		"memory is read with process_vm_readv, it is never stopped or written to.\n"
+		"Each thread shows its OS thread id and name (/proc/PID/task/TID/comm).\n"
+		"Stacks are read to %d frames; a deeper (or looping) one ends in a\n"
+		"\"[truncated]\" line.\n"
+		"\n"
+		"options:\n"
+		"  -p, --pid PID   the process to read (required)\n"
+		"  -j, --json      print JSON: {pid, comm, python_version, threads: [{tid,\n"
+		"                  name, thread_id, interpreter, error, frames: [{name, file,\n"
+		"                  line, first_line}]}]}, frames innermost first\n"
+		"  -v, --verbose   also say how the process was recognised, how threads were\n"
+		"                  matched with OS threads, and how long the read took\n"
+		"  -h, --help      this text\n"
+		"\n"
+		"exit status: 0 when the stacks were printed, 1 when the process could not\n"
+		"be read (no such process, not Python, unsupported version), 2 for a usage\n"
+		"error.\n"
+		"\n"
+		"examples:\n"
+		"  taipan dump -p 4242\n"
+		"  taipan dump -p 4242 --json | jq '.threads[] | {tid, top: .frames[0].name}'\n",
+		TP_MAX_FRAMES);
+}
+
+struct dump_args {
+	pid_t pid;
+	bool json;
+};
+
+static int parse_args(int argc, char **argv, struct dump_args *a)
+{
+	static const struct option longopts[] = {
+	    {"pid", required_argument, NULL, 'p'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "p:jvh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (a->pid) {
+				log_error("dump reads one process: give -p once");
+				return -EINVAL;
+			}
+			if (cli_pid(optarg, &a->pid))
+				return -EINVAL;
+			break;
+		case 'j':
+			a->json = true;
+			break;
+		case 'v':
+			log_set_level(LOG_VERBOSE);
+			break;
+		case 'h':
+			cmd_dump_usage(stdout);
+			exit(0);
+		default:
+			fprintf(stderr, "try 'taipan help dump'\n");
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s' (see 'taipan help dump')", argv[optind]);
+		return -EINVAL;
+	}
+	if (!a->pid) {
+		log_error("dump needs -p PID (see 'taipan help dump')");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The name of thread tid, or "" when it is gone or unknown (tid 0). */
+static void thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
+{
+	buf[0] = 0;
+	if (tid)
+		procfs_comm(pid, tid, buf, len);
+}
+
+/* What JSON says of a walk that stopped short: its key, or null. */
+static json_t *walk_err_json(int err)
+{
+	return err ? json_string(walkerr_key((unsigned int)err)) : json_null();
+}
+
+/* Threads by OS tid, the main thread first; those without one last, in the
+ * interpreter's order. */
+static int by_tid(const void *x, const void *y)
+{
+	const struct pywalk_thread *a = *(const struct pywalk_thread *const *)x;
+	const struct pywalk_thread *b = *(const struct pywalk_thread *const *)y;
+	if (a->tid && b->tid)
+		return a->tid < b->tid ? -1 : a->tid > b->tid;
+	if (a->tid || b->tid)
+		return a->tid ? -1 : 1;
+	return a < b ? -1 : a > b;
+}
+
+static void print_text(const struct pyproc *pp, struct symbolizer *sz,
+		       struct pywalk_thread *const *th, size_t n, int list_err)
+{
+	printf("Process %d (%s): Python %s, %zu thread%s\n", pp->pid, pp->comm, pp->version, n,
+	       n == 1 ? "" : "s");
+	if (list_err)
+		printf("[thread list cut short: %s; threads may be missing]\n",
+		       walkerr_desc((unsigned int)list_err));
+	for (size_t i = 0; i < n; i++) {
+		const struct pywalk_thread *t = th[i];
+		char name[TP_COMM_LEN + 1];
+		thread_name(pp->pid, t->tid, name, sizeof(name));
+		printf("\n");
+		if (t->tid)
+			printf("Thread %d \"%s\"", t->tid, name);
+		else
+			printf("Thread 0x%llx (no OS thread found)",
+			       (unsigned long long)t->thread_id);
+		if (t->interp)
+			printf(" in interpreter %u", t->interp);
+		printf(" (most recent call first):\n");
+		for (uint32_t k = 0; k < t->nframes; k++) {
+			struct prof_frame f;
+			if (symbolizer_frame(sz, &t->frames[k], &f)) {
+				printf("  [code object 0x%llx unreadable]\n",
+				       (unsigned long long)t->frames[k].code);
+				continue;
+			}
+			printf("  File \"%s\", line %d, in %s\n", f.file, f.line, f.name);
+		}
+		if (walkerr_is_cut((unsigned int)t->err))
+			printf("  [truncated after %u frames]\n", t->nframes);
+		else if (t->err)
+			printf("  %s %s\n", walkerr_marker((unsigned int)t->err),
+			       walkerr_desc((unsigned int)t->err));
+		else if (!t->nframes)
+			printf("  (no Python frames)\n");
+	}
+}
+
+/* A JSON string, or null when s is not valid UTF-8 (a file name can be). */
+static json_t *jstr(const char *s)
+{
+	json_t *j = s ? json_string(s) : NULL;
+	return j ? j : json_null();
+}
+
+static int print_json(const struct pyproc *pp, struct symbolizer *sz,
+		      struct pywalk_thread *const *th, size_t n, int list_err)
+{
+	json_t *root = NULL, *threads = NULL;
+	int ret = -ENOMEM;
+
+	threads = json_array();
+	if (!threads)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		const struct pywalk_thread *t = th[i];
+		char name[TP_COMM_LEN + 1], tid_hex[32];
+		json_t *frames = json_array(), *jt;
+		if (!frames)
+			goto out;
+		for (uint32_t k = 0; k < t->nframes; k++) {
+			struct prof_frame f;
+			json_t *jf;
+			if (symbolizer_frame(sz, &t->frames[k], &f))
+				jf = json_pack("{s:n, s:n, s:n, s:n, s:I}", "name", "file", "line",
+					       "first_line", "code", (json_int_t)t->frames[k].code);
+			else
+				jf = json_pack("{s:o, s:o, s:i, s:i}", "name", jstr(f.name), "file",
+					       jstr(f.file), "line", f.line, "first_line",
+					       f.first_line);
+			if (!jf || json_array_append_new(frames, jf)) {
+				json_decref(frames);
+				goto out;
+			}
+		}
+		thread_name(pp->pid, t->tid, name, sizeof(name));
+		snprintf(tid_hex, sizeof(tid_hex), "0x%llx", (unsigned long long)t->thread_id);
+		jt = json_pack("{s:o, s:o, s:s, s:i, s:o, s:o}", "tid",
+			       t->tid ? json_integer(t->tid) : json_null(), "name",
+			       t->tid ? jstr(name) : json_null(), "thread_id", tid_hex,
+			       "interpreter", (int)t->interp, "error", walk_err_json(t->err),
+			       "frames", frames);
+		if (!jt || json_array_append_new(threads, jt))
+			goto out;
+	}
+	root = json_pack("{s:i, s:o, s:s, s:o, s:o}", "pid", (int)pp->pid, "comm", jstr(pp->comm),
+			 "python_version", pp->version, "thread_list_error",
+			 walk_err_json(list_err), "threads", threads);
+	threads = NULL; /* root owns it now, or json_pack freed it */
+	if (!root)
+		goto out;
+	if (json_dumpf(root, stdout, JSON_INDENT(2)) || fputc('\n', stdout) == EOF) {
+		ret = -EIO;
+		goto out;
+	}
+	ret = 0;
+out:
+	json_decref(threads);
+	json_decref(root);
+	return ret;
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	struct dump_args a = {0};
+	struct pyproc pp;
+	struct pywalk w = {0};
+	struct symbolizer *sz = NULL;
+	struct pywalk_thread **th = NULL;
+	char err[512];
+	int ret, status = 1;
+
+	if (parse_args(argc, argv, &a))
+		return 2;
+	double t0 = (cli_now() * 1e3);
+	ret = pyproc_inspect(a.pid, &pp, err, sizeof(err));
+	if (ret) {
+		log_error("%s", err);
+		return 1;
+	}
+	log_debug("pid %d (%s): Python %s (version from %s, offsets from %s), %s", pp.pid, pp.comm,
+		  pp.version, pp.version_source, pp.layout_source, pp.binary);
+	sz = symbolizer_new(&pp);
+	if (!sz) {
+		log_error("out of memory");
+		goto out;
+	}
+	ret = pywalk_read(&pp, &w);
+	if (ret == -ESRCH) {
+		log_error("pid %d: no such process (it exited)", a.pid);
+		goto out;
+	} else if (ret == -ENOMEM) {
+		log_error("out of memory");
+		goto out;
+	} else if (ret) {
+		log_error("pid %d: cannot read the interpreter list at 0x%llx: %s (is the process "
+			  "starting or exiting?)",
+			  a.pid, (unsigned long long)pp.tp.interp_head_addr, strerror(-ret));
+		goto out;
+	}
+	double t_walk = (cli_now() * 1e3);
+	if (w.nthreads) {
+		th = calloc(w.nthreads, sizeof(*th));
+		if (!th) {
+			log_error("out of memory");
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < w.nthreads; i++)
+		th[i] = &w.threads[i];
+	if (w.nthreads)
+		qsort(th, w.nthreads, sizeof(*th), by_tid);
+	if (a.json) {
+		ret = print_json(&pp, sz, th, w.nthreads, w.err);
+		if (ret) {
+			log_error("cannot write JSON: %s", strerror(-ret));
+			goto out;
+		}
+	} else {
+		print_text(&pp, sz, th, w.nthreads, w.err);
+	}
+	if (fflush(stdout) == EOF) {
+		log_error("cannot write the output: %s", strerror(errno));
+		goto out;
+	}
+	static const char *const tid_sources[] = {"none found", "PyThreadState.native_thread_id",
+						  "the tid in struct pthread"};
+	if (w.tid_source == PYWALK_TID_PTHREAD)
+		log_debug("threads matched with OS threads through %s at offset %d",
+			  tid_sources[w.tid_source], w.pthread_tid_off);
+	else
+		log_debug("threads matched with OS threads through %s", tid_sources[w.tid_source]);
+	log_debug("%zu threads read in %.1f ms, printed in %.1f ms", w.nthreads, t_walk - t0,
+		  (cli_now() * 1e3) - t_walk);
+	status = 0;
+out:
+	free(th);
+	pywalk_free(&w);
+	symbolizer_free(sz);
+	return status;
+}

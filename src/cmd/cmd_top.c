@@ -1,0 +1,426 @@
+/* cmd_top.c - `taipan top`: a live, refreshing view of the functions a
+ * process spends its CPU time in, from the same BPF sampling session as
+ * `record`. */
+#include <curses.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <locale.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd/commands.h"
+#include "util/log.h"
+#include "target/pyproc.h"
+#include "cmd/cli.h"
+#include "core/session.h"
+#include "util/strutil.h"
+#include "profile/topstats.h"
+
+#define MAX_WINDOW 3600
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+void cmd_top_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: taipan top -p PID [-r HZ] [-w SECS]\n"
+		"       taipan top -a [-r HZ] [-w SECS]\n"
+		"\n"
+		"A live view of where process PID (or, with -a, every Python process on\n"
+		"the host) spends its CPU time, refreshed every second: one row per\n"
+		"Python function (name and file), with\n"
+		"  OWN%%    the share of samples in which it was the innermost Python frame\n"
+		"          (running its own code, or a C function or system call it called)\n"
+		"  TOTAL%%  the share of samples in which it was anywhere on the stack\n"
+		"over every thread, or one. Counts run from the start (or the last reset),\n"
+		"or over the last SECS seconds with --window. The header shows the pid,\n"
+		"Python version, sample rate, samples counted and samples lost.\n"
+		"\n"
+		"options:\n"
+		"  -p, --pid PID        the process to watch\n"
+		"  -a, --all            every Python process on the host instead\n"
+		"  -r, --rate HZ        samples per second per CPU (default 100; 1 to 10000)\n"
+		"  -w, --window SECS    count only the last SECS seconds (1 to %d; default:\n"
+		"                       everything since the start or the last reset)\n"
+		"  -h, --help           this text\n"
+		"\n"
+		"keys:\n"
+		"  o       sort by own share (the default)\n"
+		"  t       sort by total share\n"
+		"  h / H   show the next / previous thread only; after the last, all again\n"
+		"  a       all threads again\n"
+		"  r       reset: count from now\n"
+		"  q       quit (or Ctrl-C)\n"
+		"\n"
+		"It needs a terminal; to keep a profile, use 'taipan record'. The exit status\n"
+		"is 0 after q or Ctrl-C, 1 when the process could not be watched (no such\n"
+		"process, not Python, an unsupported version, no terminal), 2 for a usage\n"
+		"error.\n"
+		"\n"
+		"examples:\n"
+		"  taipan top -p 4242\n"
+		"  taipan top -p 4242 -r 1000 -w 10\n",
+		MAX_WINDOW);
+}
+
+struct top_args {
+	pid_t pid;
+	bool all; /* every Python process on the host */
+	unsigned int rate;
+	unsigned int window;
+};
+
+static int parse_args(int argc, char **argv, struct top_args *a)
+{
+	static const struct option longopts[] = {
+	    {"pid", required_argument, NULL, 'p'},  {"all", no_argument, NULL, 'a'},
+	    {"rate", required_argument, NULL, 'r'}, {"window", required_argument, NULL, 'w'},
+	    {"help", no_argument, NULL, 'h'},	    {0},
+	};
+	char *end;
+	long v;
+	int c;
+	a->rate = 100;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "p:ar:w:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (a->pid) {
+				log_error("top watches one process: give -p once");
+				return -EINVAL;
+			}
+			if (cli_pid(optarg, &a->pid))
+				return -EINVAL;
+			break;
+		case 'a':
+			a->all = true;
+			break;
+		case 'r':
+			if (cli_rate(optarg, &a->rate))
+				return -EINVAL;
+			break;
+		case 'w':
+			v = strtol(optarg, &end, 10);
+			if (*end || v < 1 || v > MAX_WINDOW) {
+				log_error(
+				    "--window wants a number of seconds from 1 to %d, not '%s'",
+				    MAX_WINDOW, optarg);
+				return -EINVAL;
+			}
+			a->window = (unsigned int)v;
+			break;
+		case 'h':
+			cmd_top_usage(stdout);
+			exit(0);
+		default:
+			fprintf(stderr, "try 'taipan help top'\n");
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s' (see 'taipan help top')", argv[optind]);
+		return -EINVAL;
+	}
+	if (!a->pid == !a->all) {
+		log_error("top needs -p PID or -a, one of them (see 'taipan help top')");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* What the screen shows besides the rows. */
+struct view {
+	const struct top_args *args;
+	const struct pyproc *pp;
+	enum top_sort sort;
+	uint32_t tid;	   /* 0: every thread */
+	const char *tname; /* the shown thread's name */
+	double since;	   /* when counting started: the start, or the last reset */
+	bool was_reset;
+	unsigned int ticks;
+	bool exited;
+	const char *error; /* a failure to show in place of the rows, or NULL */
+};
+
+static double pct(uint64_t n, uint64_t of)
+{
+	return of ? 100.0 * (double)n / (double)of : 0.0;
+}
+
+/* Prints a formatted line at row y, cut at the screen's width w. */
+static void __attribute__((format(printf, 3, 4))) put(int y, int w, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	mvaddnstr(y, 0, line, w);
+}
+
+static void draw(const struct view *v, struct topstats *ts, struct session *s)
+{
+	struct session_stats st;
+	const struct top_row *const *rows;
+	const struct top_thread *threads;
+	int h, w, y;
+	size_t nrows = topstats_rows(ts, &rows), nthreads = topstats_threads(ts, &threads);
+	uint64_t view = topstats_view_samples(ts);
+	char span[64];
+
+	session_stats(s, &st);
+	getmaxyx(stdscr, h, w);
+	erase();
+	if (v->args->window)
+		snprintf(span, sizeof(span), "last %us",
+			 v->ticks < v->args->window ? v->ticks : v->args->window);
+	else
+		snprintf(span, sizeof(span), "%s %.0fs",
+			 v->was_reset ? "since reset" : "since start", cli_now() - v->since);
+	if (v->pp)
+		put(0, w, "taipan top - pid %d (%s), Python %s, %u Hz, %s%s", v->pp->pid,
+		    v->pp->comm, v->pp->version, v->args->rate, span,
+		    v->exited ? " - the process exited" : "");
+	else
+		put(0, w, "taipan top - every Python process (%u seen), %u Hz, %s", st.processes,
+		    v->args->rate, span);
+	if (v->tid)
+		put(1, w,
+		    "samples %llu (%llu in view), lost %llu, threads %zu, showing thread %u "
+		    "(%s), sorted by %s",
+		    (unsigned long long)topstats_window_samples(ts), (unsigned long long)view,
+		    (unsigned long long)(st.lost_ring + st.lost_unknown), nthreads, v->tid,
+		    v->tname ? v->tname : "?", v->sort == TOP_SORT_OWN ? "own" : "total");
+	else
+		put(1, w, "samples %llu, lost %llu, threads %zu, showing all threads, sorted by %s",
+		    (unsigned long long)view, (unsigned long long)(st.lost_ring + st.lost_unknown),
+		    nthreads, v->sort == TOP_SORT_OWN ? "own" : "total");
+
+	attron(A_REVERSE);
+	mvhline(3, 0, ' ', w);
+	mvaddnstr(3, 0, "   OWN%  TOTAL%      OWN    TOTAL  FUNCTION", w);
+	attroff(A_REVERSE);
+	/* The sort column in bold as well. */
+	attron(A_REVERSE | A_BOLD);
+	if (v->sort == TOP_SORT_OWN)
+		mvaddnstr(3, 0, "   OWN%", w);
+	else
+		mvaddnstr(3, 7, "  TOTAL%", w > 7 ? w - 7 : 0);
+	attroff(A_REVERSE | A_BOLD);
+
+	y = 4;
+	if (v->error) {
+		mvaddnstr(y, 0, v->error, w);
+	} else if (!nrows) {
+		mvaddnstr(y, 0,
+			  v->exited ? "(no samples)"
+				    : "(no samples yet: the process has not run Python on a CPU)",
+			  w);
+	}
+	for (size_t i = 0; i < nrows && y < h - 1; i++, y++) {
+		const struct top_row *r = rows[i];
+		if (r->file)
+			put(y, w, "%6.1f%% %6.1f%% %8llu %8llu  %s  (%s:%d)", pct(r->own, view),
+			    pct(r->total, view), (unsigned long long)r->own,
+			    (unsigned long long)r->total, r->name, base_name(r->file),
+			    r->first_line);
+		else
+			put(y, w, "%6.1f%% %6.1f%% %8llu %8llu  %s", pct(r->own, view),
+			    pct(r->total, view), (unsigned long long)r->own,
+			    (unsigned long long)r->total, r->name);
+	}
+	attron(A_DIM);
+	mvaddnstr(h - 1, 0,
+		  "o: sort by own  t: sort by total  h/H: next/previous thread  a: all threads  "
+		  "r: reset  q: quit",
+		  w);
+	attroff(A_DIM);
+	refresh();
+}
+
+/* Moves the thread filter to the next (dir 1) or previous (-1) thread with
+ * samples in the window; past either end it shows every thread again. */
+static void cycle_thread(struct view *v, struct topstats *ts, int dir)
+{
+	const struct top_thread *th;
+	size_t n = topstats_threads(ts, &th);
+	long at = -1;
+	for (size_t i = 0; i < n; i++)
+		if (th[i].tid == v->tid)
+			at = (long)i;
+	long next;
+	if (!v->tid)
+		next = dir > 0 ? 0 : (long)n - 1;
+	else if (at < 0)
+		/* The shown thread has no samples any more: the first one after
+		 * (or before) it by tid. */
+		for (next = dir > 0 ? 0 : (long)n - 1;
+		     next >= 0 && next < (long)n &&
+		     (dir > 0 ? th[next].tid < v->tid : th[next].tid > v->tid);
+		     next += dir)
+			;
+	else
+		next = at + dir;
+	if (next < 0 || next >= (long)n) {
+		v->tid = 0;
+		v->tname = NULL;
+	} else {
+		v->tid = th[next].tid;
+		v->tname = th[next].name;
+	}
+}
+
+int cmd_top(int argc, char **argv)
+{
+	struct top_args a = {0};
+	struct pyproc pp;
+	struct session *s = NULL;
+	struct topstats *ts = NULL;
+	SCREEN *scr = NULL;
+	char err[512];
+	int ret, status = 1;
+
+	if (parse_args(argc, argv, &a))
+		return 2;
+	/* The version for the header, and a clear error before BPF loads. */
+	ret = a.all ? 0 : pyproc_inspect(a.pid, &pp, err, sizeof(err));
+	if (ret) {
+		log_error("%s", err);
+		return 1;
+	}
+	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+		if (a.all)
+			log_error("top needs a terminal; to write a profile instead, use 'taipan "
+				  "record -a'");
+		else
+			log_error("top needs a terminal; to write a profile instead, use 'taipan "
+				  "record -p %d'",
+				  a.pid);
+		return 1;
+	}
+	ts = topstats_new(a.window);
+	if (!ts) {
+		log_error("out of memory");
+		goto out;
+	}
+	struct session_opts so = {.rate_hz = a.rate, .system_wide = a.all};
+	ret = session_new(&so, &s, err, sizeof(err));
+	if (ret) {
+		log_error("%s", err);
+		goto out;
+	}
+	ret = a.all ? 0 : session_add_pid(s, a.pid, true, err, sizeof(err));
+	if (ret) {
+		log_error("%s", err);
+		goto out;
+	}
+
+	/* Ours before ncurses starts: it then leaves them alone. */
+	cli_on_stop_signals(on_signal, true);
+
+	ret = session_start(s, err, sizeof(err));
+	if (ret) {
+		log_error("%s", err);
+		goto out;
+	}
+	setlocale(LC_ALL, "");
+	scr = newterm(NULL, stdout, stdin);
+	if (!scr) {
+		log_error("cannot drive this terminal (TERM=%s)",
+			  getenv("TERM") ? getenv("TERM") : "");
+		goto out;
+	}
+	cbreak();
+	noecho();
+	nodelay(stdscr, TRUE);
+	keypad(stdscr, TRUE);
+	curs_set(0);
+
+	struct view v = {
+	    .args = &a, .pp = a.all ? NULL : &pp, .sort = TOP_SORT_OWN, .since = cli_now()};
+	double next = cli_now() + 1.0;
+	bool dirty = true;
+	while (!stop_requested) {
+		ret = session_poll(s, 50);
+		if (ret) {
+			v.error = "reading samples failed; q quits";
+			dirty = true;
+		}
+		double now = cli_now();
+		if (now >= next) {
+			if (topstats_tick(ts, session_profile(s)))
+				v.error = "out of memory; q quits";
+			v.ticks++;
+			if (!a.all && !v.exited && !session_live_targets(s))
+				v.exited = true;
+			next += 1.0;
+			if (next < now)
+				next = now + 1.0;
+			dirty = true;
+		}
+		int ch;
+		bool quit = false;
+		while ((ch = getch()) != ERR) {
+			switch (ch) {
+			case 'q':
+			case 'Q':
+			case 3: /* Ctrl-C, should the terminal not turn it into SIGINT */
+				quit = true;
+				break;
+			case 'o':
+				v.sort = TOP_SORT_OWN;
+				break;
+			case 't':
+				v.sort = TOP_SORT_TOTAL;
+				break;
+			case 'h':
+			case 'H':
+				cycle_thread(&v, ts, ch == 'h' ? 1 : -1);
+				break;
+			case 'a':
+				v.tid = 0;
+				v.tname = NULL;
+				break;
+			case 'r':
+				if (topstats_reset(ts, session_profile(s)))
+					v.error = "out of memory; q quits";
+				v.since = now;
+				v.was_reset = true;
+				v.ticks = 0;
+				break;
+			default:
+				break;
+			}
+			dirty = true;
+		}
+		if (quit)
+			break;
+		if (dirty) {
+			if (topstats_compute(ts, session_profile(s), v.tid, v.sort))
+				v.error = "out of memory; q quits";
+			draw(&v, ts, s);
+			dirty = false;
+		}
+	}
+	status = 0;
+out:
+	if (scr) {
+		endwin();
+		delscreen(scr);
+	}
+	session_free(s);
+	topstats_free(ts);
+	return status;
+}

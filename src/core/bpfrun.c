@@ -1,0 +1,342 @@
+/* bpfrun.c - the BPF lifecycle: open, configure, load, fill, attach, consume,
+ * with a single cleanup path. */
+#include <errno.h>
+#include <linux/capability.h>
+#include <linux/perf_event.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "core/bpfrun.h"
+#include "taipan.skel.h"
+
+/* sampler_handler is handed to libbpf as is, without a cast: data is not
+ * const there, and a call through a pointer of another type is undefined. */
+_Static_assert(__builtin_types_compatible_p(sampler_handler, ring_buffer_sample_fn),
+	       "sampler_handler must be libbpf's ring_buffer_sample_fn");
+
+struct bpfrun {
+	struct taipan_bpf *skel;
+	struct ring_buffer *rb;
+	struct bpf_link **perf_links;
+	int *perf_fds;
+	int ncpus;
+	int nattached;
+	unsigned int rate_hz;
+};
+
+static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	/* libbpf's warnings go to stderr only when asked for (TAIPAN_DEBUG=1):
+	 * our own messages say what failed and what to do. */
+	if (level == LIBBPF_DEBUG && !getenv("TAIPAN_DEBUG_VERIFIER"))
+		return 0;
+	if (!getenv("TAIPAN_DEBUG") && !getenv("TAIPAN_DEBUG_VERIFIER"))
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+/* Whether this thread has cap in its effective set; true when that cannot
+ * be told, so that no message blames a capability that is there. */
+static bool have_cap(unsigned int cap)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3] = {0};
+
+	if (syscall(SYS_capget, &h, d))
+		return true;
+	return d[cap / 32].effective & (1u << (cap % 32));
+}
+
+/* What to add to a message about a BPF or perf call that failed with err:
+ * the capabilities it needs that this process lacks. Root without them
+ * (a container, capsh --drop) is refused like anyone else, so the check is
+ * on capabilities, not on the uid. CAP_SYS_ADMIN stands for both. */
+static const char *privilege_hint(int err, bool need_bpf)
+{
+	if (err != -EPERM && err != -EACCES)
+		return "";
+	bool admin = have_cap(CAP_SYS_ADMIN);
+	bool no_bpf = need_bpf && !admin && !have_cap(CAP_BPF);
+	bool no_perfmon = !admin && !have_cap(CAP_PERFMON);
+	if (no_bpf && no_perfmon)
+		return " (taipan needs CAP_BPF and CAP_PERFMON, and has neither: run it as root, "
+		       "or grant them)";
+	if (no_bpf)
+		return " (taipan needs CAP_BPF, which it does not have)";
+	if (no_perfmon)
+		return " (taipan needs CAP_PERFMON, which it does not have)";
+	if (err == -EACCES)
+		return " (the kernel's verifier rejected them)";
+	return "";
+}
+
+int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, struct bpfrun **out,
+		char *err, size_t errlen)
+{
+	struct bpfrun *br = calloc(1, sizeof(*br));
+	int ret = 0;
+	if (!br)
+		return -ENOMEM;
+	libbpf_set_print(libbpf_quiet);
+	br->rate_hz = o->rate_hz;
+	br->ncpus = libbpf_num_possible_cpus();
+	if (br->ncpus <= 0) {
+		ret = br->ncpus ? br->ncpus : -EINVAL;
+		snprintf(err, errlen, "cannot count CPUs: %s", strerror(-ret));
+		goto fail;
+	}
+
+	br->skel = taipan_bpf__open();
+	if (!br->skel) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot open the BPF object: %s", strerror(-ret));
+		goto fail;
+	}
+	br->skel->rodata->cfg.system_wide = o->system_wide;
+	br->skel->rodata->cfg.kernel_stacks = o->kernel_stacks;
+	br->skel->rodata->cfg.follow_children = o->follow_children;
+	br->skel->rodata->cfg.self_tgid = (uint32_t)getpid();
+	ret = bpf_map__set_max_entries(br->skel->maps.scratch, (uint32_t)br->ncpus);
+	if (ret) {
+		snprintf(err, errlen, "cannot size the scratch map: %s", strerror(-ret));
+		goto fail;
+	}
+	ret = taipan_bpf__load(br->skel);
+	if (ret) {
+		snprintf(err, errlen,
+			 "cannot load the BPF programs: %s%s; TAIPAN_DEBUG_VERIFIER=1 shows the "
+			 "verifier log",
+			 strerror(-ret), privilege_hint(ret, true));
+		goto fail;
+	}
+	int fds[TP_NWALKERS] = {
+	    [TP_WALK_FRAME_OBJECTS] = bpf_program__fd(br->skel->progs.walk_frame_objects),
+	    [TP_WALK_INTERP_FRAMES] = bpf_program__fd(br->skel->progs.walk_interp_frames)};
+	for (int slot = 0; slot < TP_NWALKERS && !ret; slot++)
+		ret = bpf_map_update_elem(bpf_map__fd(br->skel->maps.progs), &slot, &fds[slot],
+					  BPF_ANY);
+	if (ret) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot fill the tail-call table: %s", strerror(-ret));
+		goto fail;
+	}
+	br->rb = ring_buffer__new(bpf_map__fd(br->skel->maps.events), fn, ctx, NULL);
+	if (!br->rb) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot open the ring buffer: %s", strerror(-ret));
+		goto fail;
+	}
+	*out = br;
+	return 0;
+fail:
+	bpfrun_free(br);
+	return ret;
+}
+
+int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
+{
+	int ret = taipan_bpf__attach(br->skel);
+	if (ret) {
+		snprintf(err, errlen, "cannot attach the process tracepoints: %s%s", strerror(-ret),
+			 privilege_hint(ret, true));
+		return ret;
+	}
+	br->perf_links = calloc((size_t)br->ncpus, sizeof(*br->perf_links));
+	br->perf_fds = malloc((size_t)br->ncpus * sizeof(*br->perf_fds));
+	/* Every slot says "no descriptor" before anything can fail:
+	 * bpfrun_free() closes each one that is >= 0, and zeros would be
+	 * fd 0 for every CPU the loop below never reached. */
+	for (int cpu = 0; br->perf_fds && cpu < br->ncpus; cpu++)
+		br->perf_fds[cpu] = -1;
+	if (!br->perf_links || !br->perf_fds) {
+		snprintf(err, errlen, "cannot attach the perf events: %s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (int cpu = 0; cpu < br->ncpus; cpu++) {
+		struct perf_event_attr attr = {
+		    .type = PERF_TYPE_SOFTWARE,
+		    .size = sizeof(attr),
+		    .config = PERF_COUNT_SW_CPU_CLOCK,
+		    .sample_freq = br->rate_hz,
+		    .freq = 1,
+		};
+		int fd =
+		    (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENODEV) /* offline CPU */
+				continue;
+			ret = -errno;
+			snprintf(err, errlen, "perf_event_open on CPU %d: %s%s", cpu,
+				 strerror(errno), privilege_hint(ret, false));
+			return ret;
+		}
+		br->perf_fds[cpu] = fd;
+		br->perf_links[cpu] = bpf_program__attach_perf_event(br->skel->progs.on_sample, fd);
+		if (!br->perf_links[cpu]) {
+			ret = -errno;
+			snprintf(err, errlen, "cannot attach to the perf event on CPU %d: %s", cpu,
+				 strerror(-ret));
+			return ret;
+		}
+		br->nattached++;
+	}
+	if (!br->nattached) {
+		snprintf(err, errlen, "no online CPU to sample");
+		return -ENODEV;
+	}
+	return 0;
+}
+
+void bpfrun_free(struct bpfrun *br)
+{
+	if (!br)
+		return;
+	for (int cpu = 0; br->perf_links && cpu < br->ncpus; cpu++)
+		bpf_link__destroy(br->perf_links[cpu]);
+	for (int cpu = 0; br->perf_fds && cpu < br->ncpus; cpu++)
+		if (br->perf_fds[cpu] >= 0)
+			close(br->perf_fds[cpu]);
+	free(br->perf_links);
+	free(br->perf_fds);
+	ring_buffer__free(br->rb);
+	taipan_bpf__destroy(br->skel);
+	free(br);
+}
+
+int bpfrun_add_target(struct bpfrun *br, uint32_t tgid)
+{
+	uint8_t one = 1;
+	if (bpf_map_update_elem(bpf_map__fd(br->skel->maps.targets), &tgid, &one, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int bpfrun_set_proc(struct bpfrun *br, uint32_t tgid, const struct tp_proc *p)
+{
+	if (bpf_map_update_elem(bpf_map__fd(br->skel->maps.procs), &tgid, p, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int bpfrun_del_proc(struct bpfrun *br, uint32_t tgid)
+{
+	if (bpf_map_delete_elem(bpf_map__fd(br->skel->maps.procs), &tgid) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+uint64_t bpfrun_take_unknown(struct bpfrun *br, uint32_t tgid)
+{
+	uint64_t n = 0;
+	int fd = bpf_map__fd(br->skel->maps.unknown_samples);
+	if (bpf_map_lookup_elem(fd, &tgid, &n))
+		return 0;
+	bpf_map_delete_elem(fd, &tgid);
+	return n;
+}
+
+int bpfrun_poll(struct bpfrun *br, int timeout_ms)
+{
+	int n = ring_buffer__poll(br->rb, timeout_ms);
+	if (n < 0)
+		return n;
+	/* Samples are sent without wakeups: take whatever is waiting. */
+	int m = ring_buffer__consume(br->rb);
+	if (m < 0)
+		return m;
+	return n + m;
+}
+
+int bpfrun_stats(struct bpfrun *br, uint64_t *out)
+{
+	int fd = bpf_map__fd(br->skel->maps.stats);
+	uint64_t *vals = calloc((size_t)br->ncpus, sizeof(uint64_t));
+	if (!vals)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < TP_STAT__COUNT; i++) {
+		out[i] = 0;
+		if (bpf_map_lookup_elem(fd, &i, vals))
+			continue;
+		for (int c = 0; c < br->ncpus; c++)
+			out[i] += vals[c];
+	}
+	free(vals);
+	return 0;
+}
+
+int bpfrun_ncpus(const struct bpfrun *br)
+{
+	return br->ncpus;
+}
+
+/* The table of operations: the functions above, with the impl as their
+ * struct bpfrun. */
+static int op_start(void *impl, char *err, size_t errlen)
+{
+	return bpfrun_start(impl, err, errlen);
+}
+
+static void op_free(void *impl)
+{
+	bpfrun_free(impl);
+}
+
+static int op_add_target(void *impl, uint32_t tgid)
+{
+	return bpfrun_add_target(impl, tgid);
+}
+
+static int op_set_proc(void *impl, uint32_t tgid, const struct tp_proc *p)
+{
+	return bpfrun_set_proc(impl, tgid, p);
+}
+
+static int op_del_proc(void *impl, uint32_t tgid)
+{
+	return bpfrun_del_proc(impl, tgid);
+}
+
+static uint64_t op_take_unknown(void *impl, uint32_t tgid)
+{
+	return bpfrun_take_unknown(impl, tgid);
+}
+
+static int op_poll(void *impl, int timeout_ms)
+{
+	return bpfrun_poll(impl, timeout_ms);
+}
+
+static int op_stats(void *impl, uint64_t *out)
+{
+	return bpfrun_stats(impl, out);
+}
+
+static const struct sampler_ops bpfrun_ops = {
+    .start = op_start,
+    .free = op_free,
+    .add_target = op_add_target,
+    .set_proc = op_set_proc,
+    .del_proc = op_del_proc,
+    .take_unknown = op_take_unknown,
+    .poll = op_poll,
+    .stats = op_stats,
+};
+
+int bpfrun_sampler_open(const struct sampler_opts *o, sampler_handler fn, void *ctx,
+			struct sampler *out, char *err, size_t errlen)
+{
+	struct bpfrun *br = NULL;
+	int ret = bpfrun_open(o, fn, ctx, &br, err, errlen);
+	if (ret)
+		return ret;
+	out->ops = &bpfrun_ops;
+	out->impl = br;
+	return 0;
+}

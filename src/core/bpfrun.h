@@ -1,0 +1,47 @@
+/* bpfrun.h - loading, attaching and talking to the BPF side. */
+#ifndef TAIPAN_BPFRUN_H
+#define TAIPAN_BPFRUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/sampler.h"
+#include "taipan_abi.h"
+
+struct bpfrun;
+
+/* The BPF programs as a session's sampler (sampler.h): bpfrun_open() behind
+ * the table of operations. */
+int bpfrun_sampler_open(const struct sampler_opts *o, sampler_handler fn, void *ctx,
+			struct sampler *out, char *err, size_t errlen);
+
+/* Opens and loads the BPF programs and maps. Returns 0, or a negative errno
+ * with a one-line explanation in err (missing privileges, old kernel, …). */
+int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, struct bpfrun **out,
+		char *err, size_t errlen);
+/* Attaches the tracepoints and one cpu-clock perf event per online CPU. */
+int bpfrun_start(struct bpfrun *br, char *err, size_t errlen);
+/* Detaches everything and frees. Accepts NULL. */
+void bpfrun_free(struct bpfrun *br);
+
+int bpfrun_add_target(struct bpfrun *br, uint32_t tgid);
+int bpfrun_set_proc(struct bpfrun *br, uint32_t tgid, const struct tp_proc *p);
+int bpfrun_del_proc(struct bpfrun *br, uint32_t tgid);
+
+/* Reads and clears how many samples of tgid were taken before it was
+ * classified (0 when none). */
+uint64_t bpfrun_take_unknown(struct bpfrun *br, uint32_t tgid);
+
+/* Waits up to timeout_ms for records, then consumes everything waiting.
+ * Returns the number of records consumed or a negative errno (-EINTR when a
+ * signal arrived, which callers treat as a normal wakeup). */
+int bpfrun_poll(struct bpfrun *br, int timeout_ms);
+
+/* Sums the per-CPU counters into out[TP_STAT__COUNT]. */
+int bpfrun_stats(struct bpfrun *br, uint64_t *out);
+
+/* How many CPUs are sampled. */
+int bpfrun_ncpus(const struct bpfrun *br);
+
+#endif /* TAIPAN_BPFRUN_H */

@@ -1,0 +1,597 @@
+/* session.c - events from the ring buffer become stacks in the profile.
+ *
+ * Samples are symbolized as they arrive, not at the end, so that processes
+ * that exit during the recording keep their names (doc/DESIGN.md decision 6).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include "core/bpfrun.h"
+#include "profile/ksyms.h"
+#include "util/log.h"
+#include "target/procfs.h"
+#include "target/pyproc.h"
+#include "core/session.h"
+#include "profile/symbolize.h"
+#include "core/walkerr.h"
+
+/* How long an unclassified young process is re-examined: its loader may not
+ * have mapped libpython yet when it is first seen. */
+#define YOUNG_MS 3000
+
+enum sproc_state { SP_PENDING, SP_PYTHON, SP_OTHER, SP_EXITED };
+
+/* A BPF frame already turned into a profile frame id: a stack's frames are
+ * mostly the ones of the stacks before it, and naming one costs a line-table
+ * decode and three string lookups. */
+struct fcache_ent {
+	uint64_t code, ident, aux;
+	uint32_t pos;
+	uint32_t id;	/* in the profile of epoch */
+	uint64_t epoch; /* 0: empty */
+};
+#define FCACHE_SIZE 1024 /* per sampled process, allocated at its first sample */
+
+struct sproc {
+	UT_hash_handle hh;
+	pid_t pid;
+	enum sproc_state state;
+	struct pyproc pp;
+	struct procfs_cgroup cg; /* its cgroup path and container id */
+	struct symbolizer *sz;
+	struct fcache_ent *fcache;
+	uint64_t classified_ns; /* CLOCK_MONOTONIC, like the BPF events' time_ns */
+	uint64_t exited_ns;
+	bool warned;
+};
+
+struct session {
+	struct session_opts opts;
+	struct sampler sm; /* the BPF programs, or a test's fake */
+	struct profile *prof;
+	struct ksyms *ksyms;
+	struct sproc *procs;
+	struct pyproc_cache *cache;
+	struct session_stats st;
+	uint32_t *ids; /* scratch: frame ids of one stack */
+	size_t ids_cap;
+	uint64_t start_ns;
+	uint64_t dropped; /* samples of processes user space no longer knows */
+	uint64_t epoch;	  /* of s->prof: frame ids cached before another are void */
+	bool ksyms_failed;
+};
+
+static uint64_t now_ns(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static struct sproc *sproc_get(struct session *s, pid_t pid)
+{
+	struct sproc *p;
+	HASH_FIND_INT(s->procs, &pid, p);
+	return p;
+}
+
+static void sproc_drop(struct session *s, struct sproc *p)
+{
+	HASH_DEL(s->procs, p);
+	symbolizer_free(p->sz);
+	free(p->fcache);
+	free(p);
+}
+
+/* Whether a Python process passes the system-wide filters. */
+static bool wanted(const struct session *s, const struct sproc *p)
+{
+	if (!s->opts.system_wide)
+		return true;
+	if (s->opts.comms) {
+		bool hit = false;
+		for (const char *const *c = s->opts.comms; *c && !hit; c++)
+			hit = !strcmp(*c, p->pp.comm);
+		if (!hit)
+			return false;
+	}
+	if (s->opts.cgroup && strncmp(p->cg.path, s->opts.cgroup, strlen(s->opts.cgroup)))
+		return false;
+	return true;
+}
+
+static int marker(struct session *s, const char *text);
+
+/* Samples of a process taken before it was recognised are in the profile
+ * as one marker frame, labelled like the process: lost, but not hidden. */
+static void account_early(struct session *s, struct sproc *p)
+{
+	uint64_t n = s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid);
+	int id;
+	if (!n || (id = marker(s, "[before taipan recognised the process]")) < 0)
+		return;
+	uint32_t frame = (uint32_t)id;
+	struct prof_labels lb = {
+	    .pid = (uint32_t)p->pid,
+	    .tid = (uint32_t)p->pid,
+	    .ns_pid = p->pp.ns_pid,
+	    .thread_name = p->pp.comm,
+	    .comm = p->pp.comm,
+	    .python_version = p->pp.version,
+	    .cgroup = p->cg.path,
+	    .container_id = p->cg.container,
+	};
+	if (!profile_add(s->prof, &frame, 1, &lb, n))
+		s->st.lost_early += n;
+}
+
+/* Tells BPF that pid is not to be walked. On failure BPF keeps announcing
+ * the pid (at most once per TP_ANNOUNCE_NS) and counting its samples as
+ * unknown, which costs a little and loses nothing: said in verbose mode. */
+static void mark_not_python(struct session *s, pid_t pid)
+{
+	struct tp_proc marker = {.kind = TP_PROC_NOT_PYTHON};
+	int ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)pid, &marker);
+	if (ret)
+		log_debug("pid %d: cannot mark it as not Python in BPF: %s; BPF keeps "
+			  "announcing it",
+			  pid, strerror(-ret));
+}
+
+/* Classifies pid and tells BPF. Returns 0 when it is now known (Python or
+ * not), -EAGAIN when it should be looked at again soon. */
+static int classify(struct session *s, struct sproc *p, bool require_python, char *err,
+		    size_t errlen)
+{
+	char msg[512];
+	p->classified_ns = now_ns(CLOCK_MONOTONIC);
+	int ret = pyproc_inspect_cached(s->cache, p->pid, &p->pp, msg, sizeof(msg));
+	if (!ret)
+		procfs_cgroup(p->pid, &p->cg); /* none when it fails: "" */
+	if (!ret && !wanted(s, p)) {
+		p->state = SP_OTHER;
+		mark_not_python(s, p->pid);
+		return 0;
+	}
+	if (!ret) {
+		p->sz = symbolizer_new(&p->pp);
+		if (!p->sz)
+			return -ENOMEM;
+		ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)p->pid, &p->pp.tp);
+		if (ret) {
+			snprintf(err, errlen, "pid %d: cannot register with BPF: %s", p->pid,
+				 strerror(-ret));
+			return ret;
+		}
+		p->state = SP_PYTHON;
+		s->st.processes++;
+		account_early(s, p);
+		log_debug("pid %d (%s): Python %s (version from %s, offsets from %s), %s", p->pid,
+			  p->pp.comm, p->pp.version, p->pp.version_source, p->pp.layout_source,
+			  p->pp.binary);
+		return 0;
+	}
+	if (ret == -ESRCH) {
+		snprintf(err, errlen, "%s", msg);
+		p->state = SP_EXITED;
+		return ret;
+	}
+	if (ret == -ENOEXEC && !require_python) {
+		uint64_t age;
+		if (!procfs_age_ms(p->pid, &age) && age < YOUNG_MS)
+			return -EAGAIN;
+	}
+	snprintf(err, errlen, "%s", msg);
+	if (ret == -ENOTSUP) {
+		s->st.unsupported++;
+		if (!require_python)
+			log_warn("%s", msg);
+	}
+	p->state = SP_OTHER;
+	mark_not_python(s, p->pid);
+	return ret;
+}
+
+static struct sproc *sproc_new(struct session *s, pid_t pid)
+{
+	struct sproc *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	p->state = SP_PENDING;
+	HASH_ADD_INT(s->procs, pid, p);
+	return p;
+}
+
+static void discover(struct session *s, pid_t pid)
+{
+	char err[512];
+	struct sproc *p = sproc_get(s, pid);
+	if (p && p->exited_ns)
+		return; /* a discover event read after the exit: nothing to put back */
+	if (p && p->state == SP_PYTHON) {
+		/* BPF forgot it (evicted, or an exec we have not read yet): tell
+		 * it again, and account for what it sampled meanwhile. */
+		int ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)pid, &p->pp.tp);
+		if (ret)
+			log_debug("pid %d: cannot register with BPF again: %s; BPF counts its "
+				  "samples as unknown until it announces it again",
+				  pid, strerror(-ret));
+		account_early(s, p);
+		return;
+	}
+	if (p && p->state != SP_PENDING)
+		return;
+	if (!p && !(p = sproc_new(s, pid)))
+		return;
+	classify(s, p, false, err, sizeof(err));
+}
+
+static int ensure_ids(struct session *s, size_t n)
+{
+	if (n <= s->ids_cap)
+		return 0;
+	size_t cap = s->ids_cap ? s->ids_cap : 256;
+	while (cap < n)
+		cap *= 2;
+	uint32_t *v = realloc(s->ids, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->ids = v;
+	s->ids_cap = cap;
+	return 0;
+}
+
+static int marker(struct session *s, const char *text)
+{
+	struct prof_frame f = {.name = text, .kind = PROF_FRAME_MARKER};
+	return profile_intern_frame(s->prof, &f);
+}
+
+/* Reads the kernel's symbols once, saying so if it cannot. */
+static void load_ksyms(struct session *s)
+{
+	if (s->ksyms || s->ksyms_failed)
+		return;
+	s->ksyms = ksyms_load(NULL);
+	if (s->ksyms)
+		return;
+	s->ksyms_failed = true;
+	if (errno == EPERM)
+		log_warn("kernel symbol addresses in /proc/kallsyms are hidden from "
+			 "taipan (it needs CAP_SYSLOG): kernel frames stay addresses");
+	else
+		log_warn("cannot read kernel symbols (/proc/kallsyms): kernel "
+			 "frames stay addresses");
+}
+
+static int kernel_frame(struct session *s, uint64_t addr)
+{
+	char buf[64];
+	struct prof_frame f = {
+	    .kind = PROF_FRAME_KERNEL, .module = "[kernel.kallsyms]", .addr = addr};
+	load_ksyms(s);
+	const char *name = s->ksyms ? ksyms_lookup(s->ksyms, addr, NULL) : NULL;
+	if (!name) {
+		snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
+		name = buf;
+	}
+	f.name = name;
+	return profile_intern_frame(s->prof, &f);
+}
+
+/* The profile frame id of BPF frame bf of process p. */
+static int python_frame(struct session *s, struct sproc *p, const struct tp_frame *bf)
+{
+	struct fcache_ent *e = NULL;
+	if (!p->fcache)
+		p->fcache = calloc(FCACHE_SIZE, sizeof(*p->fcache)); /* none: no cache */
+	if (p->fcache) {
+		uint64_t h =
+		    (bf->code >> 4) ^ ((uint64_t)bf->pos * 0x9e3779b97f4a7c15ULL) ^ bf->aux;
+		e = &p->fcache[(h ^ (h >> 29)) & (FCACHE_SIZE - 1)];
+		if (e->epoch == s->epoch && e->code == bf->code && e->ident == bf->ident &&
+		    e->pos == bf->pos && e->aux == bf->aux)
+			return (int)e->id;
+	}
+	struct prof_frame f;
+	bool ok = !symbolizer_frame(p->sz, bf, &f);
+	if (!ok)
+		s->st.bad_frames++;
+	int id = profile_intern_frame(s->prof, &f);
+	/* Not kept: frames that failed (counted each time), and frames whose
+	 * identity BPF could not read (nothing tells a reused address). */
+	if (id >= 0 && e && ok && bf->ident) {
+		*e = (struct fcache_ent){.code = bf->code,
+					 .ident = bf->ident,
+					 .aux = bf->aux,
+					 .pos = bf->pos,
+					 .id = (uint32_t)id,
+					 .epoch = s->epoch};
+	}
+	return id;
+}
+
+static int on_sample(struct session *s, const struct tp_sample *smp, size_t size)
+{
+	size_t need = __builtin_offsetof(struct tp_sample, frames) +
+		      (size_t)smp->nframes * sizeof(struct tp_frame);
+	if (size < need || smp->nframes > TP_MAX_FRAMES || smp->nkstack > TP_KSTACK_MAX)
+		return 0; /* malformed: cannot happen unless the ABI drifted */
+	struct sproc *p = sproc_get(s, (pid_t)smp->pid);
+	if (!p || p->state != SP_PYTHON) {
+		/* Exited and dropped, or re-exec'd: counted, never guessed. */
+		s->dropped++;
+		return 0;
+	}
+	if (ensure_ids(s, (size_t)smp->nframes + smp->nkstack + 2))
+		return -ENOMEM;
+	uint32_t n = 0;
+	int id;
+	if (smp->err != TP_ERR_NONE) {
+		if (smp->err < TP_ERR__COUNT)
+			s->st.walk_errors[smp->err]++;
+		if (walkerr_is_cut(smp->err))
+			s->st.truncated++;
+		/* The frames we have are the innermost; what is missing is
+		 * above them, so the marker is the root. */
+		if ((id = marker(s, walkerr_marker(smp->err))) < 0)
+			return id;
+		s->ids[n++] = (uint32_t)id;
+	}
+	for (int i = (int)smp->nframes - 1; i >= 0; i--) {
+		if ((id = python_frame(s, p, &smp->frames[i])) < 0)
+			return id;
+		s->ids[n++] = (uint32_t)id;
+	}
+	for (int i = (int)smp->nkstack - 1; i >= 0; i--) {
+		if ((id = kernel_frame(s, smp->kstack[i])) < 0)
+			return id;
+		s->ids[n++] = (uint32_t)id;
+	}
+	char thread[TP_COMM_LEN + 1];
+	memcpy(thread, smp->comm, TP_COMM_LEN);
+	thread[TP_COMM_LEN] = 0;
+	struct prof_labels lb = {
+	    .pid = smp->pid,
+	    .tid = smp->tid,
+	    .ns_pid = p->pp.ns_pid,
+	    .thread_name = thread,
+	    .comm = p->pp.comm,
+	    .python_version = p->pp.version,
+	    .cgroup = p->cg.path,
+	    .container_id = p->cg.container,
+	};
+	int ret = profile_add(s->prof, s->ids, n, &lb, 1);
+	if (!ret)
+		s->st.samples++;
+	return ret;
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct session *s = ctx;
+	const struct tp_event *ev = data;
+	if (size < sizeof(*ev))
+		return 0;
+	switch (ev->kind) {
+	case TP_EV_SAMPLE:
+		return on_sample(s, data, size) == -ENOMEM ? -ENOMEM : 0;
+	case TP_EV_DISCOVER:
+		discover(s, (pid_t)ev->pid);
+		break;
+	case TP_EV_EXEC: {
+		/* What we knew describes the old program, unless we looked at
+		 * the process after the exec (a young process is re-examined on
+		 * a timer, and may have been classified before this event was
+		 * read). Forget it, in BPF too, so the next sample asks again. */
+		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
+		if (p && p->classified_ns < ev->time_ns) {
+			s->sm.ops->del_proc(s->sm.impl, ev->pid);
+			sproc_drop(s, p);
+		}
+		break;
+	}
+	case TP_EV_EXIT: {
+		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
+		if (p && !p->exited_ns) {
+			/* Samples taken just before the exit may still be in the
+			 * ring behind this event: keep the symbols a little. */
+			p->exited_ns = now_ns(CLOCK_MONOTONIC);
+		}
+		if (p && p->state == SP_PYTHON)
+			account_early(s, p);
+		else
+			s->sm.ops->take_unknown(s->sm.impl, ev->pid);
+		break;
+	}
+	}
+	return 0;
+}
+
+int session_new(const struct session_opts *o, struct session **out, char *err, size_t errlen)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	int ret;
+	if (!s || !(s->prof = profile_new())) {
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	s->opts = *o;
+	s->epoch = 1;
+	s->cache = pyproc_cache_new();
+	if (!s->cache) {
+		profile_free(s->prof);
+		free(s);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	struct sampler_opts bo = {
+	    .system_wide = o->system_wide,
+	    .kernel_stacks = o->kernel_stacks,
+	    .follow_children = o->follow_children,
+	    .rate_hz = o->rate_hz,
+	};
+	ret = (o->open_sampler ? o->open_sampler : bpfrun_sampler_open)(&bo, on_event, s, &s->sm,
+									err, errlen);
+	if (ret) {
+		session_free(s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+void session_free(struct session *s)
+{
+	if (!s)
+		return;
+	struct sproc *p, *tmp;
+	HASH_ITER(hh, s->procs, p, tmp)
+	sproc_drop(s, p);
+	if (s->sm.ops)
+		s->sm.ops->free(s->sm.impl);
+	pyproc_cache_free(s->cache);
+	profile_free(s->prof);
+	ksyms_free(s->ksyms);
+	free(s->ids);
+	free(s);
+}
+
+int session_add_pid(struct session *s, pid_t pid, bool require_python, char *err, size_t errlen)
+{
+	struct sproc *p = sproc_get(s, pid);
+	int ret = s->sm.ops->add_target(s->sm.impl, (uint32_t)pid);
+	if (ret) {
+		snprintf(err, errlen, "pid %d: cannot add it to the BPF targets: %s", pid,
+			 strerror(-ret));
+		return ret;
+	}
+	if (!require_python)
+		return 0;
+	if (!p && !(p = sproc_new(s, pid)))
+		return -ENOMEM;
+	ret = classify(s, p, true, err, errlen);
+	return ret == -EAGAIN ? 0 : ret;
+}
+
+/* System-wide: every process that exists now is classified before the
+ * first sample; later ones announce themselves. */
+static void scan_proc(struct session *s)
+{
+	char msg[512];
+	pid_t *pids;
+	size_t n;
+	if (procfs_pids(&pids, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (pids[i] == getpid() || sproc_get(s, pids[i]))
+			continue;
+		struct sproc *p = sproc_new(s, pids[i]);
+		if (p)
+			classify(s, p, false, msg, sizeof(msg));
+	}
+	free(pids);
+}
+
+int session_start(struct session *s, char *err, size_t errlen)
+{
+	/* Now rather than at the first kernel frame: reading /proc/kallsyms
+	 * takes tens of milliseconds, during which the ring would fill, and
+	 * `record -- CMD` starts CMD only after this. */
+	if (s->opts.kernel_stacks)
+		load_ksyms(s);
+	if (s->opts.system_wide)
+		scan_proc(s);
+	uint64_t period = 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
+	s->start_ns = now_ns(CLOCK_MONOTONIC);
+	profile_set_timing(s->prof, period, now_ns(CLOCK_REALTIME), 0);
+	return s->sm.ops->start(s->sm.impl, err, errlen);
+}
+
+/* Re-examines young processes that were not Python yet, and forgets
+ * exited ones once their last samples had time to arrive. */
+static void housekeeping(struct session *s)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	struct sproc *p, *tmp;
+	char err[512];
+	HASH_ITER(hh, s->procs, p, tmp)
+	{
+		/* Exited: its last samples had two seconds to arrive. */
+		if (p->exited_ns && now - p->exited_ns > 2000000000ULL) {
+			/* BPF removed it at the exit; this removes what a late
+			 * event may have put back. */
+			s->sm.ops->del_proc(s->sm.impl, (uint32_t)p->pid);
+			s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid);
+			sproc_drop(s, p);
+		} else if (p->state == SP_PENDING && !p->exited_ns)
+			classify(s, p, false, err, sizeof(err));
+	}
+}
+
+int session_poll(struct session *s, int timeout_ms)
+{
+	int n = s->sm.ops->poll(s->sm.impl, timeout_ms);
+	if (n < 0 && n != -EINTR)
+		return n;
+	housekeeping(s);
+	profile_set_timing(s->prof, profile_period_ns(s->prof), profile_start_ns(s->prof),
+			   now_ns(CLOCK_MONOTONIC) - s->start_ns);
+	return 0;
+}
+
+struct profile *session_profile(struct session *s)
+{
+	return s->prof;
+}
+
+struct profile *session_take_profile(struct session *s)
+{
+	struct profile *fresh = profile_new();
+	if (!fresh)
+		return NULL;
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	struct profile *old = s->prof;
+	profile_set_timing(old, profile_period_ns(old), profile_start_ns(old), now - s->start_ns);
+	/* The next window starts now, in wall-clock time as pprof wants. */
+	profile_set_timing(fresh, profile_period_ns(old),
+			   profile_start_ns(old) + (now - s->start_ns), 0);
+	s->start_ns = now;
+	s->prof = fresh;
+	s->epoch++;
+	return old;
+}
+
+void session_stats(struct session *s, struct session_stats *st)
+{
+	uint64_t c[TP_STAT__COUNT];
+	if (!s->sm.ops->stats(s->sm.impl, c)) {
+		s->st.lost_ring = c[TP_STAT_RING_FULL];
+		s->st.bpf_samples = c[TP_STAT_SAMPLES];
+		s->st.lost_unknown = c[TP_STAT_UNKNOWN_PROC] + s->dropped;
+	}
+	*st = s->st;
+}
+
+unsigned int session_live_targets(struct session *s)
+{
+	unsigned int n = 0;
+	struct sproc *p, *tmp;
+	HASH_ITER(hh, s->procs, p, tmp)
+	{
+		/* EPERM: alive, but another user's (a non-root taipan with
+		 * CAP_SYS_PTRACE may profile it). */
+		if (p->state == SP_PYTHON && !p->exited_ns &&
+		    (kill(p->pid, 0) == 0 || errno == EPERM))
+			n++;
+	}
+	return n;
+}

@@ -1,0 +1,73 @@
+/* session.h - one profiling session: BPF in, aggregated profile out.
+ * record, top and agent all drive the same session. */
+#ifndef TAIPAN_SESSION_H
+#define TAIPAN_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "profile/profile.h"
+#include "core/sampler.h"
+#include "taipan_abi.h"
+
+struct session_opts {
+	bool system_wide;
+	bool kernel_stacks;
+	bool follow_children;
+	unsigned int rate_hz;
+	/* System-wide only: profile just the processes whose comm is one of
+	 * these (NULL-terminated; NULL: all), and whose cgroup v2 path starts
+	 * with cgroup (NULL: all). Others are ignored like non-Python ones. */
+	const char *const *comms;
+	const char *cgroup;
+	/* The sampler: NULL for the BPF programs; the unit tests give a fake. */
+	sampler_open_fn open_sampler;
+};
+
+struct session_stats {
+	uint64_t samples;      /* samples turned into stacks */
+	uint64_t lost_ring;    /* dropped: ring buffer full */
+	uint64_t lost_unknown; /* dropped: process not classified yet */
+	uint64_t lost_early;   /* of those, in processes later found to be Python: in the profile
+				* as "[before taipan recognised the process]" */
+	uint64_t bad_frames;   /* Python frames whose code object could not be read */
+	uint64_t walk_errors[TP_ERR__COUNT]; /* by enum tp_walk_err */
+	uint64_t truncated;		     /* stacks deeper than the walk limit */
+	unsigned int processes;		     /* Python processes seen */
+	unsigned int unsupported;	     /* processes refused (version, layout) */
+	uint64_t bpf_samples;		     /* perf samples in tracked processes */
+};
+
+struct session;
+
+/* Loads the BPF side. Returns 0 or a negative errno with err filled. */
+int session_new(const struct session_opts *o, struct session **out, char *err, size_t errlen);
+void session_free(struct session *s);
+
+/* Profiles pid from now on. With require_python, a pid that is not a
+ * supported Python process is an error (err says why); otherwise it is only
+ * a target, classified when it first runs. */
+int session_add_pid(struct session *s, pid_t pid, bool require_python, char *err, size_t errlen);
+
+/* Starts sampling. */
+int session_start(struct session *s, char *err, size_t errlen);
+
+/* Handles whatever arrived within timeout_ms. Returns 0 or a negative errno. */
+int session_poll(struct session *s, int timeout_ms);
+
+/* The aggregated profile so far (owned by the session). */
+struct profile *session_profile(struct session *s);
+
+/* Hands over the profile aggregated so far (the caller frees it with
+ * profile_free) and starts an empty one: the agent's fixed windows. Its
+ * duration is the time since the last take (or the start). NULL when out of
+ * memory; the session then keeps its profile. */
+struct profile *session_take_profile(struct session *s);
+
+void session_stats(struct session *s, struct session_stats *st);
+
+/* How many of the given pids are still alive and being profiled. */
+unsigned int session_live_targets(struct session *s);
+
+#endif /* TAIPAN_SESSION_H */

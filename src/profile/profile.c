@@ -1,0 +1,380 @@
+/* profile.c - aggregation of samples into interned frames and stacks.
+ *
+ * Strings are interned once, so frames and label sets compare by pointer and
+ * a sample's identity is a flat byte key: labels followed by frame ids.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An insert that cannot grow its table leaves the entry out and sets its oom
+ * flag, instead of uthash's default of calling exit(). */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(ent) ((ent)->oom = true)
+#include <uthash.h>
+
+#include "profile/profile.h"
+#include "util/strutil.h"
+
+struct istr {
+	UT_hash_handle hh;
+	bool oom;
+	char s[]; /* key */
+};
+
+struct frame_ent {
+	UT_hash_handle hh;
+	bool oom;
+	uint32_t id;
+	size_t keylen;
+	char *key;
+};
+
+/* The key of an aggregated sample: labels by value (strings as interned
+ * pointers), then the frame ids. */
+struct sample_key {
+	uint32_t pid, tid, ns_pid, nframes;
+	const char *thread_name, *comm, *python_version, *cgroup, *container_id;
+	uint32_t frames[];
+};
+
+struct sample_ent {
+	UT_hash_handle hh;
+	bool oom;
+	size_t index;
+	struct sample_key *key;
+	size_t keylen;
+};
+
+struct profile {
+	struct istr *strings;
+	struct frame_ent *frame_index;
+	struct prof_frame *frames;
+	uint32_t nframes, frames_cap;
+	struct sample_ent *sample_index;
+	struct prof_sample *samples;
+	size_t nsamples, samples_cap;
+	uint64_t total;
+	uint64_t period_ns, start_ns, duration_ns;
+};
+
+struct profile *profile_new(void)
+{
+	return calloc(1, sizeof(struct profile));
+}
+
+void profile_free(struct profile *p)
+{
+	if (!p)
+		return;
+	struct istr *s, *stmp;
+	HASH_ITER(hh, p->strings, s, stmp)
+	{
+		HASH_DEL(p->strings, s);
+		free(s);
+	}
+	struct frame_ent *f, *ftmp;
+	HASH_ITER(hh, p->frame_index, f, ftmp)
+	{
+		HASH_DEL(p->frame_index, f);
+		free(f->key);
+		free(f);
+	}
+	struct sample_ent *e, *etmp;
+	HASH_ITER(hh, p->sample_index, e, etmp)
+	{
+		HASH_DEL(p->sample_index, e);
+		free(e->key);
+		free(e);
+	}
+	free(p->frames);
+	free(p->samples);
+	free(p);
+}
+
+void profile_set_timing(struct profile *p, uint64_t period_ns, uint64_t start_unix_ns,
+			uint64_t duration_ns)
+{
+	p->period_ns = period_ns;
+	p->start_ns = start_unix_ns;
+	p->duration_ns = duration_ns;
+}
+
+uint64_t profile_period_ns(const struct profile *p)
+{
+	return p->period_ns;
+}
+
+uint64_t profile_start_ns(const struct profile *p)
+{
+	return p->start_ns;
+}
+
+uint64_t profile_duration_ns(const struct profile *p)
+{
+	return p->duration_ns;
+}
+
+/* s itself when it is valid UTF-8, else a malloc'd copy (into *copy) with
+ * each bad byte replaced by U+FFFD. Names come from other processes' memory
+ * and comm fields cut at 16 bytes; every output format wants UTF-8. */
+static const char *utf8_clean(const char *s, char **copy)
+{
+	*copy = NULL;
+	if (utf8_valid(s))
+		return s;
+	return *copy = utf8_repair(s);
+}
+
+/* Returns the interned copy of s (NULL stays NULL), or sets *err. Invalid
+ * UTF-8 is repaired first. */
+static const char *intern(struct profile *p, const char *raw, int *err)
+{
+	if (!raw)
+		return NULL;
+	char *copy;
+	const char *s = utf8_clean(raw, &copy);
+	if (!s) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	const char *ret = NULL;
+	struct istr *e;
+	size_t len = strlen(s);
+	HASH_FIND(hh, p->strings, s, len, e);
+	if (e) {
+		ret = e->s;
+		goto out;
+	}
+	e = malloc(sizeof(*e) + len + 1);
+	if (!e) {
+		*err = -ENOMEM;
+		goto out;
+	}
+	e->oom = false;
+	memcpy(e->s, s, len + 1);
+	HASH_ADD_KEYPTR(hh, p->strings, e->s, len, e);
+	if (e->oom) {
+		free(e);
+		*err = -ENOMEM;
+		goto out;
+	}
+	ret = e->s;
+out:
+	free(copy);
+	return ret;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 64;
+	while (ncap < need)
+		ncap *= 2;
+	void *n = realloc(*arr, ncap * elem);
+	if (!n)
+		return -ENOMEM;
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+int profile_intern_frame(struct profile *p, const struct prof_frame *f)
+{
+	int err = 0;
+	struct prof_frame in;
+	/* Zeroed first: padding bytes are part of the hash key. */
+	memset(&in, 0, sizeof(in));
+	in.line = f->line;
+	in.first_line = f->first_line;
+	in.addr = f->addr;
+	in.kind = f->kind;
+	in.name = intern(p, f->name ? f->name : "", &err);
+	in.file = intern(p, f->file, &err);
+	in.module = intern(p, f->module, &err);
+	if (err)
+		return err;
+
+	/* Interned pointers make the struct itself a usable key. */
+	struct frame_ent *e;
+	HASH_FIND(hh, p->frame_index, &in, sizeof(in), e);
+	if (e)
+		return (int)e->id;
+
+	size_t cap = p->frames_cap;
+	if (grow((void **)&p->frames, &cap, (size_t)p->nframes + 1, sizeof(*p->frames)))
+		return -ENOMEM;
+	p->frames_cap = (uint32_t)cap;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->key = malloc(sizeof(in));
+	if (!e->key) {
+		free(e);
+		return -ENOMEM;
+	}
+	memcpy(e->key, &in, sizeof(in));
+	e->keylen = sizeof(in);
+	e->id = p->nframes;
+	HASH_ADD_KEYPTR(hh, p->frame_index, e->key, e->keylen, e);
+	if (e->oom) {
+		free(e->key);
+		free(e);
+		return -ENOMEM;
+	}
+	p->frames[p->nframes++] = in;
+	return (int)e->id;
+}
+
+int profile_add(struct profile *p, const uint32_t *frames, uint32_t n,
+		const struct prof_labels *labels, uint64_t count)
+{
+	int err = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (frames[i] >= p->nframes)
+			return -EINVAL;
+	size_t keylen = sizeof(struct sample_key) + (size_t)n * sizeof(uint32_t);
+	struct sample_key *key = calloc(1, keylen);
+	if (!key)
+		return -ENOMEM;
+	key->pid = labels->pid;
+	key->tid = labels->tid;
+	key->ns_pid = labels->ns_pid;
+	key->nframes = n;
+	key->thread_name = intern(p, labels->thread_name, &err);
+	key->comm = intern(p, labels->comm, &err);
+	key->python_version = intern(p, labels->python_version, &err);
+	key->cgroup = intern(p, labels->cgroup, &err);
+	key->container_id = intern(p, labels->container_id, &err);
+	if (err) {
+		free(key);
+		return err;
+	}
+	if (n)
+		memcpy(key->frames, frames, (size_t)n * sizeof(uint32_t));
+
+	struct sample_ent *e;
+	HASH_FIND(hh, p->sample_index, key, keylen, e);
+	if (e) {
+		free(key);
+		p->samples[e->index].count += count;
+		p->total += count;
+		return 0;
+	}
+	if (grow((void **)&p->samples, &p->samples_cap, p->nsamples + 1, sizeof(*p->samples)) ||
+	    !(e = calloc(1, sizeof(*e)))) {
+		free(key);
+		return -ENOMEM;
+	}
+	e->key = key;
+	e->keylen = keylen;
+	e->index = p->nsamples;
+	HASH_ADD_KEYPTR(hh, p->sample_index, e->key, e->keylen, e);
+	if (e->oom) {
+		free(key);
+		free(e);
+		return -ENOMEM;
+	}
+	struct prof_sample *s = &p->samples[p->nsamples++];
+	s->frames = key->frames;
+	s->nframes = n;
+	s->labels = (struct prof_labels){.pid = key->pid,
+					 .tid = key->tid,
+					 .ns_pid = key->ns_pid,
+					 .thread_name = key->thread_name,
+					 .comm = key->comm,
+					 .python_version = key->python_version,
+					 .cgroup = key->cgroup,
+					 .container_id = key->container_id};
+	s->count = count;
+	p->total += count;
+	return 0;
+}
+
+uint32_t profile_frame_count(const struct profile *p)
+{
+	return p->nframes;
+}
+
+const struct prof_frame *profile_frame(const struct profile *p, uint32_t id)
+{
+	return id < p->nframes ? &p->frames[id] : NULL;
+}
+
+size_t profile_sample_count(const struct profile *p)
+{
+	return p->nsamples;
+}
+
+const struct prof_sample *profile_sample(const struct profile *p, size_t i)
+{
+	return i < p->nsamples ? &p->samples[i] : NULL;
+}
+
+uint64_t profile_total(const struct profile *p)
+{
+	return p->total;
+}
+
+/* The merged span: from the earliest start to the latest end. A profile
+ * with neither a start nor a duration has no span yet. */
+static void merge_span(struct profile *dst, const struct profile *src)
+{
+	if (!src->start_ns && !src->duration_ns)
+		return;
+	if (!dst->start_ns && !dst->duration_ns) {
+		dst->start_ns = src->start_ns;
+		dst->duration_ns = src->duration_ns;
+		return;
+	}
+	uint64_t start = dst->start_ns < src->start_ns ? dst->start_ns : src->start_ns;
+	uint64_t dend = dst->start_ns + dst->duration_ns;
+	uint64_t send = src->start_ns + src->duration_ns;
+	dst->start_ns = start;
+	dst->duration_ns = (dend > send ? dend : send) - start;
+}
+
+int profile_merge(struct profile *dst, const struct profile *src)
+{
+	uint32_t *ids = NULL, *stack = NULL;
+	uint32_t deepest = 0;
+	int err = 0;
+
+	if (!dst || !src || dst == src)
+		return -EINVAL;
+	for (size_t i = 0; i < src->nsamples; i++)
+		if (src->samples[i].nframes > deepest)
+			deepest = src->samples[i].nframes;
+	/* Frame ids differ between profiles: map each of src's to dst's. */
+	ids = malloc(((size_t)src->nframes + 1) * sizeof(*ids));
+	stack = malloc(((size_t)deepest + 1) * sizeof(*stack));
+	if (!ids || !stack) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < src->nframes; i++) {
+		int id = profile_intern_frame(dst, &src->frames[i]);
+		if (id < 0) {
+			err = id;
+			goto out;
+		}
+		ids[i] = (uint32_t)id;
+	}
+	for (size_t i = 0; i < src->nsamples; i++) {
+		const struct prof_sample *s = &src->samples[i];
+		for (uint32_t j = 0; j < s->nframes; j++)
+			stack[j] = ids[s->frames[j]];
+		err = profile_add(dst, stack, s->nframes, &s->labels, s->count);
+		if (err)
+			goto out;
+	}
+	if (!dst->period_ns)
+		dst->period_ns = src->period_ns;
+	merge_span(dst, src);
+out:
+	free(ids);
+	free(stack);
+	return err;
+}

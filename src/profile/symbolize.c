@@ -1,0 +1,458 @@
+/* symbolize.c - reading code objects out of the target, once each.
+ *
+ * Lines are computed here rather than in BPF: decoding a line table is a
+ * loop over variable-length entries that the verifier would make expensive,
+ * while user space can cache the table per code object and decode any offset
+ * (doc/DESIGN.md decision 6).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "target/linetable.h"
+#include "target/memread.h"
+#include "profile/symbolize.h"
+#include "walk/cpython.h"
+
+#define MAX_STR 1024		/* longest name or file name kept */
+#define MAX_LINETABLE (1 << 20) /* longest line table read */
+/* Bytes one symbolizer keeps (names, files, line tables, entries). A target
+ * can make every frame a distinct code object with a 1 MiB line table, so
+ * without a bound it could grow taipan without end. Past it, new code
+ * objects are not read (and count as failed) and methods keep their bare
+ * names. */
+#define MAX_CACHE_BYTES ((size_t)256 << 20)
+
+enum first_arg { ARG_OTHER = 0, ARG_SELF, ARG_CLS };
+
+/* The fields of a code object that taipan reads. co_name's address is also
+ * what BPF records with each frame (tp_frame.ident): when it differs from the
+ * cached one, another code object took this address. */
+struct code_id {
+	uint64_t ident;				 /* as BPF computes it: see struct tp_frame */
+	uint64_t co_name, name, file, linetable; /* name: co_qualname on 3.11+, else co_name */
+	int32_t firstlineno;
+	int32_t pad;
+};
+
+struct code_info {
+	UT_hash_handle hh;
+	uint64_t addr;
+	struct code_id id;
+	int ok;
+	char *name;
+	char *file;
+	int firstlineno;
+	enum first_arg first_arg;
+	uint8_t *linetable;
+	size_t ltlen;
+};
+
+struct class_name {
+	UT_hash_handle hh;
+	uint64_t addr;
+	char *name;
+};
+
+/* One "Class.method" string per (code, class). */
+struct qual_name {
+	UT_hash_handle hh;
+	struct {
+		uint64_t code, name,
+		    cls; /* name: the code's name object, so a reused address misses */
+	} key;
+	char *name;
+};
+
+struct symbolizer {
+	struct pyproc pp;
+	struct code_info *codes;
+	struct class_name *classes;
+	struct qual_name *quals;
+	uint64_t ncodes, nfailed, nreplaced;
+	size_t bytes; /* held, against MAX_CACHE_BYTES */
+};
+
+static void code_info_clear(struct code_info *c)
+{
+	free(c->name);
+	free(c->file);
+	free(c->linetable);
+	c->name = c->file = NULL;
+	c->linetable = NULL;
+	c->ltlen = 0;
+	c->ok = 0;
+	c->first_arg = ARG_OTHER;
+}
+
+struct symbolizer *symbolizer_new(const struct pyproc *pp)
+{
+	struct symbolizer *sz = calloc(1, sizeof(*sz));
+	if (sz)
+		sz->pp = *pp;
+	return sz;
+}
+
+void symbolizer_free(struct symbolizer *sz)
+{
+	if (!sz)
+		return;
+	struct code_info *c, *ct;
+	HASH_ITER(hh, sz->codes, c, ct)
+	{
+		HASH_DEL(sz->codes, c);
+		code_info_clear(c);
+		free(c);
+	}
+	struct class_name *k, *kt;
+	HASH_ITER(hh, sz->classes, k, kt)
+	{
+		HASH_DEL(sz->classes, k);
+		free(k->name);
+		free(k);
+	}
+	struct qual_name *q, *qt;
+	HASH_ITER(hh, sz->quals, q, qt)
+	{
+		HASH_DEL(sz->quals, q);
+		free(q->name);
+		free(q);
+	}
+	free(sz);
+}
+
+void symbolizer_counts(const struct symbolizer *sz, uint64_t *codes, uint64_t *failed)
+{
+	*codes = sz->ncodes;
+	*failed = sz->nfailed;
+}
+
+static int rd(const struct symbolizer *sz, uint64_t addr, void *buf, size_t len)
+{
+	return pyproc_read(&sz->pp, addr, buf, len);
+}
+
+/* Appends code point cp as UTF-8. */
+static size_t put_utf8(char *out, uint32_t cp)
+{
+	if (cp < 0x80) {
+		out[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		out[0] = (char)(0xc0 | (cp >> 6));
+		out[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		out[0] = (char)(0xe0 | (cp >> 12));
+		out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		out[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	if (cp > 0x10ffff)
+		cp = 0xfffd;
+	out[0] = (char)(0xf0 | (cp >> 18));
+	out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+	out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+	out[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+/* Reads a str (a bytes str on 2.7) as a new UTF-8 string, or NULL. Only the
+ * compact forms are read: code objects' names and file names are always
+ * compact. */
+static char *read_str(const struct symbolizer *sz, uint64_t obj)
+{
+	const struct py_layout *l = &sz->pp.layout;
+	if (!obj)
+		return NULL;
+	if (l->unicode_state < 0) { /* 2.7: PyStringObject */
+		int64_t n = 0;
+		if (rd(sz, obj + (uint64_t)l->var_size, &n, 8) || n < 0)
+			return NULL;
+		if (n >= MAX_STR)
+			n = MAX_STR - 1;
+		char *s = malloc((size_t)n + 1);
+		if (!s || rd(sz, obj + (uint64_t)l->bytes_sval, s, (size_t)n)) {
+			free(s);
+			return NULL;
+		}
+		s[n] = 0;
+		return s;
+	}
+	int64_t len = 0;
+	uint32_t state = 0;
+	if (rd(sz, obj + (uint64_t)l->unicode_length, &len, 8) ||
+	    rd(sz, obj + (uint64_t)l->unicode_state, &state, 4) || len < 0)
+		return NULL;
+	if (len > MAX_STR)
+		len = MAX_STR;
+	unsigned kind = (state >> PY_STATE_KIND_SHIFT) & PY_STATE_KIND_MASK,
+		 compact = (state >> PY_STATE_COMPACT_SHIFT) & 1,
+		 ascii = (state >> PY_STATE_ASCII_SHIFT) & 1;
+	if (!compact || (kind != 1 && kind != 2 && kind != 4))
+		return NULL;
+	uint64_t data = obj + (uint64_t)(ascii ? l->unicode_ascii_size : l->unicode_compact_size);
+	size_t nbytes = (size_t)len * kind;
+	uint8_t *raw = malloc(nbytes + 1);
+	char *s = malloc((size_t)len * 4 + 1);
+	if (!raw || !s || rd(sz, data, raw, nbytes)) {
+		free(raw);
+		free(s);
+		return NULL;
+	}
+	size_t o = 0;
+	for (int64_t i = 0; i < len; i++) {
+		uint32_t cp;
+		if (kind == 1)
+			cp = raw[i];
+		else if (kind == 2)
+			cp = (uint32_t)raw[2 * i] | ((uint32_t)raw[2 * i + 1] << 8);
+		else
+			memcpy(&cp, raw + 4 * i, 4);
+		o += put_utf8(s + o, cp);
+	}
+	s[o] = 0;
+	free(raw);
+	return s;
+}
+
+/* Reads a bytes object's contents (a str on 2.7: the same layout), if it
+ * holds at most max bytes. */
+static uint8_t *read_bytes(const struct symbolizer *sz, uint64_t obj, size_t *len, size_t max)
+{
+	const struct py_layout *l = &sz->pp.layout;
+	int64_t n = 0;
+	if (!obj || rd(sz, obj + (uint64_t)l->var_size, &n, 8) || n < 0 || (uint64_t)n > max)
+		return NULL;
+	uint8_t *b = malloc((size_t)n + 1);
+	if (!b || rd(sz, obj + (uint64_t)l->bytes_sval, b, (size_t)n)) {
+		free(b);
+		return NULL;
+	}
+	*len = (size_t)n;
+	return b;
+}
+
+static uint64_t field_ptr(const uint8_t *obj, size_t objlen, int32_t off)
+{
+	uint64_t v = 0;
+	if (off >= 0 && (size_t)off + 8 <= objlen)
+		memcpy(&v, obj + off, 8);
+	return v;
+}
+
+#define CODE_HEAD 512
+
+/* Reads the head of the code object at addr into obj and its identity into
+ * id. Returns the number of bytes read, or a negative errno; -EINVAL when
+ * the object is not a code object. */
+static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, struct code_id *id)
+{
+	const struct py_layout *l = &sz->pp.layout;
+	int32_t hi = 0, offs[] = {l->code_filename,  l->code_name,	  l->code_qualname,
+				  l->code_linetable, l->code_firstlineno, l->code_varnames,
+				  l->code_argcount,  l->obj_type};
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
+		if (offs[i] + 8 > hi)
+			hi = offs[i] + 8;
+	if (hi > CODE_HEAD)
+		return -EINVAL;
+	int err = rd(sz, addr, obj, (size_t)hi);
+	if (err)
+		return err;
+	/* A code object's type is PyCode_Type: anything else is a stale or
+	 * corrupt pointer, and its "names" would be garbage. */
+	if (sz->pp.code_type_addr &&
+	    field_ptr(obj, (size_t)hi, l->obj_type) != sz->pp.code_type_addr)
+		return -EINVAL;
+	memset(id, 0, sizeof(*id));
+	id->co_name = field_ptr(obj, (size_t)hi, l->code_name);
+	id->name =
+	    field_ptr(obj, (size_t)hi, l->code_qualname >= 0 ? l->code_qualname : l->code_name);
+	id->file = field_ptr(obj, (size_t)hi, l->code_filename);
+	id->linetable = field_ptr(obj, (size_t)hi, l->code_linetable);
+	/* A layout that lacks co_firstlineno says -1 (the loop above only
+	 * bounds offsets from above): the line stays 0 rather than being read
+	 * from before obj. */
+	if (l->code_firstlineno >= 0)
+		memcpy(&id->firstlineno, obj + l->code_firstlineno, 4);
+	uint64_t chars = 0;
+	rd(sz, id->co_name + sz->pp.tp.off.name_data, &chars, 8);
+	id->ident = id->co_name ? id->co_name ^ chars : 0;
+	return hi;
+}
+
+/* The bytes c holds, as charged to sz->bytes. */
+static size_t code_bytes(const struct code_info *c)
+{
+	return (c->name ? strlen(c->name) + 1 : 0) + (c->file ? strlen(c->file) + 1 : 0) + c->ltlen;
+}
+
+/* (Re)reads everything about the code object c->addr into c. */
+static void fill_code(struct symbolizer *sz, struct code_info *c)
+{
+	const struct py_layout *l = &sz->pp.layout;
+	uint8_t obj[CODE_HEAD];
+	if (sz->bytes >= MAX_CACHE_BYTES)
+		goto bad;
+	int hi = read_code_head(sz, c->addr, obj, &c->id);
+	if (hi < 0)
+		goto bad;
+	c->name = read_str(sz, c->id.name);
+	c->file = read_str(sz, c->id.file);
+	if (!c->name)
+		goto bad;
+	c->firstlineno = c->id.firstlineno;
+	size_t room = MAX_CACHE_BYTES - sz->bytes;
+	c->linetable =
+	    read_bytes(sz, c->id.linetable, &c->ltlen, room < MAX_LINETABLE ? room : MAX_LINETABLE);
+
+	if ((sz->pp.tp.off.flags & TP_LF_SELF_CLASS) && l->code_argcount >= 0 &&
+	    l->code_varnames >= 0) {
+		int32_t argc = 0;
+		memcpy(&argc, obj + l->code_argcount, 4);
+		uint64_t names = field_ptr(obj, (size_t)hi, l->code_varnames), n0 = 0;
+		if (argc > 0 && names && !rd(sz, names + (uint64_t)l->tuple_item, &n0, 8)) {
+			char *a = read_str(sz, n0);
+			if (a && !strcmp(a, "self"))
+				c->first_arg = ARG_SELF;
+			else if (a && !strcmp(a, "cls"))
+				c->first_arg = ARG_CLS;
+			free(a);
+		}
+	}
+	c->ok = 1;
+	sz->bytes += code_bytes(c);
+	return;
+bad:
+	sz->bytes += code_bytes(c); /* a file name read before the name failed */
+	sz->nfailed++;
+}
+
+static struct code_info *load_code(struct symbolizer *sz, uint64_t addr)
+{
+	struct code_info *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->addr = addr;
+	HASH_ADD(hh, sz->codes, addr, sizeof(c->addr), c);
+	sz->ncodes++;
+	sz->bytes += sizeof(*c);
+	fill_code(sz, c);
+	return c;
+}
+
+/* Another code object now lives at c->addr: read it instead. */
+static void replace_code(struct symbolizer *sz, struct code_info *c)
+{
+	sz->bytes -= code_bytes(c);
+	code_info_clear(c);
+	sz->nreplaced++;
+	fill_code(sz, c);
+}
+
+/* The short name of a class (tp_name without its module). */
+static const char *class_name(struct symbolizer *sz, uint64_t cls)
+{
+	struct class_name *k;
+	HASH_FIND(hh, sz->classes, &cls, sizeof(cls), k);
+	if (k)
+		return k->name;
+	uint64_t tp_name = 0;
+	char buf[256];
+	if (sz->bytes >= MAX_CACHE_BYTES ||
+	    rd(sz, cls + (uint64_t)sz->pp.layout.type_name, &tp_name, 8) ||
+	    pyproc_read_cstr(&sz->pp, tp_name, buf, sizeof(buf)) <= 0)
+		return NULL;
+	k = calloc(1, sizeof(*k));
+	const char *dot = strrchr(buf, '.');
+	if (!k || !(k->name = strdup(dot ? dot + 1 : buf))) {
+		free(k);
+		return NULL;
+	}
+	k->addr = cls;
+	HASH_ADD(hh, sz->classes, addr, sizeof(k->addr), k);
+	sz->bytes += sizeof(*k) + strlen(k->name) + 1;
+	return k->name;
+}
+
+static const char *qualified(struct symbolizer *sz, struct code_info *c, uint64_t cls)
+{
+	struct qual_name *q;
+	struct qual_name probe;
+	memset(&probe, 0, sizeof(probe));
+	probe.key.code = c->addr;
+	probe.key.name = c->id.name;
+	probe.key.cls = cls;
+	HASH_FIND(hh, sz->quals, &probe.key, sizeof(probe.key), q);
+	if (q)
+		return q->name;
+	const char *cn = class_name(sz, cls);
+	if (!cn || sz->bytes >= MAX_CACHE_BYTES)
+		return c->name;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return c->name;
+	q->key = probe.key;
+	if (asprintf(&q->name, "%s.%s", cn, c->name) < 0) {
+		free(q);
+		return c->name;
+	}
+	HASH_ADD(hh, sz->quals, key, sizeof(q->key), q);
+	sz->bytes += sizeof(*q) + strlen(q->name) + 1;
+	return q->name;
+}
+
+/* The line at position pos as recorded by BPF. */
+static int current_line(const struct symbolizer *sz, const struct code_info *c, uint32_t pos)
+{
+	const struct pyproc *pp = &sz->pp;
+	int64_t byte_off;
+	if (pp->tp.off.flags & TP_LF_LASTI_PTR) {
+		/* pos = instruction pointer - code object; the bytecode starts at
+		 * co_code_adaptive. Before the first instruction runs, the
+		 * pointer sits one unit before it. */
+		int64_t rel = (int64_t)pos - pp->layout.code_adaptive;
+		if (pos == 0 || rel < 0)
+			return c->firstlineno;
+		byte_off = rel & ~1LL;
+	} else {
+		int32_t lasti = (int32_t)pos;
+		if (lasti < 0)
+			return c->firstlineno;
+		byte_off = pp->lasti_in_units ? 2LL * lasti : lasti;
+	}
+	if (!c->linetable || byte_off > UINT32_MAX)
+		return c->firstlineno;
+	int line = py_linetable_line(pp->linetable, c->linetable, c->ltlen, c->firstlineno,
+				     (uint32_t)byte_off);
+	return line < 0 ? 0 : line;
+}
+
+int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct prof_frame *out)
+{
+	struct code_info *c;
+	memset(out, 0, sizeof(*out));
+	HASH_FIND(hh, sz->codes, &f->code, sizeof(f->code), c);
+	if (!c)
+		c = load_code(sz, f->code);
+	else if (f->ident && f->ident != c->id.ident)
+		replace_code(sz, c);
+	if (!c || !c->ok) {
+		out->kind = PROF_FRAME_MARKER;
+		out->name = "[unknown]";
+		return c ? -EFAULT : -ENOMEM;
+	}
+	out->kind = PROF_FRAME_PYTHON;
+	out->name = c->name;
+	if (c->first_arg != ARG_OTHER && f->aux)
+		out->name = qualified(sz, c, f->aux);
+	out->file = c->file ? c->file : "<unknown>";
+	out->first_line = c->firstlineno;
+	out->line = current_line(sz, c, f->pos);
+	return 0;
+}

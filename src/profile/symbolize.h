@@ -1,0 +1,28 @@
+/* symbolize.h - Python frames (code object, position) to names, files, lines. */
+#ifndef TAIPAN_SYMBOLIZE_H
+#define TAIPAN_SYMBOLIZE_H
+
+#include <stdint.h>
+
+#include "profile/profile.h"
+#include "target/pyproc.h"
+#include "taipan_abi.h"
+
+struct symbolizer;
+
+/* A symbolizer for one process; it keeps what it needs from pp. NULL when out
+ * of memory. */
+struct symbolizer *symbolizer_new(const struct pyproc *pp);
+void symbolizer_free(struct symbolizer *sz);
+
+/* Fills out (a Python frame) from f: qualified name (co_qualname on 3.11+,
+ * else Class.name through self/cls, else the name), file, and the line being
+ * run. The strings belong to sz and live until symbolizer_free(). Returns 0,
+ * or a negative errno when the code object could not be read; out is then a
+ * marker frame "[unknown]". Each code object is read once and cached. */
+int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct prof_frame *out);
+
+/* Code objects read, and how many of them failed. */
+void symbolizer_counts(const struct symbolizer *sz, uint64_t *codes, uint64_t *failed);
+
+#endif /* TAIPAN_SYMBOLIZE_H */

@@ -1,0 +1,324 @@
+/* debugoffsets.c - reads CPython's _Py_DebugOffsets (3.13+) into a struct py_layout.
+ *
+ * The bytes come from the target, so nothing in them is trusted: every number
+ * is checked against the struct size that sits next to it before it reaches
+ * the BPF side, where a wrong offset would turn every sample into garbage
+ * without a single error.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "target/debugoffsets.h"
+
+/* No CPython struct comes near this; _PyRuntimeState, the largest, is ~300 KiB
+ * in 3.13-3.15. A bigger "size" means the bytes are not what we think. */
+#define MAX_STRUCT_SIZE (1u << 20)
+
+/* Every sub-struct taipan reads contains pointers, so on x86-64 its size is a
+ * multiple of 8. This catches most misreads when the positions of an older
+ * minor are applied to a newer one. */
+#define STRUCT_ALIGN 8
+
+/* Size of each member of _Py_DebugOffsets: they are all uint64_t. */
+#define MEMBER_SIZE 8
+
+static const char *const member_sub[PY_DO_NMEMBERS] = {
+#define PY_DO_SUB(id, sub, member) [PY_DO_##id] = #sub,
+    PY_DO_MEMBERS(PY_DO_SUB)
+#undef PY_DO_SUB
+};
+
+static const char *const member_name[PY_DO_NMEMBERS] = {
+#define PY_DO_NAME(id, sub, member) [PY_DO_##id] = #sub "." #member,
+    PY_DO_MEMBERS(PY_DO_NAME)
+#undef PY_DO_NAME
+};
+
+static const char *const member_field[PY_DO_NMEMBERS] = {
+#define PY_DO_FIELD(id, sub, member) [PY_DO_##id] = #member,
+    PY_DO_MEMBERS(PY_DO_FIELD)
+#undef PY_DO_FIELD
+};
+
+enum use_kind {
+	USE_OFFSET, /* an offset into the sub-struct's target: < size */
+	USE_SIZEOF, /* the size of a related struct: > 0 and <= size */
+};
+
+/* Which struct py_layout field each member fills. */
+struct member_use {
+	enum py_do_member member;
+	size_t field; /* offsetof(struct py_layout, ...) */
+	enum use_kind kind;
+	bool optional; /* a row may lack it; the field then stays -1 */
+};
+
+#define FIELD(f) offsetof(struct py_layout, f)
+
+static const struct member_use uses[] = {
+    {PY_DO_RUNTIME_INTERPRETERS_HEAD, FIELD(rt_interp_head), USE_OFFSET, false},
+    {PY_DO_INTERP_NEXT, FIELD(interp_next), USE_OFFSET, false},
+    {PY_DO_INTERP_THREADS_HEAD, FIELD(interp_tstate_head), USE_OFFSET, false},
+    {PY_DO_TSTATE_NEXT, FIELD(ts_next), USE_OFFSET, false},
+    {PY_DO_TSTATE_INTERP, FIELD(ts_interp), USE_OFFSET, false},
+    {PY_DO_TSTATE_CURRENT_FRAME, FIELD(ts_current_frame), USE_OFFSET, false},
+    {PY_DO_TSTATE_THREAD_ID, FIELD(ts_thread_id), USE_OFFSET, false},
+    {PY_DO_TSTATE_NATIVE_THREAD_ID, FIELD(ts_native_thread_id), USE_OFFSET, false},
+    {PY_DO_FRAME_PREVIOUS, FIELD(frame_back), USE_OFFSET, false},
+    {PY_DO_FRAME_EXECUTABLE, FIELD(frame_code), USE_OFFSET, false},
+    {PY_DO_FRAME_INSTR_PTR, FIELD(frame_lasti), USE_OFFSET, false},
+    {PY_DO_FRAME_LOCALSPLUS, FIELD(frame_localsplus), USE_OFFSET, false},
+    {PY_DO_FRAME_OWNER, FIELD(frame_owner), USE_OFFSET, false},
+    {PY_DO_CODE_FILENAME, FIELD(code_filename), USE_OFFSET, false},
+    {PY_DO_CODE_NAME, FIELD(code_name), USE_OFFSET, false},
+    {PY_DO_CODE_QUALNAME, FIELD(code_qualname), USE_OFFSET, false},
+    {PY_DO_CODE_LINETABLE, FIELD(code_linetable), USE_OFFSET, false},
+    {PY_DO_CODE_FIRSTLINENO, FIELD(code_firstlineno), USE_OFFSET, false},
+    {PY_DO_CODE_ARGCOUNT, FIELD(code_argcount), USE_OFFSET, false},
+    /* 3.11+ has no co_varnames; the local names lead co_localsplusnames. */
+    {PY_DO_CODE_LOCALSPLUSNAMES, FIELD(code_varnames), USE_OFFSET, false},
+    {PY_DO_CODE_CO_CODE_ADAPTIVE, FIELD(code_adaptive), USE_OFFSET, false},
+    {PY_DO_PYOBJECT_OB_TYPE, FIELD(obj_type), USE_OFFSET, false},
+    {PY_DO_TYPE_TP_NAME, FIELD(type_name), USE_OFFSET, false},
+    {PY_DO_TYPE_TP_FLAGS, FIELD(type_flags), USE_OFFSET, false},
+    {PY_DO_TUPLE_OB_ITEM, FIELD(tuple_item), USE_OFFSET, false},
+    /* PyVarObject.ob_size, the same for every variable-size object. */
+    {PY_DO_TUPLE_OB_SIZE, FIELD(var_size), USE_OFFSET, false},
+    {PY_DO_BYTES_OB_SVAL, FIELD(bytes_sval), USE_OFFSET, false},
+    {PY_DO_UNICODE_STATE, FIELD(unicode_state), USE_OFFSET, false},
+    {PY_DO_UNICODE_LENGTH, FIELD(unicode_length), USE_OFFSET, false},
+    {PY_DO_UNICODE_ASCIIOBJECT_SIZE, FIELD(unicode_ascii_size), USE_SIZEOF, false},
+    /* Only 3.15+ has it; see the fallback in py_debug_offsets_parse(). */
+    {PY_DO_UNICODE_COMPACTUNICODEOBJECT_SIZE, FIELD(unicode_compact_size), USE_SIZEOF, true},
+};
+
+_Static_assert(sizeof(struct py_layout) % sizeof(int32_t) == 0,
+	       "struct py_layout holds int32_t fields only");
+
+const char *py_debug_offsets_member_name(enum py_do_member m)
+{
+	if ((unsigned int)m >= PY_DO_NMEMBERS)
+		return "?";
+	return member_name[m];
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Writes the reason to err and returns -EINVAL, so that each check reads as
+ * one `return fail(...)`. */
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static uint64_t read_u64(const unsigned char *buf, size_t pos)
+{
+	uint64_t v;
+
+	memcpy(&v, buf + pos, sizeof(v)); /* the struct is packed u64s, but buf may be unaligned */
+	return v;
+}
+
+static void set_field(struct py_layout *l, size_t field, int32_t v)
+{
+	memcpy((char *)l + field, &v, sizeof(v));
+}
+
+static int32_t get_field(const struct py_layout *l, size_t field)
+{
+	int32_t v;
+
+	memcpy(&v, (const char *)l + field, sizeof(v));
+	return v;
+}
+
+/* The `size` member of m's sub-struct, or PY_DO_NMEMBERS if it has none. */
+static enum py_do_member size_member_of(enum py_do_member m)
+{
+	for (int i = 0; i < PY_DO_NMEMBERS; i++)
+		if (!strcmp(member_sub[i], member_sub[m]) && !strcmp(member_field[i], "size"))
+			return i;
+	return PY_DO_NMEMBERS;
+}
+
+/* The row for minor version `minor` of 3.x: an exact match, or for a minor
+ * newer than every row the newest row (*fallback set). NULL otherwise: a
+ * minor between two rows, or older than the first, has no trustworthy
+ * positions. */
+static const struct py_debug_offsets_row *pick_row(unsigned int minor, bool *fallback)
+{
+	const struct py_debug_offsets_row *newest = NULL;
+
+	*fallback = false;
+	for (unsigned int i = 0; i < py_debug_offsets_table_len; i++) {
+		const struct py_debug_offsets_row *r = &py_debug_offsets_table[i];
+		unsigned int rmajor = r->hexversion >> 24, rminor = (r->hexversion >> 16) & 0xff;
+
+		if (rmajor != 3)
+			continue;
+		if (rminor == minor)
+			return r;
+		if (!newest || r->hexversion > newest->hexversion)
+			newest = r;
+	}
+	if (newest && minor > ((newest->hexversion >> 16) & 0xff)) {
+		*fallback = true;
+		return newest;
+	}
+	return NULL;
+}
+
+/* Reads member m of the row and checks it against its sub-struct's size,
+ * which the caller has validated; *val gets the value. */
+static int read_member(const unsigned char *buf, const struct py_debug_offsets_row *row,
+		       enum py_do_member m, enum use_kind kind, uint64_t *val, char *err,
+		       size_t errlen)
+{
+	enum py_do_member sm = size_member_of(m);
+	uint64_t size, v;
+
+	if (sm == PY_DO_NMEMBERS || row->pos[sm] < 0)
+		return fail(err, errlen,
+			    "_Py_DebugOffsets: %s has no size member to check it against",
+			    member_name[m]);
+	size = read_u64(buf, row->pos[sm]);
+	v = read_u64(buf, row->pos[m]);
+	if (kind == USE_SIZEOF) {
+		if (v == 0 || v > size)
+			return fail(err, errlen,
+				    "_Py_DebugOffsets: %s %llu is not a size within %s size %llu",
+				    member_name[m], (unsigned long long)v, member_sub[m],
+				    (unsigned long long)size);
+	} else if (v >= size) {
+		return fail(err, errlen, "_Py_DebugOffsets: %s %llu outside %s size %llu",
+			    member_name[m], (unsigned long long)v, member_sub[m],
+			    (unsigned long long)size);
+	}
+	*val = v;
+	return 0;
+}
+
+int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, uint64_t *hexversion,
+			   char *err, size_t errlen)
+{
+	const unsigned char *b = buf;
+	const struct py_debug_offsets_row *row;
+	unsigned int major, minor, rminor;
+	uint64_t version, ft, v = 0;
+	bool fallback;
+	int ret;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!buf || !out || !hexversion)
+		return fail(err, errlen, "_Py_DebugOffsets: no buffer");
+	*hexversion = 0;
+
+	if (len < PY_DEBUG_OFFSETS_VERSION_POS + MEMBER_SIZE)
+		return fail(err, errlen,
+			    "_Py_DebugOffsets truncated: %zu bytes, the cookie and version need %d",
+			    len, PY_DEBUG_OFFSETS_VERSION_POS + MEMBER_SIZE);
+	if (memcmp(b, PY_DEBUG_OFFSETS_COOKIE, PY_DEBUG_OFFSETS_COOKIE_LEN))
+		return fail(err, errlen, "_Py_DebugOffsets cookie mismatch: not \"%s\"",
+			    PY_DEBUG_OFFSETS_COOKIE);
+
+	version = read_u64(b, PY_DEBUG_OFFSETS_VERSION_POS);
+	if (version > UINT32_MAX)
+		return fail(err, errlen, "_Py_DebugOffsets version %#llx is not a PY_VERSION_HEX",
+			    (unsigned long long)version);
+	*hexversion = version;
+	major = version >> 24;
+	minor = (version >> 16) & 0xff;
+	if (major != 3)
+		return fail(err, errlen,
+			    "_Py_DebugOffsets version %#llx: Python %u is not supported",
+			    (unsigned long long)version, major);
+
+	row = pick_row(minor, &fallback);
+	if (!row)
+		return fail(err, errlen,
+			    "_Py_DebugOffsets version %#llx: no member table for 3.%u, and 3.%u is "
+			    "not newer than every known version",
+			    (unsigned long long)version, minor, minor);
+	rminor = (row->hexversion >> 16) & 0xff;
+	if (row->struct_size <= 0 || len < (size_t)row->struct_size)
+		return fail(err, errlen, "_Py_DebugOffsets truncated: %zu bytes, 3.%u needs %d",
+			    len, rminor, row->struct_size);
+
+	/* Checked before the layout, which a free-threaded build changes (every
+	 * object header grows by 16 bytes). */
+	if (row->free_threaded_pos < 0)
+		return fail(err, errlen,
+			    "_Py_DebugOffsets: the 3.%u row has no free_threaded position", rminor);
+	ft = read_u64(b, row->free_threaded_pos);
+	if (ft == 1)
+		return fail(err, errlen,
+			    "_Py_DebugOffsets of 3.%u: free-threaded builds are not supported yet",
+			    minor);
+	if (ft != 0)
+		return fail(err, errlen, "_Py_DebugOffsets: free_threaded is %llu, not 0 or 1",
+			    (unsigned long long)ft);
+
+	/* Every position must lie inside the bytes the row says the struct has:
+	 * a broken generated row must not read past the caller's buffer. */
+	for (int m = 0; m < PY_DO_NMEMBERS; m++) {
+		if (row->pos[m] < 0)
+			continue;
+		if ((size_t)row->pos[m] + MEMBER_SIZE > (size_t)row->struct_size)
+			return fail(
+			    err, errlen,
+			    "_Py_DebugOffsets: the 3.%u row puts %s at %d, past its size %d",
+			    rminor, member_name[m], row->pos[m], row->struct_size);
+		if (strcmp(member_field[m], "size"))
+			continue;
+		v = read_u64(b, row->pos[m]);
+		if (v == 0 || v >= MAX_STRUCT_SIZE || v % STRUCT_ALIGN)
+			return fail(err, errlen,
+				    "_Py_DebugOffsets: %s %llu is not a plausible size",
+				    member_name[m], (unsigned long long)v);
+	}
+
+	/* Every field is an int32_t, and all-ones is -1: "no such field". */
+	memset(out, 0xff, sizeof(*out));
+	for (size_t i = 0; i < sizeof(uses) / sizeof(uses[0]); i++) {
+		const struct member_use *u = &uses[i];
+
+		if (row->pos[u->member] < 0) {
+			if (u->optional)
+				continue;
+			return fail(err, errlen, "_Py_DebugOffsets: the 3.%u row lacks %s", rminor,
+				    member_name[u->member]);
+		}
+		ret = read_member(b, row, u->member, u->kind, &v, err, errlen);
+		if (ret)
+			return ret;
+		set_field(out, u->field, (int32_t)v);
+	}
+
+	/* Before 3.15 _Py_DebugOffsets has no compactunicodeobject_size.
+	 * PyCompactUnicodeObject is PyASCIIObject followed by Py_ssize_t
+	 * utf8_length and char *utf8 (wstr went in 3.12, before debug offsets
+	 * existed), so its size is the ASCII object's plus two 8-byte words. */
+	if (get_field(out, FIELD(unicode_compact_size)) < 0)
+		set_field(out, FIELD(unicode_compact_size),
+			  get_field(out, FIELD(unicode_ascii_size)) + 2 * 8);
+
+	if (fallback && err && errlen)
+		snprintf(err, errlen,
+			 "_Py_DebugOffsets of 3.%u: no member table for it, read with the 3.%u one "
+			 "and every value checked",
+			 minor, rminor);
+	return 0;
+}

@@ -1,0 +1,559 @@
+/* elfsym.c - symbols, sections, notes and bytes of ELF files, through libelf.
+ *
+ * The files come from other processes' mount namespaces and may be hostile or
+ * truncated, so every offset and size taken from the file is checked before
+ * use. libelf already refuses section data that lies outside the file
+ * (elf_getdata, elf_getdata_rawchunk), index-checks gelf_getsym/gelf_getdyn,
+ * and elf_strptr checks that a string is inside its table and terminated;
+ * what is left to us is arithmetic on addresses and sizes.
+ */
+#include "target/elfsym.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef NT_GNU_BUILD_ID
+#define NT_GNU_BUILD_ID 3
+#endif
+
+/* Longest build-id we accept; real ones are 8 (xxhash), 16 (md5/uuid) or
+ * 20 (sha1) bytes. Anything longer is a corrupt note. */
+#define BUILD_ID_MAX 64
+
+struct sym {
+	const char *name; /* points into the file's mapped string table */
+	uint64_t value;
+	uint64_t size;
+	/* Preference among equal names, lower wins: .dynsym, then global
+	 * .symtab entries, then local ones (several compilation units may
+	 * have a static of the same name; the first one in the table wins). */
+	uint32_t rank;
+	uint32_t idx; /* position in the file, to make the sort total */
+};
+
+struct elf_file {
+	int fd;
+	Elf *elf;
+	bool have_shstrndx;
+	size_t shstrndx;
+	/* Name-sorted, one entry per name, built on the first lookup. */
+	bool syms_built;
+	struct sym *syms;
+	size_t nsyms;
+};
+
+static pthread_once_t libelf_once = PTHREAD_ONCE_INIT;
+static bool libelf_ok;
+
+static void libelf_init(void)
+{
+	libelf_ok = elf_version(EV_CURRENT) != EV_NONE;
+}
+
+/* Whether the header tables and the loadable bytes lie inside the file.
+ * libelf quietly treats a section header table past the end of the file as
+ * "no sections", so a truncated copy would otherwise open fine and then find
+ * nothing; refusing it names the real problem. */
+static bool layout_fits(Elf *elf, const GElf_Ehdr *eh, uint64_t fsize)
+{
+	size_t phnum;
+
+	if (eh->e_shoff) {
+		/* With e_shnum == 0 the count lives in section 0: at least
+		 * that one entry must be there. */
+		uint64_t n = eh->e_shnum ? eh->e_shnum : 1;
+
+		if (eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > fsize ||
+		    (fsize - eh->e_shoff) / eh->e_shentsize < n)
+			return false;
+	}
+	if (elf_getphdrnum(elf, &phnum) != 0)
+		return false;
+	if (phnum && (eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phoff > fsize ||
+		      (fsize - eh->e_phoff) / eh->e_phentsize < phnum))
+		return false;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, i, &ph))
+			return false;
+		if (ph.p_type == PT_LOAD &&
+		    (ph.p_offset > fsize || ph.p_filesz > fsize - ph.p_offset))
+			return false;
+	}
+	return true;
+}
+
+int elf_file_open(const char *path, struct elf_file **out)
+{
+	struct elf_file *ef;
+	const char *ident;
+	GElf_Ehdr ehdr;
+	struct stat st;
+	size_t identsz;
+	Elf *elf;
+	int fd, err;
+
+	pthread_once(&libelf_once, libelf_init);
+	if (!libelf_ok)
+		return -ENOEXEC;
+
+	/* O_NONBLOCK: a FIFO planted at a path inside a container would
+	 * otherwise block open(2) forever; it has no effect on regular files. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		goto err_fd;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = -ENOEXEC;
+		goto err_fd;
+	}
+
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf) {
+		err = -ENOEXEC;
+		goto err_fd;
+	}
+	if (elf_kind(elf) != ELF_K_ELF) {
+		err = -ENOEXEC;
+		goto err_elf;
+	}
+	ident = elf_getident(elf, &identsz);
+	if (!ident || identsz < EI_NIDENT || ident[EI_CLASS] != ELFCLASS64 ||
+	    ident[EI_DATA] != ELFDATA2LSB) {
+		err = -ENOEXEC;
+		goto err_elf;
+	}
+	if (!gelf_getehdr(elf, &ehdr) || (ehdr.e_type != ET_EXEC && ehdr.e_type != ET_DYN) ||
+	    !layout_fits(elf, &ehdr, st.st_size)) {
+		err = -ENOEXEC;
+		goto err_elf;
+	}
+
+	ef = calloc(1, sizeof(*ef));
+	if (!ef) {
+		err = -ENOMEM;
+		goto err_elf;
+	}
+	ef->fd = fd;
+	ef->elf = elf;
+	/* A file without usable section names still has segments: keep it
+	 * open, and let the section-based lookups answer -ENOENT. */
+	ef->have_shstrndx = elf_getshdrstrndx(elf, &ef->shstrndx) == 0;
+	*out = ef;
+	return 0;
+
+err_elf:
+	elf_end(elf);
+err_fd:
+	close(fd);
+	return err;
+}
+
+void elf_file_close(struct elf_file *ef)
+{
+	if (!ef)
+		return;
+	free(ef->syms);
+	elf_end(ef->elf);
+	close(ef->fd);
+	free(ef);
+}
+
+/* --- sections ------------------------------------------------------------- */
+
+static const char *scn_name(struct elf_file *ef, const GElf_Shdr *sh)
+{
+	if (!ef->have_shstrndx)
+		return NULL;
+	return elf_strptr(ef->elf, ef->shstrndx, sh->sh_name);
+}
+
+static Elf_Scn *find_scn(struct elf_file *ef, const char *name, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		const char *n;
+
+		if (!gelf_getshdr(scn, sh))
+			continue;
+		n = scn_name(ef, sh);
+		if (n && !strcmp(n, name))
+			return scn;
+	}
+	return NULL;
+}
+
+int elf_file_section(struct elf_file *ef, const char *name, uint64_t *addr, uint64_t *size)
+{
+	GElf_Shdr sh;
+
+	if (!find_scn(ef, name, &sh))
+		return -ENOENT;
+	*addr = sh.sh_addr;
+	*size = sh.sh_size;
+	return 0;
+}
+
+int elf_file_read(struct elf_file *ef, uint64_t vaddr, void *buf, size_t len)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	if (len == 0)
+		return 0;
+	if (vaddr + len < vaddr)
+		return -ENOENT;
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		Elf_Data *d;
+		uint64_t off;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		/* Only sections that are part of the memory image (SHF_ALLOC;
+		 * .symtab or .comment have address 0 and would match low
+		 * addresses) and that have bytes in the file. */
+		if (!(sh.sh_flags & SHF_ALLOC) || (sh.sh_flags & SHF_COMPRESSED) ||
+		    sh.sh_type == SHT_NOBITS || sh.sh_type == SHT_NULL)
+			continue;
+		if (vaddr < sh.sh_addr || vaddr - sh.sh_addr >= sh.sh_size ||
+		    len > sh.sh_size - (vaddr - sh.sh_addr))
+			continue;
+		/* Raw bytes, as the loader maps them: no byte-order or type
+		 * translation. libelf checks that they lie inside the file. */
+		d = elf_rawdata(scn, NULL);
+		if (!d || !d->d_buf)
+			return -ENOENT;
+		off = vaddr - sh.sh_addr;
+		if (off >= d->d_size || len > d->d_size - off)
+			return -ENOENT;
+		memcpy(buf, (const char *)d->d_buf + off, len);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+uint64_t elf_file_base_vaddr(struct elf_file *ef)
+{
+	uint64_t base = UINT64_MAX;
+	size_t n;
+
+	if (elf_getphdrnum(ef->elf, &n) != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		uint64_t v;
+
+		if (!gelf_getphdr(ef->elf, i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		v = ph.p_vaddr;
+		/* A p_align that is not a power of two is corrupt; ignore it
+		 * rather than produce a nonsense mask. */
+		if (ph.p_align > 1 && !(ph.p_align & (ph.p_align - 1)))
+			v &= ~(ph.p_align - 1);
+		if (v < base)
+			base = v;
+	}
+	return base == UINT64_MAX ? 0 : base;
+}
+
+/* --- symbols -------------------------------------------------------------- */
+
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct sym *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	if (c)
+		return c;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Appends the defined, named symbols of one SYMTAB/DYNSYM section. *cap and
+ * the array grow together; idx numbers entries across tables. */
+static int add_syms(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *sh, bool is_dynsym,
+		    size_t *cap)
+{
+	size_t entsz = gelf_fsize(ef->elf, ELF_T_SYM, 1, EV_CURRENT), n;
+	Elf_Data *d = elf_getdata(scn, NULL);
+
+	if (!d || !entsz)
+		return 0; /* unreadable table: as if absent */
+	n = d->d_size / entsz;
+	for (size_t i = 0; i < n; i++) {
+		const char *name;
+		struct sym *s;
+		GElf_Sym gs;
+		int type;
+
+		if (!gelf_getsym(d, i, &gs) || gs.st_shndx == SHN_UNDEF || gs.st_name == 0)
+			continue;
+		type = GELF_ST_TYPE(gs.st_info);
+		if (type == STT_FILE || type == STT_SECTION)
+			continue;
+		name = elf_strptr(ef->elf, sh->sh_link, gs.st_name);
+		if (!name || !*name)
+			continue;
+		if (ef->nsyms == *cap) {
+			size_t ncap = *cap ? *cap * 2 : 1024;
+			struct sym *nv = realloc(ef->syms, ncap * sizeof(*nv));
+
+			if (!nv)
+				return -ENOMEM;
+			ef->syms = nv;
+			*cap = ncap;
+		}
+		s = &ef->syms[ef->nsyms];
+		s->name = name;
+		s->value = gs.st_value;
+		s->size = gs.st_size;
+		s->rank = is_dynsym ? 0 : GELF_ST_BIND(gs.st_info) == STB_LOCAL ? 2 : 1;
+		s->idx = ef->nsyms;
+		ef->nsyms++;
+	}
+	return 0;
+}
+
+static int build_syms(struct elf_file *ef)
+{
+	Elf_Scn *scn = NULL;
+	size_t cap = 0, j;
+	GElf_Shdr sh;
+	int err;
+
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		err = add_syms(ef, scn, &sh, sh.sh_type == SHT_DYNSYM, &cap);
+		if (err) {
+			free(ef->syms);
+			ef->syms = NULL;
+			ef->nsyms = 0;
+			return err;
+		}
+	}
+	if (ef->nsyms) {
+		qsort(ef->syms, ef->nsyms, sizeof(*ef->syms), sym_cmp);
+		/* Keep only the preferred entry of each name. */
+		for (size_t i = j = 1; i < ef->nsyms; i++)
+			if (strcmp(ef->syms[i].name, ef->syms[j - 1].name))
+				ef->syms[j++] = ef->syms[i];
+		ef->nsyms = j;
+	}
+	ef->syms_built = true;
+	return 0;
+}
+
+int elf_file_symbol(struct elf_file *ef, const char *name, uint64_t *value, uint64_t *size)
+{
+	size_t lo = 0, hi;
+	int err;
+
+	if (!ef->syms_built) {
+		err = build_syms(ef);
+		if (err)
+			return err;
+	}
+	hi = ef->nsyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(ef->syms[mid].name, name);
+
+		if (c == 0) {
+			*value = ef->syms[mid].value;
+			if (size)
+				*size = ef->syms[mid].size;
+			return 0;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -ENOENT;
+}
+
+/* --- dynamic section ------------------------------------------------------ */
+
+/* Calls fn for each string-valued entry with this tag in the dynamic section
+ * until fn returns true; returns that string or NULL. Reads the section
+ * header table only: files stripped of section headers answer NULL. */
+static const char *dyn_find(struct elf_file *ef, GElf_Sxword tag,
+			    bool (*fn)(const char *s, const void *ctx), const void *ctx)
+{
+	size_t entsz = gelf_fsize(ef->elf, ELF_T_DYN, 1, EV_CURRENT);
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	if (!entsz)
+		return NULL;
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		Elf_Data *d;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d)
+			return NULL;
+		n = d->d_size / entsz;
+		for (size_t i = 0; i < n; i++) {
+			const char *s;
+			GElf_Dyn dyn;
+
+			if (!gelf_getdyn(d, i, &dyn) || dyn.d_tag == DT_NULL)
+				break;
+			if (dyn.d_tag != tag)
+				continue;
+			s = elf_strptr(ef->elf, sh.sh_link, dyn.d_un.d_val);
+			if (s && fn(s, ctx))
+				return s;
+		}
+		return NULL; /* there is only one dynamic section */
+	}
+	return NULL;
+}
+
+static bool any_string(const char *s, const void *ctx)
+{
+	(void)s;
+	(void)ctx;
+	return true;
+}
+
+static bool has_prefix(const char *s, const void *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+const char *elf_file_soname(struct elf_file *ef)
+{
+	return dyn_find(ef, DT_SONAME, any_string, NULL);
+}
+
+int elf_file_needs(struct elf_file *ef, const char *prefix, const char **name)
+{
+	const char *s = dyn_find(ef, DT_NEEDED, has_prefix, prefix);
+
+	if (!s)
+		return 0;
+	if (name)
+		*name = s;
+	return 1;
+}
+
+/* --- notes ---------------------------------------------------------------- */
+
+/* Looks for the GNU build-id in one block of notes. Returns 0, -ENOENT when
+ * it is not there, or -ENOSPC when buf is too small. */
+static int build_id_in(Elf_Data *d, char *buf, size_t bufsz)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t off = 0, next, name_off, desc_off;
+	GElf_Nhdr nh;
+
+	if (!d || !d->d_buf)
+		return -ENOENT;
+	/* gelf_getnote() returns 0 for a note that runs past the data. */
+	while (off < d->d_size && (next = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+		const unsigned char *desc = (const unsigned char *)d->d_buf + desc_off;
+
+		off = next;
+		if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+		    memcmp((const char *)d->d_buf + name_off, "GNU", 4))
+			continue;
+		if (nh.n_descsz == 0 || nh.n_descsz > BUILD_ID_MAX)
+			continue;
+		if (bufsz < 2 * (size_t)nh.n_descsz + 1)
+			return -ENOSPC;
+		for (size_t i = 0; i < nh.n_descsz; i++) {
+			buf[2 * i] = hex[desc[i] >> 4];
+			buf[2 * i + 1] = hex[desc[i] & 15];
+		}
+		buf[2 * nh.n_descsz] = '\0';
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int elf_file_build_id(struct elf_file *ef, char *buf, size_t bufsz)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	size_t n;
+	int err;
+
+	/* Segments first: they are what the loader uses and survive
+	 * section-header stripping. */
+	if (elf_getphdrnum(ef->elf, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			GElf_Phdr ph;
+			Elf_Data *d;
+
+			if (!gelf_getphdr(ef->elf, i, &ph) || ph.p_type != PT_NOTE)
+				continue;
+			/* Notes in 8-aligned segments use 8-byte padding. The
+			 * chunk is checked against the file size by libelf. */
+			d = elf_getdata_rawchunk(ef->elf, ph.p_offset, ph.p_filesz,
+						 ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR);
+			err = build_id_in(d, buf, bufsz);
+			if (err != -ENOENT)
+				return err;
+		}
+	}
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		/* elf_getdata() picks the note type from sh_addralign. */
+		err = build_id_in(elf_getdata(scn, NULL), buf, bufsz);
+		if (err != -ENOENT)
+			return err;
+	}
+	return -ENOENT;
+}
+
+/* --- strings -------------------------------------------------------------- */
+
+int elf_file_rodata_strings(struct elf_file *ef, int (*fn)(const char *s, size_t len, void *ctx),
+			    void *ctx)
+{
+	const char *p, *end, *z;
+	Elf_Data *d;
+	GElf_Shdr sh;
+	Elf_Scn *scn;
+
+	scn = find_scn(ef, ".rodata", &sh);
+	if (!scn || sh.sh_type == SHT_NOBITS)
+		return -ENOENT;
+	d = elf_rawdata(scn, NULL);
+	if (!d || !d->d_buf)
+		return -ENOENT;
+	p = d->d_buf;
+	end = p + d->d_size;
+	/* An unterminated tail is not a string: never hand fn bytes past the
+	 * section. */
+	for (; p < end && (z = memchr(p, '\0', end - p)); p = z + 1) {
+		int r;
+
+		if (z == p)
+			continue;
+		r = fn(p, z - p, ctx);
+		if (r)
+			return r;
+	}
+	return 0;
+}

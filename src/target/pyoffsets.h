@@ -1,0 +1,81 @@
+/* pyoffsets.h - CPython struct layouts: the generated table and the
+ * _Py_DebugOffsets reader fill the same struct.
+ *
+ * Every offset is in bytes from the start of the named struct, or -1 where the
+ * version has no such field. No number here is typed by hand: the table in
+ * pyoffsets_table.c is written by tools/gen_offsets.py from the DWARF of real
+ * builds, and 3.13+ layouts come from _Py_DebugOffsets in the target.
+ */
+#ifndef TAIPAN_PYOFFSETS_H
+#define TAIPAN_PYOFFSETS_H
+
+#include <stdint.h>
+
+/* The fields of struct py_layout, in order: one list that the struct, the
+ * capture files (src/target/capture.c) and tools/gen_offsets.py read. */
+#define PY_LAYOUT_FIELDS(X)                                                                        \
+	/* _PyRuntimeState (3.7+) */                                                               \
+	X(rt_interp_head)    /* interpreters.head */                                               \
+	X(rt_tstate_current) /* gilstate.tstate_current (3.7-3.11) */                              \
+	X(rt_autotss_key)    /* gilstate.autoTSSkey (3.7-3.11) / autoTSSkey (3.12+) */             \
+	/* PyInterpreterState */                                                                   \
+	X(interp_next)                                                                             \
+	X(interp_tstate_head) /* tstate_head (<= 3.10) / threads.head (3.11+) */                   \
+	/* PyThreadState */                                                                        \
+	X(ts_next)                                                                                 \
+	X(ts_interp)                                                                               \
+	X(ts_frame)		/* frame (<= 3.10) */                                              \
+	X(ts_cframe)		/* cframe (3.11, 3.12) */                                          \
+	X(cframe_current_frame) /* _PyCFrame.current_frame (3.11, 3.12) */                         \
+	X(ts_current_frame)	/* current_frame (3.13+) */                                        \
+	X(ts_thread_id)                                                                            \
+	X(ts_native_thread_id) /* 3.11+ */                                                         \
+	/* PyFrameObject (<= 3.10) or _PyInterpreterFrame (3.11+) */                               \
+	X(frame_back)	    /* f_back / previous */                                                \
+	X(frame_code)	    /* f_code / f_executable */                                            \
+	X(frame_lasti)	    /* f_lasti / prev_instr / instr_ptr */                                 \
+	X(frame_owner)	    /* owner (3.11+) */                                                    \
+	X(frame_is_entry)   /* is_entry (3.11) */                                                  \
+	X(frame_localsplus) /* f_localsplus (<= 3.10) / localsplus */                              \
+	/* PyCodeObject */                                                                         \
+	X(code_argcount)                                                                           \
+	X(code_varnames) /* co_varnames (<= 3.10) / co_localsplusnames (3.11+) */                  \
+	X(code_filename)                                                                           \
+	X(code_name)                                                                               \
+	X(code_qualname) /* 3.11+ */                                                               \
+	X(code_firstlineno)                                                                        \
+	X(code_linetable) /* co_lnotab (<= 3.9) / co_linetable (3.10+) */                          \
+	X(code_adaptive)  /* co_code_adaptive (3.11+) */                                           \
+	/* objects */                                                                              \
+	X(obj_type)		/* PyObject.ob_type */                                             \
+	X(type_name)		/* PyTypeObject.tp_name (char *) */                                \
+	X(type_flags)		/* PyTypeObject.tp_flags */                                        \
+	X(tuple_item)		/* PyTupleObject.ob_item */                                        \
+	X(var_size)		/* PyVarObject.ob_size */                                          \
+	X(bytes_sval)		/* PyBytesObject.ob_sval (3.x) / PyStringObject.ob_sval (2.7) */   \
+	X(unicode_length)	/* PyASCIIObject.length (3.x) */                                   \
+	X(unicode_state)	/* PyASCIIObject.state (3.x) */                                    \
+	X(unicode_ascii_size)	/* sizeof(PyASCIIObject) (3.x) */                                  \
+	X(unicode_compact_size) /* sizeof(PyCompactUnicodeObject) (3.x) */
+
+struct py_layout {
+#define PY_LAYOUT_FIELD(name) int32_t name;
+	PY_LAYOUT_FIELDS(PY_LAYOUT_FIELD)
+#undef PY_LAYOUT_FIELD
+};
+
+/* One row of the generated table. */
+struct py_layout_entry {
+	uint32_t hexversion; /* PY_VERSION_HEX of the build the row was read from */
+	const char *source;  /* where the numbers came from */
+	struct py_layout layout;
+};
+
+extern const struct py_layout_entry py_layout_table[];
+extern const unsigned int py_layout_table_len;
+
+/* The row for major.minor, or NULL: a version with no row is refused, it never
+ * falls through to a neighbouring row. */
+const struct py_layout_entry *py_layout_find(unsigned int major, unsigned int minor);
+
+#endif /* TAIPAN_PYOFFSETS_H */

@@ -1,0 +1,76 @@
+/* pyproc.h - is this process Python, which version, and where is its state?
+ *
+ * Everything is learnt from /proc/PID/maps, the mapped ELF files (through
+ * /proc/PID/map_files or /proc/PID/root) and the target's memory. The target
+ * is never executed, stopped or written to.
+ */
+#ifndef TAIPAN_PYPROC_H
+#define TAIPAN_PYPROC_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "target/linetable.h"
+#include "target/memread.h"
+#include "target/pyoffsets.h"
+#include "taipan_abi.h"
+
+struct pyproc {
+	pid_t pid;
+	uint32_t ns_pid; /* pid in the process's own namespace, 0 when the same */
+	char comm[TP_COMM_LEN];
+	uint32_t hexversion; /* PY_VERSION_HEX; micro and release may be 0 when unknown */
+	unsigned int major, minor;
+	char version[24];	    /* "3.11.7", or "3.8" when only the minor is known */
+	const char *version_source; /* which source answered: for logs */
+	const char *layout_source;  /* where the offsets came from */
+	char binary[PATH_MAX];	    /* the ELF holding the interpreter, as the process sees it */
+	uint64_t bias;		    /* load bias of that ELF */
+	uint64_t runtime_addr;	    /* &_PyRuntime in the target, 0 before 3.7 */
+	uint64_t code_type_addr;    /* &PyCode_Type in the target, 0 if unknown */
+	struct py_layout layout;
+	enum py_linetable_kind linetable;
+	bool lasti_in_units; /* f_lasti counts code units (3.10), not bytes */
+	struct tp_proc tp;   /* what BPF gets */
+	/* Where its memory is read: NULL for the live process (pid), else a
+	 * captured image's reader (src/target/capture.h). */
+	mem_reader read;
+	void *read_ctx;
+};
+
+/* Reads len bytes of pp's memory at addr, with mem_read()'s contract. */
+int pyproc_read(const struct pyproc *pp, uint64_t addr, void *buf, size_t len);
+
+/* Reads a NUL-terminated string of pp's, as mem_read_cstr(). */
+int pyproc_read_cstr(const struct pyproc *pp, uint64_t addr, char *buf, size_t max);
+
+/* Classifies pid. Returns:
+ *   0        a supported Python process; *out is filled
+ *  -ENOEXEC  not a Python process (nothing that looks like CPython is mapped)
+ *  -ENOTSUP  Python, but a version or build taipan cannot read (err says which)
+ *  -ESRCH    the process is gone
+ *  other negative errno on other failures.
+ * err always gets a one-line message naming the pid and what to do. */
+int pyproc_inspect(pid_t pid, struct pyproc *out, char *err, size_t errlen);
+
+/* Facts read from interpreter files, shared by every process that maps the
+ * same file (device, inode, size, mtime): a new process of a known
+ * interpreter is classified without parsing ELF again, and so is a process
+ * of a known non-Python program. Bounded. */
+struct pyproc_cache;
+struct pyproc_cache *pyproc_cache_new(void);
+void pyproc_cache_free(struct pyproc_cache *c);
+
+/* pyproc_inspect() with a cache (c may be NULL). */
+int pyproc_inspect_cached(struct pyproc_cache *c, pid_t pid, struct pyproc *out, char *err,
+			  size_t errlen);
+
+/* Derives what depends on the version from pp->major, pp->minor and
+ * pp->layout: the BPF offsets and flags in pp->tp, the line-table kind and
+ * the unit of f_lasti (what pyproc_inspect() does once it knows them).
+ * Returns 0, or -ENOTSUP with err filled. */
+int pyproc_derive(struct pyproc *pp, char *err, size_t errlen);
+
+#endif /* TAIPAN_PYPROC_H */
