@@ -7,7 +7,8 @@ libpython, which evaluates the expressions from debug info alone and never runs
 the interpreter. It writes three files:
 
   layouts     src/target/gen/pyoffsets_table.c: one struct py_layout row per minor version
-              that has no _Py_DebugOffsets (2.7, 3.6-3.12).
+              that has no _Py_DebugOffsets (2.7, 3.6-3.12), and the capability
+              flags of every version (CAPS), checked against each build's DWARF.
   debug       src/target/gen/debugoffsets_table.c: for 3.13+, the position of every
               _Py_DebugOffsets member listed in src/target/debugoffsets.h, per minor.
   dwarf-test  tests/unit/pyoffsets_dwarf_gen.h: the struct py_layout of each
@@ -130,6 +131,67 @@ RULES = {
     "unicode_ascii_size": [((3, 3), None, "PyASCIIObject", SIZEOF)],
     "unicode_compact_size": [((3, 3), None, "PyCompactUnicodeObject", SIZEOF)],
 }
+
+
+# What changed between versions that the offsets alone do not say: the walker's
+# flags (TP_LF_* in src/taipan_abi.h), the line-table format and the unit of
+# the frame position. A row applies from its version up to the next row, and
+# to every later minor of the same major (a new 3.x is read through its
+# _Py_DebugOffsets with the newest row). Each row is checked against the
+# DWARF of every build it covers (check_caps), so a flag cannot drift from
+# the layout it describes.
+CAPS = [
+    # PyFrameObject chain; co_lnotab with unsigned line increments.
+    ((2, 7), ["TP_LF_SELF_CLASS"], "PY_LT_LNOTAB_U8", False),
+    # co_lnotab line increments become signed (What's New in 3.6).
+    ((3, 6), ["TP_LF_SELF_CLASS"], "PY_LT_LNOTAB", False),
+    # PEP 626 replaces co_lnotab by co_linetable, and f_lasti counts code
+    # units instead of bytes (bpo-27129).
+    ((3, 10), ["TP_LF_SELF_CLASS"], "PY_LT_LINETABLE", True),
+    # Frames become _PyInterpreterFrame, reached through tstate->cframe; the
+    # position is the prev_instr pointer; PEP 657's location table;
+    # co_qualname exists, so no class lookup (bpo-44590, bpo-44530).
+    ((3, 11), ["TP_LF_INTERP_FRAME", "TP_LF_CFRAME", "TP_LF_LASTI_PTR", "TP_LF_IS_ENTRY"],
+     "PY_LT_LOCATIONS", False),
+    # is_entry is gone; the eval loop pushes shim frames owned by the C
+    # stack, owner 3 (gh-96421).
+    ((3, 12), ["TP_LF_INTERP_FRAME", "TP_LF_CFRAME", "TP_LF_LASTI_PTR", "TP_LF_OWNER"],
+     "PY_LT_LOCATIONS", False),
+    # _PyCFrame is gone: tstate->current_frame (gh-108035); instr_ptr.
+    ((3, 13), ["TP_LF_INTERP_FRAME", "TP_LF_LASTI_PTR", "TP_LF_OWNER"], "PY_LT_LOCATIONS", False),
+    # f_executable is a tagged _PyStackRef (gh-117139).
+    ((3, 14), ["TP_LF_INTERP_FRAME", "TP_LF_LASTI_PTR", "TP_LF_OWNER", "TP_LF_STACKREF"],
+     "PY_LT_LOCATIONS", False),
+]
+
+
+def caps_for(version):
+    """The CAPS row that covers version, or None."""
+    rows = [c for c in CAPS if c[0] <= version and c[0][0] == version[0]]
+    return rows[-1] if rows else None
+
+
+def check_caps(b, layout):
+    """Each flag that the layout can show must agree with it."""
+    row = caps_for(b.version)
+    if row is None:
+        raise GenError(f"{b.name}: no CAPS row covers {b.version}")
+    flags, lt = set(row[1]), row[2]
+    facts = [
+        ("TP_LF_CFRAME", layout["ts_cframe"] >= 0, "tstate->cframe"),
+        ("TP_LF_IS_ENTRY", layout["frame_is_entry"] >= 0, "is_entry"),
+        ("TP_LF_INTERP_FRAME", layout["ts_frame"] < 0, "no tstate->frame"),
+        ("TP_LF_SELF_CLASS", layout["code_qualname"] < 0, "no co_qualname"),
+        ("TP_LF_LASTI_PTR", layout["code_adaptive"] >= 0, "co_code_adaptive"),
+    ]
+    for flag, fact, what in facts:
+        if (flag in flags) != fact:
+            raise GenError(f"{b.name}: CAPS row {row[0]} says {flag} is "
+                           f"{'set' if flag in flags else 'clear'}, but the DWARF "
+                           f"{'shows' if fact else 'lacks'} {what}")
+    if (lt in ("PY_LT_LNOTAB_U8", "PY_LT_LNOTAB")) != (b.version < (3, 10)):
+        raise GenError(f"{b.name}: CAPS row {row[0]} says {lt}, RULES read co_"
+                       f"{'lnotab' if b.version < (3, 10) else 'linetable'}")
 
 
 class GenError(Exception):
@@ -442,13 +504,25 @@ def gen_layouts(bs, out_path):
     rows = [b for b in bs if b.version < DEBUG_OFFSETS_SINCE]
     if not rows:
         raise GenError("no interpreter older than 3.13 found")
-    out = [header("CPython struct layouts for versions without _Py_DebugOffsets.", out_path),
-           '#include "target/pyoffsets.h"', "",
+    out = [header("CPython struct layouts for versions without _Py_DebugOffsets, and\n"
+                  " * what each version's walk needs beyond its offsets.", out_path),
+           '#include "taipan_abi.h"', '#include "target/pyoffsets.h"', "",
            "const struct py_layout_entry py_layout_table[] = {"]
-    for b in rows:
-        out += layout_block(b, fields, read_layout(b, fields), 1)
+    for b in bs:
+        layout = read_layout(b, fields)
+        check_caps(b, layout)
+        if b.version < DEBUG_OFFSETS_SINCE:
+            out += layout_block(b, fields, layout, 1)
     out += ["};", "",
             "const unsigned int py_layout_table_len = sizeof(py_layout_table) / sizeof(py_layout_table[0]);",
+            "", "/* From tools/gen_offsets.py's CAPS: each row applies from its version on. */",
+            "const struct py_caps py_caps_table[] = {"]
+    for (major, minor), flags, lt, units in CAPS:
+        out += ["\t{", f"\t\t.major = {major},", f"\t\t.minor = {minor},",
+                f"\t\t.lflags = {' | '.join(flags)},", f"\t\t.linetable = {lt},",
+                f"\t\t.lasti_in_units = {'true' if units else 'false'},", "\t},"]
+    out += ["};", "",
+            "const unsigned int py_caps_table_len = sizeof(py_caps_table) / sizeof(py_caps_table[0]);",
             "", "/* clang-format on */", ""]
     return "\n".join(out)
 

@@ -9,7 +9,10 @@
 #ifndef TAIPAN_PYOFFSETS_H
 #define TAIPAN_PYOFFSETS_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "target/linetable.h"
 
 /* The fields of struct py_layout, in order: one list that the struct, the
  * capture files (src/target/capture.c) and tools/gen_offsets.py read. */
@@ -73,6 +76,25 @@ struct py_layout_entry {
 
 extern const struct py_layout_entry py_layout_table[];
 extern const unsigned int py_layout_table_len;
+
+/* What a version's walk needs beyond its offsets: the walker's TP_LF_* flags,
+ * the line-table format, and whether the frame position counts code units.
+ * Generated with the layouts, from tools/gen_offsets.py's CAPS, which checks
+ * each row against the DWARF of the builds it covers. A row applies from its
+ * version up to the next row of the same major. */
+struct py_caps {
+	unsigned int major, minor;
+	uint32_t lflags;
+	enum py_linetable_kind linetable;
+	bool lasti_in_units;
+};
+
+extern const struct py_caps py_caps_table[];
+extern const unsigned int py_caps_table_len;
+
+/* The capabilities of major.minor: the newest row at or below it of the same
+ * major, or NULL for a version older than every row (2.6, 3.5). */
+const struct py_caps *py_caps_find(unsigned int major, unsigned int minor);
 
 /* The row for major.minor, or NULL: a version with no row is refused, it never
  * falls through to a neighbouring row. */

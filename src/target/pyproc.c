@@ -18,54 +18,6 @@
 #include "target/pyproc.h"
 #include "util/strutil.h"
 
-/* What changed between versions that the layout table cannot show, as data.
- * A row applies from its version up to the next row. */
-static const struct py_caps {
-	unsigned int major, minor;
-	uint32_t lflags;
-	enum py_linetable_kind linetable;
-	bool lasti_in_units;
-} py_caps[] = {
-    /* 2.7: PyFrameObject chain; co_lnotab with unsigned line increments. */
-    {2, 7, TP_LF_SELF_CLASS, PY_LT_LNOTAB_U8, false},
-    /* 3.6: co_lnotab line increments become signed (What's New in 3.6). */
-    {3, 6, TP_LF_SELF_CLASS, PY_LT_LNOTAB, false},
-    /* 3.10: PEP 626 replaces co_lnotab by co_linetable, and f_lasti
-     * counts code units instead of bytes. */
-    {3, 10, TP_LF_SELF_CLASS, PY_LT_LINETABLE, true},
-    /* 3.11: frames become _PyInterpreterFrame, reached through
-     * tstate->cframe; the position is the prev_instr pointer; PEP 657's
-     * location table; co_qualname exists, so no class lookup. */
-    {3, 11, TP_LF_INTERP_FRAME | TP_LF_CFRAME | TP_LF_LASTI_PTR | TP_LF_IS_ENTRY, PY_LT_LOCATIONS,
-     false},
-    /* 3.12: is_entry is gone; the eval loop pushes shim frames owned by the
-     * C stack (owner 3). */
-    {3, 12, TP_LF_INTERP_FRAME | TP_LF_CFRAME | TP_LF_LASTI_PTR | TP_LF_OWNER, PY_LT_LOCATIONS,
-     false},
-    /* 3.13: _PyCFrame is gone: tstate->current_frame; instr_ptr. */
-    {3, 13, TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER, PY_LT_LOCATIONS, false},
-    /* 3.14: f_executable is a tagged _PyStackRef. */
-    {3, 14, TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER | TP_LF_STACKREF, PY_LT_LOCATIONS,
-     false},
-};
-
-static const struct py_caps *caps_for(unsigned int major, unsigned int minor)
-{
-	const struct py_caps *best = NULL;
-	if (major == 2 && minor != 7)
-		return NULL;
-	if (major == 3 && minor < 6)
-		return NULL;
-	for (size_t i = 0; i < sizeof(py_caps) / sizeof(py_caps[0]); i++) {
-		const struct py_caps *c = &py_caps[i];
-		if (c->major < major || (c->major == major && c->minor <= minor))
-			best = c;
-	}
-	if (best && best->major != major)
-		return NULL;
-	return best;
-}
-
 /* major.minor from a name like libpython3.11.so.1.0, python3.9, libpython3.6m.so. */
 static bool version_from_name(const char *name, unsigned int *major, unsigned int *minor)
 {
@@ -544,7 +496,7 @@ int pyproc_read_cstr(const struct pyproc *pp, uint64_t addr, char *buf, size_t m
 
 int pyproc_derive(struct pyproc *pp, char *err, size_t errlen)
 {
-	const struct py_caps *caps = caps_for(pp->major, pp->minor);
+	const struct py_caps *caps = py_caps_find(pp->major, pp->minor);
 	if (!caps) {
 		snprintf(err, errlen, "Python %u.%u is not supported", pp->major, pp->minor);
 		return -ENOTSUP;
@@ -627,7 +579,7 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 	else
 		snprintf(pp->version, sizeof(pp->version), "%u.%u", pp->major, pp->minor);
 
-	const struct py_caps *caps = caps_for(pp->major, pp->minor);
+	const struct py_caps *caps = py_caps_find(pp->major, pp->minor);
 	if (!caps) {
 		snprintf(
 		    err, errlen,

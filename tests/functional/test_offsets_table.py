@@ -80,3 +80,33 @@ def test_check_catches_an_edit(tmp_path):
     p = run_check("layouts", str(copy))
     assert p.returncode == 1, p.stdout + p.stderr
     assert "ts_thread_id" in p.stdout
+
+
+def test_caps_rows_checked_against_dwarf():
+    """A capability flag that contradicts a build's DWARF stops the generator:
+    dropping TP_LF_CFRAME from 3.12's row, whose thread state has a cframe, or
+    claiming co_qualname's absence (TP_LF_SELF_CLASS) for 3.11."""
+    path = os.path.join(ROOT, KINDS["layouts"])
+    require_inputs(path)
+    sys.path.insert(0, os.path.dirname(GEN))
+    try:
+        import gen_offsets as g
+    finally:
+        sys.path.pop(0)
+    bs = {b.version: b for b in g.builds(PYENV)}
+    fields = g.layout_fields()
+    for version, flag, drop in (((3, 12), "TP_LF_CFRAME", True), ((3, 11), "TP_LF_SELF_CLASS", False)):
+        if version not in bs:
+            skip_or_fail("no pyenv %d.%d" % version)
+        layout = g.read_layout(bs[version], fields)
+        g.check_caps(bs[version], layout)  # the committed rows agree
+        saved = list(g.CAPS)
+        try:
+            i = [c[0] for c in g.CAPS].index(version)
+            row = g.CAPS[i]
+            flags = [f for f in row[1] if f != flag] if drop else row[1] + [flag]
+            g.CAPS[i] = (row[0], flags) + tuple(row[2:])
+            with pytest.raises(g.GenError, match=flag):
+                g.check_caps(bs[version], layout)
+        finally:
+            g.CAPS[:] = saved

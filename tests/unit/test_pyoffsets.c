@@ -20,6 +20,7 @@
 #include <cmocka.h>
 #include <gelf.h>
 
+#include "taipan_abi.h"
 #include "target/debugoffsets.h"
 #include "target/pyoffsets.h"
 #include "pyoffsets_dwarf_gen.h"
@@ -230,6 +231,44 @@ static void test_find(void **state)
 	assert_null(py_layout_find(3, 8 + 256));
 	assert_non_null(py_layout_find(3, 8));
 	assert_non_null(py_layout_find(3, 12));
+}
+
+/* The generated capability rows: ordered, and found for every version the
+ * matrix runs, with a newer minor taking the newest row of its major. */
+static void test_caps_find(void **state)
+{
+	(void)state;
+	assert_true(py_caps_table_len >= 2);
+	for (unsigned int i = 1; i < py_caps_table_len; i++) {
+		const struct py_caps *a = &py_caps_table[i - 1], *b = &py_caps_table[i];
+		assert_true(a->major < b->major || (a->major == b->major && a->minor < b->minor));
+	}
+	for (unsigned int i = 0; i < py_caps_table_len; i++) {
+		const struct py_caps *c = &py_caps_table[i];
+		assert_ptr_equal(py_caps_find(c->major, c->minor), c);
+	}
+	/* Every layout row has capabilities, and they agree with what the row
+	 * can show: a frame chain through tstate->cframe only with its flag. */
+	for (unsigned int i = 0; i < py_layout_table_len; i++) {
+		const struct py_layout_entry *e = &py_layout_table[i];
+		const struct py_caps *c =
+		    py_caps_find(ver_major(e->hexversion), ver_minor(e->hexversion));
+		assert_non_null(c);
+		assert_int_equal(!!(c->lflags & TP_LF_CFRAME), e->layout.ts_cframe >= 0);
+		assert_int_equal(!!(c->lflags & TP_LF_SELF_CLASS), e->layout.code_qualname < 0);
+	}
+	assert_null(py_caps_find(2, 6));
+	assert_null(py_caps_find(2, 8));
+	assert_null(py_caps_find(3, 5));
+	assert_null(py_caps_find(1, 0));
+	assert_int_equal(py_caps_find(3, 9)->linetable, PY_LT_LNOTAB);
+	assert_true(py_caps_find(3, 10)->lasti_in_units);
+	/* A minor newer than every row is read with the newest row of 3.x: its
+	 * offsets come from _Py_DebugOffsets, its flags from the newest known
+	 * version. */
+	assert_ptr_equal(py_caps_find(3, 99), &py_caps_table[py_caps_table_len - 1]);
+	assert_true(py_caps_find(3, 15)->lflags & TP_LF_STACKREF);
+	assert_false(py_caps_find(3, 13)->lflags & TP_LF_STACKREF);
 }
 
 /* --- the _Py_DebugOffsets member table -------------------------------------- */
@@ -610,17 +649,12 @@ static void test_real_debug_offsets(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_table_rows),
-	    cmocka_unit_test(test_find),
-	    cmocka_unit_test(test_debug_rows),
-	    cmocka_unit_test(test_synthetic_ok),
-	    cmocka_unit_test(test_synthetic_newer_minor),
-	    cmocka_unit_test(test_bad_cookie),
-	    cmocka_unit_test(test_truncated),
-	    cmocka_unit_test(test_offset_beyond_size),
-	    cmocka_unit_test(test_implausible_size),
-	    cmocka_unit_test(test_free_threaded),
-	    cmocka_unit_test(test_bad_version),
+	    cmocka_unit_test(test_table_rows),	       cmocka_unit_test(test_find),
+	    cmocka_unit_test(test_caps_find),	       cmocka_unit_test(test_debug_rows),
+	    cmocka_unit_test(test_synthetic_ok),       cmocka_unit_test(test_synthetic_newer_minor),
+	    cmocka_unit_test(test_bad_cookie),	       cmocka_unit_test(test_truncated),
+	    cmocka_unit_test(test_offset_beyond_size), cmocka_unit_test(test_implausible_size),
+	    cmocka_unit_test(test_free_threaded),      cmocka_unit_test(test_bad_version),
 	    cmocka_unit_test(test_real_debug_offsets),
 	};
 
