@@ -222,7 +222,8 @@ format:
 	clang-format -i src/*.h src/*/*.c src/*/*.h src/*/gen/*.c tools/*.c tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
 
 MANDIR ?= $(PREFIX)/share/man
-# What install puts in place, and so exactly what uninstall removes.
+# What install puts in place, and so exactly what uninstall removes. The
+# unit's ExecStart names the binary under PREFIX, whatever PREFIX is.
 INSTALLED_BIN = $(DESTDIR)$(PREFIX)/bin/taipan
 INSTALLED_MAN = $(DESTDIR)$(MANDIR)/man1/taipan.1
 INSTALLED_UNIT = $(DESTDIR)$(PREFIX)/lib/systemd/system/taipan-agent.service
@@ -230,7 +231,9 @@ INSTALLED_UNIT = $(DESTDIR)$(PREFIX)/lib/systemd/system/taipan-agent.service
 install: $(BUILD)/taipan
 	install -D -m 0755 $(BUILD)/taipan $(INSTALLED_BIN)
 	install -D -m 0644 doc/taipan.1 $(INSTALLED_MAN)
-	install -D -m 0644 dist/taipan-agent.service $(INSTALLED_UNIT)
+	@mkdir -p $(dir $(INSTALLED_UNIT))
+	sed 's|/usr/local/bin/taipan|$(PREFIX)/bin/taipan|g' dist/taipan-agent.service > $(INSTALLED_UNIT).tmp
+	chmod 0644 $(INSTALLED_UNIT).tmp && mv $(INSTALLED_UNIT).tmp $(INSTALLED_UNIT)
 
 # The files only: the directories may hold other things.
 uninstall:

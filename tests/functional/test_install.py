@@ -43,6 +43,12 @@ def test_install_prefix_and_destdir(taipan, tmp_path):
     make_install(taipan, PREFIX="/usr", DESTDIR=str(stage))
     check_tree(str(stage), "/usr", taipan)
     assert sorted(os.listdir(stage)) == ["usr"]
+    # The unit starts the binary that was installed, not /usr/local's.
+    with open(stage / "usr" / "lib" / "systemd" / "system" / "taipan-agent.service") as f:
+        unit = f.read()
+    execs = [l for l in unit.splitlines() if l.startswith("ExecStart=")]
+    assert execs and all(l.startswith("ExecStart=/usr/bin/taipan ") for l in execs), execs
+    assert "/usr/local" not in unit, unit
 
     # The page renders without warnings, and covers every command.
     man = shutil.which("man")
