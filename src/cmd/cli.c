@@ -1,8 +1,11 @@
 /* cli.c - option parsing, clocks and signals shared by the subcommands. */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cmd/cli.h"
@@ -59,4 +62,33 @@ void cli_on_stop_signals(void (*handler)(int), bool hup)
 	sigaction(SIGTERM, &sa, NULL);
 	if (hup)
 		sigaction(SIGHUP, &sa, NULL);
+}
+
+int cli_getopt(const char *cmd, int argc, char **argv, const char *optstring,
+	       const struct option *longopts)
+{
+	/* A ':' right after any '+' or '-' makes a missing value ':' rather
+	 * than '?', so that the two errors can be told apart. */
+	char spec[64];
+	size_t lead = strspn(optstring, "+-");
+	if (snprintf(spec, sizeof(spec), "%.*s:%s", (int)lead, optstring, optstring + lead) >=
+	    (int)sizeof(spec))
+		return -1;
+	opterr = 0;
+	int c = getopt_long(argc, argv, spec, longopts, NULL);
+	if (c != '?' && c != ':')
+		return c;
+	/* A long option is named as written, up to any '='; a short one by
+	 * optopt, since it may sit in a cluster like -qx. */
+	char what[64] = {'-', (char)optopt, 0};
+	const char *word = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+	if (!strncmp(word, "--", 2) || !optopt)
+		snprintf(what, sizeof(what), "%.*s", (int)strcspn(word, "="), word);
+	if (c == '?' && optopt && !strncmp(word, "--", 2) && strchr(word, '='))
+		log_error("%s: option '%s' takes no value; try 'taipan help %s'", cmd, what, cmd);
+	else if (c == ':')
+		log_error("%s: option '%s' needs a value; try 'taipan help %s'", cmd, what, cmd);
+	else
+		log_error("%s: unknown option '%s'; try 'taipan help %s'", cmd, what, cmd);
+	return '?';
 }

@@ -22,6 +22,15 @@ int cli_rate(const char *arg, unsigned int *out);
  * logging that there are too many. */
 int cli_comm(const char *arg, const char **comms, int *n);
 
+struct option;
+
+/* getopt_long for subcommand cmd, with its errors in taipan's own form:
+ * "taipan: error: record: unknown option '--bogus'; try 'taipan help
+ * record'" or "... option '-r' needs a value ...". Returns what getopt_long
+ * returns, with '?' for both kinds of error once the message is logged. */
+int cli_getopt(const char *cmd, int argc, char **argv, const char *optstring,
+	       const struct option *longopts);
+
 /* Seconds on the monotonic clock. */
 double cli_now(void);
 

@@ -139,7 +139,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	a->backlog = 8;
 	a->kernel = true;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "l:w:r:vh", longopts, NULL)) != -1) {
+	while ((c = cli_getopt("agent", argc, argv, "l:w:r:vh", longopts)) != -1) {
 		switch (c) {
 		case 'l':
 			a->listen = optarg;
@@ -196,7 +196,6 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			cmd_agent_usage(stdout);
 			exit(0);
 		default:
-			fprintf(stderr, "try 'taipan help agent'\n");
 			return -EINVAL;
 		}
 	}

@@ -65,7 +65,7 @@ static int parse_args(int argc, char **argv, struct dump_args *a)
 	};
 	int c;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:jvh", longopts, NULL)) != -1) {
+	while ((c = cli_getopt("dump", argc, argv, "p:jvh", longopts)) != -1) {
 		switch (c) {
 		case 'p':
 			if (a->pid) {
@@ -85,7 +85,6 @@ static int parse_args(int argc, char **argv, struct dump_args *a)
 			cmd_dump_usage(stdout);
 			exit(0);
 		default:
-			fprintf(stderr, "try 'taipan help dump'\n");
 			return -EINVAL;
 		}
 	}

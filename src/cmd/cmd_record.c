@@ -107,7 +107,7 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 	a->rate = 100;
 	a->kernel = true;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+p:ad:r:o:f:qvh", longopts, NULL)) != -1) {
+	while ((c = cli_getopt("record", argc, argv, "+p:ad:r:o:f:qvh", longopts)) != -1) {
 		switch (c) {
 		case 'a':
 			a->all = true;
@@ -174,7 +174,6 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			cmd_record_usage(stdout);
 			exit(0);
 		default:
-			fprintf(stderr, "try 'taipan help record'\n");
 			return -EINVAL;
 		}
 	}

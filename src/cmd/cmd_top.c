@@ -94,7 +94,7 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 	int c;
 	a->rate = 100;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:ar:w:h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt("top", argc, argv, "p:ar:w:h", longopts)) != -1) {
 		switch (c) {
 		case 'p':
 			if (a->pid) {
@@ -125,7 +125,6 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 			cmd_top_usage(stdout);
 			exit(0);
 		default:
-			fprintf(stderr, "try 'taipan help top'\n");
 			return -EINVAL;
 		}
 	}

@@ -121,6 +121,24 @@ def test_usage_errors(taipan, tmp_path):
     assert res.returncode == 2 and "unknown command" in res.stderr
 
 
+def test_option_errors_have_the_documented_prefix(taipan):
+    # EXIT STATUS in the manual promises "taipan: error:" on every failure
+    # line; getopt's own messages ("record: invalid option -- 'x'") had none.
+    cases = [(["record", "--bogus"], "unknown option '--bogus'"),
+             (["record", "-r"], "option '-r' needs a value"),
+             (["record", "--rate"], "option '--rate' needs a value"),
+             (["record", "--quiet=1"], "option '--quiet' takes no value"),
+             (["dump", "-x"], "unknown option '-x'"),
+             (["top", "-qZ"], "unknown option"),
+             (["agent", "--nope=3"], "unknown option '--nope'")]
+    for args, want in cases:
+        res = run_taipan(taipan, args)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2, (args, res.stderr)
+        assert len(lines) == 1 and lines[0].startswith("taipan: error: %s: " % args[0]), (args, lines)
+        assert want in lines[0] and "try 'taipan help %s'" % args[0] in lines[0], (args, lines)
+
+
 def test_help_explains_every_option(taipan):
     res = run_taipan(taipan, ["help", "record"])
     assert res.returncode == 0
