@@ -211,7 +211,7 @@ def layout_fields():
     if not m:
         raise GenError("src/target/pyoffsets.h: PY_LAYOUT_FIELDS not found")
     body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
-    fields = re.findall(r"\bX\((\w+)\)", body)
+    fields = re.findall(r"\bX\((\w+),", body)
     if not fields:
         raise GenError("src/target/pyoffsets.h: struct py_layout has no int32_t fields")
     missing = [f for f in fields if f not in RULES]

@@ -153,7 +153,7 @@ static int write_all(const struct capture *c, FILE *f)
 		pp->version, pp->major, pp->minor, pp->hexversion);
 	fprintf(f, "interp_head 0x%" PRIx64 "\nruntime 0x%" PRIx64 "\ncode_type 0x%" PRIx64 "\n",
 		(uint64_t)pp->tp.interp_head_addr, pp->runtime_addr, pp->code_type_addr);
-#define PUT_FIELD(name) fprintf(f, "layout " #name " %" PRId32 "\n", pp->layout.name);
+#define PUT_FIELD(name, how, member) fprintf(f, "layout " #name " %" PRId32 "\n", pp->layout.name);
 	PY_LAYOUT_FIELDS(PUT_FIELD)
 #undef PUT_FIELD
 	for (size_t i = 0; i < c->nthreads; i++) {
@@ -195,7 +195,7 @@ int capture_write(const struct capture *c, const char *path)
 /* Sets the layout field called name; -ENOENT when there is none. */
 static int set_layout(struct py_layout *l, const char *name, int32_t v)
 {
-#define SET_FIELD(field)                                                                           \
+#define SET_FIELD(field, how, member)                                                              \
 	if (!strcmp(name, #field)) {                                                               \
 		l->field = v;                                                                      \
 		return 0;                                                                          \

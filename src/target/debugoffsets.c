@@ -59,42 +59,17 @@ struct member_use {
 
 #define FIELD(f) offsetof(struct py_layout, f)
 
-static const struct member_use uses[] = {
-    {PY_DO_RUNTIME_INTERPRETERS_HEAD, FIELD(rt_interp_head), USE_OFFSET, false},
-    {PY_DO_INTERP_NEXT, FIELD(interp_next), USE_OFFSET, false},
-    {PY_DO_INTERP_THREADS_HEAD, FIELD(interp_tstate_head), USE_OFFSET, false},
-    {PY_DO_TSTATE_NEXT, FIELD(ts_next), USE_OFFSET, false},
-    {PY_DO_TSTATE_INTERP, FIELD(ts_interp), USE_OFFSET, false},
-    {PY_DO_TSTATE_CURRENT_FRAME, FIELD(ts_current_frame), USE_OFFSET, false},
-    {PY_DO_TSTATE_THREAD_ID, FIELD(ts_thread_id), USE_OFFSET, false},
-    {PY_DO_TSTATE_NATIVE_THREAD_ID, FIELD(ts_native_thread_id), USE_OFFSET, false},
-    {PY_DO_FRAME_PREVIOUS, FIELD(frame_back), USE_OFFSET, false},
-    {PY_DO_FRAME_EXECUTABLE, FIELD(frame_code), USE_OFFSET, false},
-    {PY_DO_FRAME_INSTR_PTR, FIELD(frame_lasti), USE_OFFSET, false},
-    {PY_DO_FRAME_LOCALSPLUS, FIELD(frame_localsplus), USE_OFFSET, false},
-    {PY_DO_FRAME_OWNER, FIELD(frame_owner), USE_OFFSET, false},
-    {PY_DO_CODE_FILENAME, FIELD(code_filename), USE_OFFSET, false},
-    {PY_DO_CODE_NAME, FIELD(code_name), USE_OFFSET, false},
-    {PY_DO_CODE_QUALNAME, FIELD(code_qualname), USE_OFFSET, false},
-    {PY_DO_CODE_LINETABLE, FIELD(code_linetable), USE_OFFSET, false},
-    {PY_DO_CODE_FIRSTLINENO, FIELD(code_firstlineno), USE_OFFSET, false},
-    {PY_DO_CODE_ARGCOUNT, FIELD(code_argcount), USE_OFFSET, false},
-    /* 3.11+ has no co_varnames; the local names lead co_localsplusnames. */
-    {PY_DO_CODE_LOCALSPLUSNAMES, FIELD(code_varnames), USE_OFFSET, false},
-    {PY_DO_CODE_CO_CODE_ADAPTIVE, FIELD(code_adaptive), USE_OFFSET, false},
-    {PY_DO_PYOBJECT_OB_TYPE, FIELD(obj_type), USE_OFFSET, false},
-    {PY_DO_TYPE_TP_NAME, FIELD(type_name), USE_OFFSET, false},
-    {PY_DO_TYPE_TP_FLAGS, FIELD(type_flags), USE_OFFSET, false},
-    {PY_DO_TUPLE_OB_ITEM, FIELD(tuple_item), USE_OFFSET, false},
-    /* PyVarObject.ob_size, the same for every variable-size object. */
-    {PY_DO_TUPLE_OB_SIZE, FIELD(var_size), USE_OFFSET, false},
-    {PY_DO_BYTES_OB_SVAL, FIELD(bytes_sval), USE_OFFSET, false},
-    {PY_DO_UNICODE_STATE, FIELD(unicode_state), USE_OFFSET, false},
-    {PY_DO_UNICODE_LENGTH, FIELD(unicode_length), USE_OFFSET, false},
-    {PY_DO_UNICODE_ASCIIOBJECT_SIZE, FIELD(unicode_ascii_size), USE_SIZEOF, false},
-    /* Only 3.15+ has it; see the fallback in py_debug_offsets_parse(). */
-    {PY_DO_UNICODE_COMPACTUNICODEOBJECT_SIZE, FIELD(unicode_compact_size), USE_SIZEOF, true},
-};
+/* From PY_LAYOUT_FIELDS (target/pyoffsets.h), which says for each field
+ * which member fills it and how. */
+#define USE_AS_NONE(field, member)
+#define USE_AS_OFFSET(field, member) {PY_DO_##member, FIELD(field), USE_OFFSET, false},
+#define USE_AS_SIZEOF(field, member) {PY_DO_##member, FIELD(field), USE_SIZEOF, false},
+/* Only 3.15+ has compactunicodeobject_size; see the fallback in
+ * py_debug_offsets_parse(). */
+#define USE_AS_SIZEOF_OPTIONAL(field, member) {PY_DO_##member, FIELD(field), USE_SIZEOF, true},
+#define PY_LAYOUT_USE(field, how, member) USE_AS_##how(field, member)
+static const struct member_use uses[] = {PY_LAYOUT_FIELDS(PY_LAYOUT_USE)};
+#undef PY_LAYOUT_USE
 
 _Static_assert(sizeof(struct py_layout) % sizeof(int32_t) == 0,
 	       "struct py_layout holds int32_t fields only");

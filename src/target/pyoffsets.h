@@ -15,54 +15,65 @@
 #include "target/linetable.h"
 
 /* The fields of struct py_layout, in order: one list that the struct, the
- * capture files (src/target/capture.c) and tools/gen_offsets.py read. */
+ * capture files (src/target/capture.c), the _Py_DebugOffsets reader
+ * (src/target/debugoffsets.c) and tools/gen_offsets.py read.
+ *
+ * X(field, HOW, MEMBER): HOW is how 3.13+ fills the field from the
+ * _Py_DebugOffsets member PY_DO_MEMBER: OFFSET (an offset inside the member's
+ * struct), SIZEOF (the size of a related struct), SIZEOF_OPTIONAL (the same,
+ * but a version may lack the member), or NONE (no 3.13+ build has the field:
+ * it stays -1, and MEMBER is NONE). */
 #define PY_LAYOUT_FIELDS(X)                                                                        \
 	/* _PyRuntimeState (3.7+) */                                                               \
-	X(rt_interp_head)    /* interpreters.head */                                               \
-	X(rt_tstate_current) /* gilstate.tstate_current (3.7-3.11) */                              \
-	X(rt_autotss_key)    /* gilstate.autoTSSkey (3.7-3.11) / autoTSSkey (3.12+) */             \
+	X(rt_interp_head, OFFSET, RUNTIME_INTERPRETERS_HEAD) /* interpreters.head */               \
+	X(rt_tstate_current, NONE, NONE) /* gilstate.tstate_current (3.7-3.11) */                  \
+	X(rt_autotss_key, NONE, NONE)	 /* gilstate.autoTSSkey (3.7-3.11) / autoTSSkey (3.12+) */ \
 	/* PyInterpreterState */                                                                   \
-	X(interp_next)                                                                             \
-	X(interp_tstate_head) /* tstate_head (<= 3.10) / threads.head (3.11+) */                   \
+	X(interp_next, OFFSET, INTERP_NEXT)                                                        \
+	X(interp_tstate_head, OFFSET,                                                              \
+	  INTERP_THREADS_HEAD) /* tstate_head (<= 3.10) / threads.head (3.11+) */                  \
 	/* PyThreadState */                                                                        \
-	X(ts_next)                                                                                 \
-	X(ts_interp)                                                                               \
-	X(ts_frame)		/* frame (<= 3.10) */                                              \
-	X(ts_cframe)		/* cframe (3.11, 3.12) */                                          \
-	X(cframe_current_frame) /* _PyCFrame.current_frame (3.11, 3.12) */                         \
-	X(ts_current_frame)	/* current_frame (3.13+) */                                        \
-	X(ts_thread_id)                                                                            \
-	X(ts_native_thread_id) /* 3.11+ */                                                         \
+	X(ts_next, OFFSET, TSTATE_NEXT)                                                            \
+	X(ts_interp, OFFSET, TSTATE_INTERP)                                                        \
+	X(ts_frame, NONE, NONE)		    /* frame (<= 3.10) */                                  \
+	X(ts_cframe, NONE, NONE)	    /* cframe (3.11, 3.12) */                              \
+	X(cframe_current_frame, NONE, NONE) /* _PyCFrame.current_frame (3.11, 3.12) */             \
+	X(ts_current_frame, OFFSET, TSTATE_CURRENT_FRAME) /* current_frame (3.13+) */              \
+	X(ts_thread_id, OFFSET, TSTATE_THREAD_ID)                                                  \
+	X(ts_native_thread_id, OFFSET, TSTATE_NATIVE_THREAD_ID) /* 3.11+ */                        \
 	/* PyFrameObject (<= 3.10) or _PyInterpreterFrame (3.11+) */                               \
-	X(frame_back)	    /* f_back / previous */                                                \
-	X(frame_code)	    /* f_code / f_executable */                                            \
-	X(frame_lasti)	    /* f_lasti / prev_instr / instr_ptr */                                 \
-	X(frame_owner)	    /* owner (3.11+) */                                                    \
-	X(frame_is_entry)   /* is_entry (3.11) */                                                  \
-	X(frame_localsplus) /* f_localsplus (<= 3.10) / localsplus */                              \
+	X(frame_back, OFFSET, FRAME_PREVIOUS)	      /* f_back / previous */                      \
+	X(frame_code, OFFSET, FRAME_EXECUTABLE)	      /* f_code / f_executable */                  \
+	X(frame_lasti, OFFSET, FRAME_INSTR_PTR)	      /* f_lasti / prev_instr / instr_ptr */       \
+	X(frame_owner, OFFSET, FRAME_OWNER)	      /* owner (3.11+) */                          \
+	X(frame_is_entry, NONE, NONE)		      /* is_entry (3.11) */                        \
+	X(frame_localsplus, OFFSET, FRAME_LOCALSPLUS) /* f_localsplus (<= 3.10) / localsplus */    \
 	/* PyCodeObject */                                                                         \
-	X(code_argcount)                                                                           \
-	X(code_varnames) /* co_varnames (<= 3.10) / co_localsplusnames (3.11+) */                  \
-	X(code_filename)                                                                           \
-	X(code_name)                                                                               \
-	X(code_qualname) /* 3.11+ */                                                               \
-	X(code_firstlineno)                                                                        \
-	X(code_linetable) /* co_lnotab (<= 3.9) / co_linetable (3.10+) */                          \
-	X(code_adaptive)  /* co_code_adaptive (3.11+) */                                           \
+	X(code_argcount, OFFSET, CODE_ARGCOUNT)                                                    \
+	X(code_varnames, OFFSET,                                                                   \
+	  CODE_LOCALSPLUSNAMES) /* co_varnames (<= 3.10) / co_localsplusnames (3.11+) */           \
+	X(code_filename, OFFSET, CODE_FILENAME)                                                    \
+	X(code_name, OFFSET, CODE_NAME)                                                            \
+	X(code_qualname, OFFSET, CODE_QUALNAME) /* 3.11+ */                                        \
+	X(code_firstlineno, OFFSET, CODE_FIRSTLINENO)                                              \
+	X(code_linetable, OFFSET, CODE_LINETABLE) /* co_lnotab (<= 3.9) / co_linetable (3.10+) */  \
+	X(code_adaptive, OFFSET, CODE_CO_CODE_ADAPTIVE) /* co_code_adaptive (3.11+) */             \
 	/* objects */                                                                              \
-	X(obj_type)		/* PyObject.ob_type */                                             \
-	X(type_name)		/* PyTypeObject.tp_name (char *) */                                \
-	X(type_flags)		/* PyTypeObject.tp_flags */                                        \
-	X(tuple_item)		/* PyTupleObject.ob_item */                                        \
-	X(var_size)		/* PyVarObject.ob_size */                                          \
-	X(bytes_sval)		/* PyBytesObject.ob_sval (3.x) / PyStringObject.ob_sval (2.7) */   \
-	X(unicode_length)	/* PyASCIIObject.length (3.x) */                                   \
-	X(unicode_state)	/* PyASCIIObject.state (3.x) */                                    \
-	X(unicode_ascii_size)	/* sizeof(PyASCIIObject) (3.x) */                                  \
-	X(unicode_compact_size) /* sizeof(PyCompactUnicodeObject) (3.x) */
+	X(obj_type, OFFSET, PYOBJECT_OB_TYPE) /* PyObject.ob_type */                               \
+	X(type_name, OFFSET, TYPE_TP_NAME)    /* PyTypeObject.tp_name (char *) */                  \
+	X(type_flags, OFFSET, TYPE_TP_FLAGS)  /* PyTypeObject.tp_flags */                          \
+	X(tuple_item, OFFSET, TUPLE_OB_ITEM)  /* PyTupleObject.ob_item */                          \
+	X(var_size, OFFSET, TUPLE_OB_SIZE)    /* PyVarObject.ob_size (3.13+: the tuple's) */       \
+	X(bytes_sval, OFFSET,                                                                      \
+	  BYTES_OB_SVAL) /* PyBytesObject.ob_sval (3.x) / PyStringObject.ob_sval (2.7) */          \
+	X(unicode_length, OFFSET, UNICODE_LENGTH)		/* PyASCIIObject.length (3.x) */   \
+	X(unicode_state, OFFSET, UNICODE_STATE)			/* PyASCIIObject.state (3.x) */    \
+	X(unicode_ascii_size, SIZEOF, UNICODE_ASCIIOBJECT_SIZE) /* sizeof(PyASCIIObject) (3.x) */  \
+	X(unicode_compact_size, SIZEOF_OPTIONAL,                                                   \
+	  UNICODE_COMPACTUNICODEOBJECT_SIZE) /* sizeof(PyCompactUnicodeObject) (3.x) */
 
 struct py_layout {
-#define PY_LAYOUT_FIELD(name) int32_t name;
+#define PY_LAYOUT_FIELD(name, how, member) int32_t name;
 	PY_LAYOUT_FIELDS(PY_LAYOUT_FIELD)
 #undef PY_LAYOUT_FIELD
 };
