@@ -829,6 +829,7 @@ void httpd_counts(struct httpd *h, struct httpd_counts *c)
 {
 	pthread_mutex_lock(&h->mu);
 	*c = h->counts;
+	c->waiting = h->waiting;
 	pthread_mutex_unlock(&h->mu);
 }
 

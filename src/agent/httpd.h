@@ -27,6 +27,7 @@ struct httpd_counts {
 	unsigned long abandoned; /* profile requests whose client left before the end */
 	unsigned long denied;	 /* requests without the token, or from a uid not allowed */
 	unsigned long cut;	 /* connections closed at the head deadline */
+	unsigned int waiting;	 /* profile requests waiting now */
 };
 
 struct httpd_opts {

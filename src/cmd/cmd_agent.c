@@ -339,6 +339,12 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		log_error("--socket wants a path");
 		return -EINVAL;
 	}
+	if (a->listen && httpd_parse_listen(a->listen, &ss, &sslen)) {
+		log_error("--listen wants ADDR:PORT or [ADDR6]:PORT with a numeric address, not "
+			  "'%s'",
+			  a->listen);
+		return -EINVAL;
+	}
 	/* TCP reaches every local user at least: without a token, any of
 	 * them could read every process's stacks. There is no way around it
 	 * on purpose; see the man page. */
@@ -351,12 +357,6 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	if (a->listen && a->nallow) {
 		log_error("--allow-uid is for the Unix socket (peer uids are known there "
 			  "only); on TCP the token decides");
-		return -EINVAL;
-	}
-	if (a->listen && httpd_parse_listen(a->listen, &ss, &sslen)) {
-		log_error("--listen wants ADDR:PORT or [ADDR6]:PORT with a numeric address, not "
-			  "'%s'",
-			  a->listen);
 		return -EINVAL;
 	}
 	if (a->push && push_check_url(a->push)) {
@@ -579,6 +579,7 @@ static char *stats_json(void *ctx, const struct httpd_counts *hc)
 	    json_object_set_new(o, "profile_requests_served", json_integer((json_int_t)hc->served));
 	bad |= json_object_set_new(o, "profile_requests_refused",
 				   json_integer((json_int_t)hc->refused));
+	bad |= json_object_set_new(o, "profile_requests_waiting", json_integer(hc->waiting));
 	bad |= json_object_set_new(o, "profile_requests_abandoned",
 				   json_integer((json_int_t)hc->abandoned));
 	bad |= json_object_set_new(o, "requests_denied", json_integer((json_int_t)hc->denied));
