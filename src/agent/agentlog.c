@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,4 +67,81 @@ void agentlog(const char *fmt, ...)
 	 * write has nowhere to be reported. */
 	ssize_t w = write(STDERR_FILENO, line, n);
 	(void)w;
+}
+
+/* --- rate-limited lines ---------------------------------------------------------- */
+
+static double mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void agentlog_limiter_init(struct agentlog_limiter *l, double every_s)
+{
+	memset(l, 0, sizeof(*l));
+	pthread_mutex_init(&l->mu, NULL);
+	l->every = every_s;
+}
+
+/* Logs k's count, when there is one. Under l->mu. */
+static void say_more(struct agentlog_kind *k, double now)
+{
+	if (!k->more)
+		return;
+	agentlog("%lu more like this in the last %.0f s: %s", k->more, now - k->last, k->msg);
+	k->more = 0;
+	k->last = now;
+}
+
+void agentlog_limited(struct agentlog_limiter *l, const char *key, const char *fmt, ...)
+{
+	char msg[sizeof(l->kinds[0].msg)];
+	va_list ap;
+	double now = mono_now();
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&l->mu);
+	struct agentlog_kind *k = NULL, *quietest = &l->kinds[0];
+	for (unsigned int i = 0; i < AGENTLOG_KINDS && !k; i++) {
+		struct agentlog_kind *c = &l->kinds[i];
+		if (c->key && !strcmp(c->key, key))
+			k = c;
+		else if (!c->key || (quietest->key && c->last < quietest->last))
+			quietest = c;
+	}
+	if (k && now - k->last < l->every) {
+		k->more++;
+		memcpy(k->msg, msg, sizeof(msg));
+	} else {
+		if (!k) {
+			k = quietest;
+			say_more(k, now);
+			k->key = key;
+		} else {
+			say_more(k, now);
+		}
+		k->last = now;
+		agentlog("%s", msg);
+	}
+	pthread_mutex_unlock(&l->mu);
+}
+
+void agentlog_limiter_flush(struct agentlog_limiter *l, bool all)
+{
+	double now = mono_now();
+	pthread_mutex_lock(&l->mu);
+	for (unsigned int i = 0; i < AGENTLOG_KINDS; i++)
+		if (l->kinds[i].more && (all || now - l->kinds[i].last >= l->every))
+			say_more(&l->kinds[i], now);
+	pthread_mutex_unlock(&l->mu);
+}
+
+void agentlog_limiter_destroy(struct agentlog_limiter *l)
+{
+	agentlog_limiter_flush(l, true);
+	pthread_mutex_destroy(&l->mu);
 }

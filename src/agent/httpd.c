@@ -6,19 +6,31 @@
  * their start and end, and answers (httpd_reply), which resumes the
  * connection. Everything a client controls is bounded: connections in all
  * and per address, the memory of a connection (and so the request line and
- * headers), idle time, and how many profile requests may wait at once.
+ * headers), the time its request head may take (from the start, however
+ * slowly the bytes trickle in), idle time, how many profile requests may
+ * wait at once (a client that leaves frees its slot at once), and the log
+ * lines its refusals write.
+ *
+ * Who may ask: on the Unix socket, root, the agent's own user and the uids
+ * allowed (SO_PEERCRED, checked on every request); on TCP, whoever has the
+ * bearer token.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <microhttpd.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,12 +41,26 @@
 #define CONN_PER_IP 16
 #define CONN_MEMORY (16 * 1024) /* request line and headers must fit */
 #define CONN_TIMEOUT_S 10	/* idle; waiting requests are exempt */
+#define LOG_EVERY_S 5		/* a refusal of a kind is logged once per this */
 
 #define PROFILE_PATH "/debug/pprof/profile"
+
+/* A connection, from accept to close (libmicrohttpd's socket context). */
+struct conn {
+	struct conn *prev, *next;
+	int fd;
+	double head_start;  /* CLOCK_MONOTONIC s: accepted, or the last request ended */
+	bool head_done;	    /* the current request's head is in */
+	bool cut;	    /* shut down at the head deadline */
+	bool too_many_args; /* its request line had more than HTTPD_MAX_ARGS */
+	bool peer_known;
+	uid_t uid; /* Unix socket: the peer's */
+};
 
 struct httpd_req {
 	struct httpd_req *next;
 	struct MHD_Connection *conn;
+	int fd;
 	unsigned int seconds;
 	unsigned int status;
 	const char *ctype;
@@ -45,16 +71,31 @@ struct httpd_req {
 struct httpd {
 	struct MHD_Daemon *d;
 	struct httpd_opts o;
-	char addr[INET6_ADDRSTRLEN + 16];
+	char addr[sizeof(((struct sockaddr_un *)0)->sun_path) + 16];
+	bool is_unix;
+	char *path;	/* the Unix socket, removed at the end */
+	dev_t sock_dev; /* ... when it is still the one bound */
+	ino_t sock_ino;
+	uid_t allow[HTTPD_MAX_ALLOW_UIDS + 2];
+	unsigned int nallow;
+	struct agentlog_limiter lim;
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;	    /* in_flight went down; CLOCK_MONOTONIC */
 	struct httpd_req *incoming; /* arrived, not taken yet (oldest first) */
 	unsigned int waiting;	    /* profile requests not answered yet */
 	unsigned int in_flight;	    /* profile requests whose connection is open */
-	unsigned long served, refused;
+	struct httpd_counts counts;
+	struct conn *conns; /* every open connection */
 	bool stopping;
 };
+
+static double mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 /* --- pieces ------------------------------------------------------------------ */
 
@@ -133,6 +174,24 @@ int httpd_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *le
 	return 0;
 }
 
+bool httpd_bearer_ok(const char *auth, const char *token)
+{
+	if (!auth || strncasecmp(auth, "Bearer ", 7))
+		return false;
+	const char *given = auth + 7;
+	while (*given == ' ')
+		given++;
+	size_t glen = strlen(given), tlen = strlen(token);
+	while (glen && given[glen - 1] == ' ')
+		glen--;
+	/* Every byte of token is looked at whatever was given: the time
+	 * tells nothing of how much of it matched. */
+	unsigned char diff = glen != tlen;
+	for (size_t i = 0; i < tlen; i++)
+		diff |= (unsigned char)token[i] ^ (unsigned char)(i < glen ? given[i] : 0);
+	return !diff;
+}
+
 /* --- responses --------------------------------------------------------------- */
 
 /* Queues body (freed by the response when must_free) with the usual
@@ -154,6 +213,9 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned int status, co
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET");
 	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5");
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"taipan\"");
 	if (!strcmp(ctype, "application/octet-stream"))
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_DISPOSITION,
 					"attachment; filename=\"profile\"");
@@ -173,9 +235,53 @@ static enum MHD_Result refuse(struct httpd *h, struct MHD_Connection *c, unsigne
 			      const char *text)
 {
 	pthread_mutex_lock(&h->mu);
-	h->refused++;
+	h->counts.refused++;
 	pthread_mutex_unlock(&h->mu);
 	return respond_text(c, status, text);
+}
+
+static struct conn *conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+/* Whether the request may be served; if not, queues its 401 or 403. */
+static bool admitted(struct httpd *h, struct MHD_Connection *c, struct conn *cn,
+		     enum MHD_Result *ret)
+{
+	if (h->is_unix) {
+		bool ok = false;
+		for (unsigned int i = 0; cn && cn->peer_known && i < h->nallow; i++)
+			ok |= cn->uid == h->allow[i];
+		if (!ok) {
+			pthread_mutex_lock(&h->mu);
+			h->counts.denied++;
+			pthread_mutex_unlock(&h->mu);
+			long uid = cn && cn->peer_known ? (long)cn->uid : -1;
+			agentlog_limited(&h->lim, "uid",
+					 "refused a request from uid %ld: not allowed "
+					 "(--allow-uid)",
+					 uid);
+			*ret = respond_text(c, MHD_HTTP_FORBIDDEN,
+					    "this user may not use the agent; see --allow-uid\n");
+			return false;
+		}
+	}
+	if (h->o.token && !httpd_bearer_ok(MHD_lookup_connection_value(
+					       c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+					   h->o.token)) {
+		pthread_mutex_lock(&h->mu);
+		h->counts.denied++;
+		pthread_mutex_unlock(&h->mu);
+		agentlog_limited(&h->lim, "token",
+				 "refused a request without the bearer token (--auth-token-file)");
+		*ret = respond_text(c, MHD_HTTP_UNAUTHORIZED,
+				    "send Authorization: Bearer TOKEN (--auth-token-file)\n");
+		return false;
+	}
+	return true;
 }
 
 /* GET /debug/pprof/profile: suspended until the main loop answers. */
@@ -193,7 +299,10 @@ static enum MHD_Result start_profile(struct httpd *h, struct MHD_Connection *c, 
 	struct httpd_req *r = calloc(1, sizeof(*r));
 	if (!r)
 		return refuse(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	r->conn = c;
+	r->fd = ci ? ci->connect_fd : -1;
 	r->seconds = seconds;
 
 	pthread_mutex_lock(&h->mu);
@@ -238,6 +347,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		pthread_mutex_unlock(&h->mu);
 		return respond(c, status, ctype, body, len, true);
 	}
+	struct conn *cn = conn_of(c);
+	if (cn) {
+		pthread_mutex_lock(&h->mu);
+		cn->head_done = true;
+		pthread_mutex_unlock(&h->mu);
+	}
+	enum MHD_Result ret;
+	if (!admitted(h, c, cn, &ret))
+		return ret;
+	if (cn && cn->too_many_args)
+		return respond_text(c, MHD_HTTP_BAD_REQUEST,
+				    "too many query parameters (at most 32)\n");
 	bool known =
 	    !strcmp(url, PROFILE_PATH) || !strcmp(url, "/stats") || !strcmp(url, "/healthz");
 	if (!known)
@@ -249,9 +370,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (!strcmp(url, "/healthz"))
 		return respond_text(c, MHD_HTTP_OK, "ok\n");
 	if (!strcmp(url, "/stats")) {
-		unsigned long served, refused;
-		httpd_counts(h, &served, &refused);
-		char *json = h->o.stats_json ? h->o.stats_json(h->o.ctx, served, refused) : NULL;
+		struct httpd_counts counts;
+		httpd_counts(h, &counts);
+		char *json = h->o.stats_json ? h->o.stats_json(h->o.ctx, &counts) : NULL;
 		if (!json)
 			return respond_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no stats\n");
 		return respond(c, MHD_HTTP_OK, "application/json", json, strlen(json), true);
@@ -264,7 +385,15 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
 	struct httpd *h = cls;
 	struct httpd_req *r = *con_cls;
-	(void)c, (void)toe;
+	struct conn *cn = conn_of(c);
+	(void)toe;
+	if (cn) {
+		/* The next request's head has its own deadline. */
+		pthread_mutex_lock(&h->mu);
+		cn->head_done = false;
+		cn->head_start = mono_now();
+		pthread_mutex_unlock(&h->mu);
+	}
 	if (!r)
 		return;
 	*con_cls = NULL;
@@ -276,15 +405,92 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	free(r);
 }
 
+/* libmicrohttpd's messages are mostly about what a client did (a refused
+ * connection, a request too big): rate-limited, by message. */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
+	struct httpd *h = cls;
 	char msg[512];
-	(void)cls;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	size_t n = strlen(msg);
 	while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
 		msg[--n] = 0;
-	agentlog("http: %s", msg);
+	agentlog_limited(&h->lim, fmt, "http: %s", msg);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct httpd *h = cls;
+	struct conn *cn = *socket_context;
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		/* Before libmicrohttpd closes the fd: httpd_tick, which shuts
+		 * fds down under the lock, never sees it reused. */
+		if (!cn)
+			return;
+		pthread_mutex_lock(&h->mu);
+		if (cn->prev)
+			cn->prev->next = cn->next;
+		else
+			h->conns = cn->next;
+		if (cn->next)
+			cn->next->prev = cn->prev;
+		pthread_mutex_unlock(&h->mu);
+		free(cn);
+		*socket_context = NULL;
+		return;
+	}
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci)
+		return;
+	cn = calloc(1, sizeof(*cn));
+	if (!cn) {
+		/* Without its deadline it is not served. */
+		shutdown(ci->connect_fd, SHUT_RDWR);
+		return;
+	}
+	cn->fd = ci->connect_fd;
+	cn->head_start = mono_now();
+	if (h->is_unix) {
+		struct ucred uc;
+		socklen_t len = sizeof(uc);
+		if (!getsockopt(cn->fd, SOL_SOCKET, SO_PEERCRED, &uc, &len)) {
+			cn->uid = uc.uid;
+			cn->peer_known = true;
+		}
+	}
+	pthread_mutex_lock(&h->mu);
+	cn->next = h->conns;
+	if (h->conns)
+		h->conns->prev = cn;
+	h->conns = cn;
+	pthread_mutex_unlock(&h->mu);
+	*socket_context = cn;
+}
+
+/* The request line, before libmicrohttpd parses its query. libmicrohttpd
+ * 0.9.75 keeps each query parameter in the connection's memory pool; when
+ * they overflow it, it queues a 431 but then carries on waiting for headers
+ * and never sends it: the client hangs until the idle timeout. A query of
+ * more than HTTPD_MAX_ARGS parameters is cut here, before that parse (the
+ * request line is the connection's own buffer, which libmicrohttpd itself
+ * cuts at the '?' next), and the request is answered 400. */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct conn *cn = conn_of(c);
+	char *q = strchr(uri, '?');
+	(void)cls;
+	if (!cn || !q)
+		return NULL;
+	unsigned int args = 1;
+	for (const char *p = q; *p; p++)
+		args += *p == '&';
+	if (args > HTTPD_MAX_ARGS) {
+		cn->too_many_args = true;
+		q[1] = 0;
+	}
+	return NULL;
 }
 
 /* --- the server ---------------------------------------------------------------- */
@@ -312,6 +518,105 @@ static int listen_on(const struct sockaddr_storage *ss, socklen_t len, char *err
 	return fd;
 }
 
+/* The directory of a Unix socket: made 0755 when missing; refused when
+ * anyone but root (or the agent's user) may write in it, who could put a
+ * socket of their own in the agent's place. */
+static int check_dir(const char *path, char *err, size_t errlen)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	const char *slash = strrchr(path, '/');
+	size_t len = slash ? (size_t)(slash - path) : 1;
+	if (!slash)
+		path = ".";
+	if (len == 0)
+		len = 1; /* "/name" */
+	if (len >= sizeof(dir)) {
+		snprintf(err, errlen, "socket path too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	memcpy(dir, slash ? path : ".", len);
+	dir[len] = 0;
+	if (mkdir(dir, 0755) && errno != EEXIST) {
+		int e = errno;
+		snprintf(err, errlen, "cannot create the socket's directory %s: %s", dir,
+			 strerror(e));
+		return -e;
+	}
+	if (lstat(dir, &st)) {
+		int e = errno;
+		snprintf(err, errlen, "cannot use the socket's directory %s: %s", dir, strerror(e));
+		return -e;
+	}
+	if (!S_ISDIR(st.st_mode) || (st.st_uid != 0 && st.st_uid != geteuid()) ||
+	    (st.st_mode & 022)) {
+		snprintf(err, errlen,
+			 "the socket's directory %s must be a directory of root's that only it "
+			 "may write (it is mode %04o, owner uid %u): another user could put "
+			 "their own socket there",
+			 dir, (unsigned int)(st.st_mode & 07777), (unsigned int)st.st_uid);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Binds the Unix socket at h->path, mode 0600 (0666 when uids are
+ * allowed: the uid is checked per request), replacing a stale one. */
+static int listen_unix(struct httpd *h, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+	const char *path = h->path;
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "socket path too long (at most %zu bytes): %s",
+			 sizeof(sa.sun_path) - 1, path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa.sun_path, path);
+	int ret = check_dir(path, err, errlen);
+	if (ret)
+		return ret;
+	if (!lstat(path, &st)) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen, "cannot listen on %s: it exists and is not a socket",
+				 path);
+			return -EEXIST;
+		}
+		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		bool live = probe >= 0 && !connect(probe, (struct sockaddr *)&sa, sizeof(sa));
+		if (probe >= 0)
+			close(probe);
+		if (live) {
+			snprintf(err, errlen, "cannot listen on %s: another agent is serving there",
+				 path);
+			return -EADDRINUSE;
+		}
+		unlink(path); /* left by an agent that died */
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(e));
+		return -e;
+	}
+	/* Created with its mode, never a moment more open. */
+	mode_t old = umask(0177);
+	int b = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (b || (h->nallow > 2 && chmod(path, 0666)) || lstat(path, &st) || listen(fd, 32)) {
+		int e = errno;
+		snprintf(err, errlen, "cannot listen on %s: %s", path, strerror(e));
+		if (!b)
+			unlink(path);
+		close(fd);
+		return -e;
+	}
+	h->sock_dev = st.st_dev;
+	h->sock_ino = st.st_ino;
+	snprintf(h->addr, sizeof(h->addr), "unix:%s", path);
+	return fd;
+}
+
 static void name_address(struct httpd *h, int fd)
 {
 	struct sockaddr_storage ss;
@@ -324,13 +629,23 @@ static void name_address(struct httpd *h, int fd)
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
 		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
 		port = ntohs(a->sin6_port);
-		snprintf(h->addr, sizeof(h->addr), "[%s]:%u", host, port);
+		snprintf(h->addr, sizeof(h->addr), "http://[%s]:%u", host, port);
 	} else {
 		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
 		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
 		port = ntohs(a->sin_port);
-		snprintf(h->addr, sizeof(h->addr), "%s:%u", host, port);
+		snprintf(h->addr, sizeof(h->addr), "http://%s:%u", host, port);
 	}
+}
+
+/* Removes the Unix socket, if it is still the one bound. */
+static void remove_socket(struct httpd *h)
+{
+	struct stat st;
+	if (h->path && !lstat(h->path, &st) && st.st_dev == h->sock_dev && st.st_ino == h->sock_ino)
+		unlink(h->path);
+	free(h->path);
+	h->path = NULL;
 }
 
 int httpd_start(const struct httpd_opts *o, struct httpd **out, char *err, size_t errlen)
@@ -340,7 +655,15 @@ int httpd_start(const struct httpd_opts *o, struct httpd **out, char *err, size_
 	pthread_condattr_t ca;
 	int fd = -1, ret;
 
-	if (httpd_parse_listen(o->listen, &ss, &sslen)) {
+	if (!o->listen && (!o->socket_path || !*o->socket_path)) {
+		snprintf(err, errlen, "no socket path");
+		return -EINVAL;
+	}
+	if (o->nallow_uids > HTTPD_MAX_ALLOW_UIDS) {
+		snprintf(err, errlen, "at most %d uids may be allowed", HTTPD_MAX_ALLOW_UIDS);
+		return -EINVAL;
+	}
+	if (o->listen && httpd_parse_listen(o->listen, &ss, &sslen)) {
 		snprintf(err, errlen,
 			 "--listen wants ADDR:PORT or [ADDR6]:PORT with a numeric address, not "
 			 "'%s'",
@@ -355,29 +678,47 @@ int httpd_start(const struct httpd_opts *o, struct httpd **out, char *err, size_
 	h->o = *o;
 	if (!h->o.max_waiting)
 		h->o.max_waiting = 1;
+	h->is_unix = !o->listen;
+	h->allow[h->nallow++] = 0;
+	h->allow[h->nallow++] = geteuid();
+	for (unsigned int i = 0; i < o->nallow_uids; i++)
+		h->allow[h->nallow++] = o->allow_uids[i];
+	h->o.allow_uids = NULL; /* the caller's; copied */
+	agentlog_limiter_init(&h->lim, LOG_EVERY_S);
 	pthread_mutex_init(&h->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&h->cv, &ca);
 	pthread_condattr_destroy(&ca);
 
-	fd = listen_on(&ss, sslen, err, errlen, o->listen);
+	if (h->is_unix) {
+		h->path = strdup(o->socket_path);
+		fd = h->path ? listen_unix(h, err, errlen) : -ENOMEM;
+		if (!h->path)
+			snprintf(err, errlen, "out of memory");
+	} else {
+		fd = listen_on(&ss, sslen, err, errlen, o->listen);
+		if (fd >= 0)
+			name_address(h, fd);
+	}
 	if (fd < 0) {
 		ret = fd;
+		free(h->path);
+		h->path = NULL; /* not ours to remove */
 		goto fail;
 	}
-	name_address(h, fd);
 	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
 			     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-	if (ss.ss_family == AF_INET6)
+	if (!h->is_unix && ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	h->d = MHD_start_daemon(
-	    flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+	    flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
 	    MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONN_LIMIT,
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)CONN_PER_IP,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned int)CONN_TIMEOUT_S, MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
+	    on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, uri_seen, h, MHD_OPTION_END);
 	if (!h->d) {
 		snprintf(err, errlen, "cannot start the HTTP server on %s", h->addr);
 		ret = -EIO;
@@ -388,6 +729,8 @@ int httpd_start(const struct httpd_opts *o, struct httpd **out, char *err, size_
 fail:
 	if (fd >= 0)
 		close(fd);
+	remove_socket(h);
+	agentlog_limiter_destroy(&h->lim);
 	pthread_cond_destroy(&h->cv);
 	pthread_mutex_destroy(&h->mu);
 	free(h);
@@ -426,19 +769,67 @@ void httpd_reply(struct httpd *h, struct httpd_req *r, unsigned int status, cons
 	r->len = len;
 	h->waiting--;
 	if (status == MHD_HTTP_OK)
-		h->served++;
+		h->counts.served++;
 	else
-		h->refused++;
+		h->counts.refused++;
 	pthread_mutex_unlock(&h->mu);
 	/* Outside the lock: the handler takes it inside libmicrohttpd's. */
 	MHD_resume_connection(r->conn);
 }
 
-void httpd_counts(struct httpd *h, unsigned long *served, unsigned long *refused)
+bool httpd_req_gone(const struct httpd_req *r)
+{
+	/* The connection is suspended: libmicrohttpd neither reads it nor
+	 * closes its fd until it is resumed. A closed peer is end of file
+	 * (POLLRDHUP), or an error. */
+	struct pollfd p = {.fd = r->fd, .events = POLLRDHUP};
+	return r->fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+void httpd_abandon(struct httpd *h, struct httpd_req *r)
 {
 	pthread_mutex_lock(&h->mu);
-	*served = h->served;
-	*refused = h->refused;
+	r->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+	r->ctype = "text/plain; charset=utf-8";
+	r->body = NULL;
+	r->len = 0;
+	h->waiting--;
+	h->counts.abandoned++;
+	pthread_mutex_unlock(&h->mu);
+	/* Nobody reads: resumed only to be closed. */
+	shutdown(r->fd, SHUT_RDWR);
+	MHD_resume_connection(r->conn);
+}
+
+void httpd_tick(struct httpd *h)
+{
+	double now = mono_now();
+	unsigned int cut = 0;
+	pthread_mutex_lock(&h->mu);
+	for (struct conn *cn = h->conns; cn; cn = cn->next) {
+		if (cn->head_done || cn->cut || now - cn->head_start < HTTPD_HEAD_DEADLINE_S)
+			continue;
+		/* libmicrohttpd reads end of file and closes it. The fd is
+		 * still open: its close waits for on_connection, for this
+		 * lock. */
+		shutdown(cn->fd, SHUT_RDWR);
+		cn->cut = true;
+		cut++;
+	}
+	h->counts.cut += cut;
+	pthread_mutex_unlock(&h->mu);
+	if (cut)
+		agentlog_limited(&h->lim, "deadline",
+				 "closed %u connection%s that sent no complete request within %d s",
+				 cut, cut == 1 ? "" : "s", HTTPD_HEAD_DEADLINE_S);
+	agentlog_limiter_flush(&h->lim, false);
+}
+
+void httpd_counts(struct httpd *h, struct httpd_counts *c)
+{
+	pthread_mutex_lock(&h->mu);
+	*c = h->counts;
+	c->waiting = h->waiting;
 	pthread_mutex_unlock(&h->mu);
 }
 
@@ -473,6 +864,8 @@ void httpd_stop(struct httpd *h, double wait_s)
 			break;
 	pthread_mutex_unlock(&h->mu);
 	MHD_stop_daemon(h->d);
+	remove_socket(h);
+	agentlog_limiter_destroy(&h->lim);
 	pthread_cond_destroy(&h->cv);
 	pthread_mutex_destroy(&h->mu);
 	free(h);

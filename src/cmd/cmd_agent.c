@@ -12,6 +12,7 @@
  * dead server holds up sampling.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/agentlog.h"
@@ -40,7 +42,9 @@
 #define POLL_MAX_MS 100	 /* the longest the loop sleeps: signals and new requests */
 #define HTTP_DRAIN_S 2.0 /* exiting: for answers to go out */
 #define PUSH_FLUSH_S 4.0 /* exiting: for the last windows to be pushed */
-#define DEFAULT_LISTEN "127.0.0.1:9100"
+#define DEFAULT_SOCKET "/run/taipan/agent.sock"
+#define TOKEN_MIN 16
+#define TOKEN_MAX 1024
 
 static volatile sig_atomic_t stop_signal, hup_requested;
 
@@ -54,57 +58,81 @@ static void on_signal(int sig)
 
 void cmd_agent_usage(FILE *out)
 {
-	fprintf(out,
-		"usage: taipan agent [options]\n"
-		"\n"
-		"Profiles every Python process on the host, continuously, the way\n"
-		"'record -a' does. Serves pprof CPU profiles over HTTP (Go's\n"
-		"/debug/pprof/profile convention, which Parca scrapes and go tool pprof\n"
-		"reads) and, with --push, sends a profile of every window to Pyroscope.\n"
-		"Runs until SIGTERM or SIGINT, which push the current window, answer the\n"
-		"waiting requests with what there is, and exit 0. SIGHUP reopens --log.\n"
-		"\n"
-		"options:\n"
-		"  -l, --listen ADDR:PORT  serve HTTP here (default " DEFAULT_LISTEN ", loopback\n"
-		"                          only; [ADDR6]:PORT for IPv6; 0.0.0.0:PORT for\n"
-		"                          every interface: there is no authentication)\n"
-		"      --push URL          send each window to the Pyroscope server at URL\n"
-		"                          (POST URL/ingest, pprof)\n"
-		"  -w, --window SECS       the push window (default 15; 1 to 3600)\n"
-		"  -r, --rate HZ           samples per second per CPU (default 100; 1 to 10000)\n"
-		"      --app NAME          the application name in Pyroscope (default taipan;\n"
-		"                          letters, digits, '.', '_', '-'); the host name goes\n"
-		"                          in its hostname label: NAME{hostname=HOST}\n"
-		"      --comm NAME         only processes with this name (repeatable)\n"
-		"      --cgroup PATH       only processes in this cgroup (v2 path prefix,\n"
-		"                          e.g. /system.slice/app.service)\n"
-		"      --backlog N         windows kept for a push that fails, at most (default\n"
-		"                          8); older ones are dropped and counted\n"
-		"      --no-kernel         leave out kernel frames\n"
-		"      --log FILE          log here instead of stderr (appended to; SIGHUP\n"
-		"                          reopens it, for log rotation)\n"
-		"      --stats             log the counters at exit\n"
-		"  -v, --verbose           log how each process was recognised\n"
-		"  -h, --help              this text\n"
-		"\n"
-		"endpoints:\n"
-		"  GET /debug/pprof/profile?seconds=N  a pprof CPU profile of the next N\n"
-		"                                      seconds (default 30, 1 to 300) of every\n"
-		"                                      process; labels (pid, comm, …) tell\n"
-		"                                      them apart\n"
-		"  GET /stats                          counters as JSON\n"
-		"  GET /healthz                        \"ok\"\n"
-		"\n"
-		"examples:\n"
-		"  taipan agent\n"
-		"  go tool pprof -top 'http://127.0.0.1:9100/debug/pprof/profile?seconds=10'\n"
-		"  curl -s http://127.0.0.1:9100/stats\n"
-		"  taipan agent --push http://pyroscope:4040 --app web --comm gunicorn\n"
-		"  taipan agent --listen 0.0.0.0:9100 --window 10 --log /var/log/taipan.log\n");
+	fprintf(
+	    out,
+	    "usage: taipan agent [options]\n"
+	    "\n"
+	    "Profiles every Python process on the host, continuously, the way\n"
+	    "'record -a' does. Serves pprof CPU profiles over HTTP (Go's\n"
+	    "/debug/pprof/profile convention, which Parca scrapes and go tool pprof\n"
+	    "reads) and, with --push, sends a profile of every window to Pyroscope.\n"
+	    "Runs until SIGTERM or SIGINT, which push the current window, answer the\n"
+	    "waiting requests with what there is, and exit 0. SIGHUP reopens --log.\n"
+	    "\n"
+	    "It serves on the Unix socket " DEFAULT_SOCKET " (mode 0600: root only)\n"
+	    "unless --listen asks for TCP, which needs --auth-token-file.\n"
+	    "\n"
+	    "options:\n"
+	    "      --socket PATH       the Unix socket (default " DEFAULT_SOCKET "); its\n"
+	    "                          directory is made 0755 when missing, and must be\n"
+	    "                          writable by root only\n"
+	    "      --allow-uid UID[,UID]  let these users in on the Unix socket too (it\n"
+	    "                          is then mode 0666 and each request's uid, from\n"
+	    "                          SO_PEERCRED, is checked: others get 403)\n"
+	    "  -l, --listen ADDR:PORT  serve HTTP on TCP here instead ([ADDR6]:PORT for\n"
+	    "                          IPv6); needs --auth-token-file\n"
+	    "      --auth-token-file FILE  every request must send 'Authorization: Bearer\n"
+	    "                          TOKEN', TOKEN being FILE's content (16 to 1024\n"
+	    "                          printable characters; a final newline is dropped;\n"
+	    "                          FILE must not be readable by every user); others\n"
+	    "                          get 401\n"
+	    "      --push URL          send each window to the Pyroscope server at URL\n"
+	    "                          (POST URL/ingest, pprof)\n"
+	    "  -w, --window SECS       the push window (default 15; 1 to 3600)\n"
+	    "  -r, --rate HZ           samples per second per CPU (default 100; 1 to 10000)\n"
+	    "      --app NAME          the application name in Pyroscope (default taipan;\n"
+	    "                          letters, digits, '.', '_', '-'); the host name goes\n"
+	    "                          in its hostname label: NAME{hostname=HOST}\n"
+	    "      --comm NAME         only processes with this name (repeatable)\n"
+	    "      --cgroup PATH       only processes in this cgroup (v2 path prefix,\n"
+	    "                          e.g. /system.slice/app.service)\n"
+	    "      --backlog N         windows kept for a push that fails, at most (default\n"
+	    "                          8); older ones are dropped and counted\n"
+	    "      --no-kernel         leave out kernel frames\n"
+	    "      --log FILE          log here instead of stderr (appended to; SIGHUP\n"
+	    "                          reopens it, for log rotation)\n"
+	    "      --stats             log the counters at exit\n"
+	    "  -v, --verbose           log how each process was recognised\n"
+	    "  -h, --help              this text\n"
+	    "\n"
+	    "endpoints:\n"
+	    "  GET /debug/pprof/profile?seconds=N  a pprof CPU profile of the next N\n"
+	    "                                      seconds (default 30, 1 to 300) of every\n"
+	    "                                      process; labels (pid, comm, …) tell\n"
+	    "                                      them apart\n"
+	    "  GET /stats                          counters as JSON\n"
+	    "  GET /healthz                        \"ok\"\n"
+	    "\n"
+	    "examples:\n"
+	    "  taipan agent\n"
+	    "  curl -s --unix-socket " DEFAULT_SOCKET " \\\n"
+	    "      'http://localhost/debug/pprof/profile?seconds=10' > p.pb.gz\n"
+	    "  go tool pprof -top p.pb.gz\n"
+	    "  curl -s --unix-socket " DEFAULT_SOCKET " http://localhost/stats\n"
+	    "  taipan agent --push http://pyroscope:4040 --app web --comm gunicorn\n"
+	    "  head -c 32 /dev/urandom | base64 > /etc/taipan/token; chmod 600 /etc/taipan/token\n"
+	    "  taipan agent --listen 0.0.0.0:9100 --auth-token-file /etc/taipan/token\n"
+	    "  curl -s -H \"Authorization: Bearer $(cat /etc/taipan/token)\" \\\n"
+	    "      'http://HOST:9100/debug/pprof/profile?seconds=10' > p.pb.gz\n");
 }
 
 struct agent_args {
 	const char *listen;
+	const char *socket;
+	const char *token_file;
+	char *token; /* from malloc */
+	uid_t allow[HTTPD_MAX_ALLOW_UIDS];
+	unsigned int nallow;
 	const char *push;
 	double window;
 	unsigned int rate;
@@ -117,22 +145,108 @@ struct agent_args {
 	bool kernel, stats;
 };
 
+/* --allow-uid 1000,1001: numeric uids, added to a's. */
+static int parse_uids(const char *arg, struct agent_args *a)
+{
+	const char *p = arg;
+	for (;;) {
+		char *end;
+		errno = 0;
+		unsigned long v = strtoul(p, &end, 10);
+		if (errno || end == p || *p == '-' || *p == '+' || v >= (uid_t)-1 ||
+		    (*end && *end != ',')) {
+			log_error("--allow-uid wants numeric uids separated by commas, not '%s'",
+				  arg);
+			return -EINVAL;
+		}
+		if (a->nallow >= HTTPD_MAX_ALLOW_UIDS) {
+			log_error("--allow-uid: at most %d uids", HTTPD_MAX_ALLOW_UIDS);
+			return -EINVAL;
+		}
+		a->allow[a->nallow++] = (uid_t)v;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+}
+
+/* Reads the bearer token of --auth-token-file into a->token. */
+static int read_token(struct agent_args *a)
+{
+	const char *path = a->token_file;
+	char buf[TOKEN_MAX + 2];
+	struct stat st;
+	size_t n = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		int e = errno;
+		log_error("cannot read --auth-token-file %s: %s", path, strerror(e));
+		return -e;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		log_error("--auth-token-file %s is not a regular file", path);
+		close(fd);
+		return -EINVAL;
+	}
+	if (st.st_mode & 07) {
+		log_error("--auth-token-file %s is readable or writable by every user (mode "
+			  "%04o): chmod o-rwx it",
+			  path, (unsigned int)(st.st_mode & 07777));
+		close(fd);
+		return -EPERM;
+	}
+	while (n < sizeof(buf)) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	bool printable = true;
+	for (size_t i = 0; i < n; i++)
+		printable &= buf[i] > ' ' && buf[i] < 0x7f;
+	if (n < TOKEN_MIN || n > TOKEN_MAX || !printable) {
+		log_error("--auth-token-file %s must hold one token of %d to %d printable "
+			  "characters without spaces (e.g. head -c 32 /dev/urandom | base64)",
+			  path, TOKEN_MIN, TOKEN_MAX);
+		return -EINVAL;
+	}
+	a->token = strndup(buf, n);
+	explicit_bzero(buf, sizeof(buf));
+	return a->token ? 0 : -ENOMEM;
+}
+
 static int parse_args(int argc, char **argv, struct agent_args *a)
 {
 	static const struct option longopts[] = {
-	    {"listen", required_argument, NULL, 'l'}, {"push", required_argument, NULL, 'P'},
-	    {"window", required_argument, NULL, 'w'}, {"rate", required_argument, NULL, 'r'},
-	    {"app", required_argument, NULL, 'A'},    {"comm", required_argument, NULL, 'C'},
-	    {"cgroup", required_argument, NULL, 'G'}, {"backlog", required_argument, NULL, 'B'},
-	    {"no-kernel", no_argument, NULL, 'K'},    {"log", required_argument, NULL, 'L'},
-	    {"stats", no_argument, NULL, 'S'},	      {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},	      {0},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"push", required_argument, NULL, 'P'},
+	    {"window", required_argument, NULL, 'w'},
+	    {"rate", required_argument, NULL, 'r'},
+	    {"app", required_argument, NULL, 'A'},
+	    {"comm", required_argument, NULL, 'C'},
+	    {"cgroup", required_argument, NULL, 'G'},
+	    {"backlog", required_argument, NULL, 'B'},
+	    {"no-kernel", no_argument, NULL, 'K'},
+	    {"log", required_argument, NULL, 'L'},
+	    {"stats", no_argument, NULL, 'S'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"socket", required_argument, NULL, 'U'},
+	    {"auth-token-file", required_argument, NULL, 'T'},
+	    {"allow-uid", required_argument, NULL, 'I'},
+	    {0},
 	};
 	char *end;
 	int c;
 	long v;
 
-	a->listen = DEFAULT_LISTEN;
+	a->socket = DEFAULT_SOCKET;
+	bool socket_given = false;
 	a->window = 15;
 	a->rate = 100;
 	a->app = "taipan";
@@ -146,6 +260,17 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			break;
 		case 'P':
 			a->push = optarg;
+			break;
+		case 'U':
+			a->socket = optarg;
+			socket_given = true;
+			break;
+		case 'T':
+			a->token_file = optarg;
+			break;
+		case 'I':
+			if (parse_uids(optarg, a))
+				return -EINVAL;
 			break;
 		case 'w':
 			a->window = strtod(optarg, &end);
@@ -205,10 +330,32 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	}
 	struct sockaddr_storage ss;
 	socklen_t sslen;
-	if (httpd_parse_listen(a->listen, &ss, &sslen)) {
+	if (a->listen && socket_given) {
+		log_error("--listen (TCP) and --socket (a Unix socket) exclude each other");
+		return -EINVAL;
+	}
+	if (!*a->socket) {
+		log_error("--socket wants a path");
+		return -EINVAL;
+	}
+	if (a->listen && httpd_parse_listen(a->listen, &ss, &sslen)) {
 		log_error("--listen wants ADDR:PORT or [ADDR6]:PORT with a numeric address, not "
 			  "'%s'",
 			  a->listen);
+		return -EINVAL;
+	}
+	/* TCP reaches every local user at least: without a token, any of
+	 * them could read every process's stacks. There is no way around it
+	 * on purpose; see the man page. */
+	if (a->listen && !a->token_file) {
+		log_error("--listen (TCP) needs --auth-token-file FILE: without a token every "
+			  "user who can connect could read every process's stacks; the Unix "
+			  "socket (the default) needs none");
+		return -EINVAL;
+	}
+	if (a->listen && a->nallow) {
+		log_error("--allow-uid is for the Unix socket (peer uids are known there "
+			  "only); on TCP the token decides");
 		return -EINVAL;
 	}
 	if (a->push && push_check_url(a->push)) {
@@ -384,7 +531,7 @@ static void take_snapshot(struct agent *a)
 
 /* GET /stats, on the server's thread: it reads only what is set before
  * the server starts, the snapshot, and the pusher's own counters. */
-static char *stats_json(void *ctx, unsigned long served, unsigned long refused)
+static char *stats_json(void *ctx, const struct httpd_counts *hc)
 {
 	struct agent *a = ctx;
 	struct snapshot sn;
@@ -427,9 +574,15 @@ static char *stats_json(void *ctx, unsigned long served, unsigned long refused)
 	bad |= json_object_set_new(o, "push_failures", json_integer((json_int_t)ps.failures));
 	bad |= json_object_set_new(o, "dropped_windows", json_integer((json_int_t)ps.dropped));
 	bad |= json_object_set_new(o, "push_backlog", json_integer(ps.waiting));
-	bad |= json_object_set_new(o, "profile_requests_served", json_integer((json_int_t)served));
 	bad |=
-	    json_object_set_new(o, "profile_requests_refused", json_integer((json_int_t)refused));
+	    json_object_set_new(o, "profile_requests_served", json_integer((json_int_t)hc->served));
+	bad |= json_object_set_new(o, "profile_requests_refused",
+				   json_integer((json_int_t)hc->refused));
+	bad |= json_object_set_new(o, "profile_requests_waiting", json_integer(hc->waiting));
+	bad |= json_object_set_new(o, "profile_requests_abandoned",
+				   json_integer((json_int_t)hc->abandoned));
+	bad |= json_object_set_new(o, "requests_denied", json_integer((json_int_t)hc->denied));
+	bad |= json_object_set_new(o, "connections_cut", json_integer((json_int_t)hc->cut));
 	if (!bad)
 		text = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
@@ -438,8 +591,8 @@ static char *stats_json(void *ctx, unsigned long served, unsigned long refused)
 
 /* --stats, at exit: the pusher and the server are gone, their counters
  * are given. */
-static void log_counters(struct agent *a, const struct push_stats *ps, unsigned long served,
-			 unsigned long refused)
+static void log_counters(struct agent *a, const struct push_stats *ps,
+			 const struct httpd_counts *hc)
 {
 	struct session_stats st;
 	session_stats(a->s, &st);
@@ -448,21 +601,10 @@ static void log_counters(struct agent *a, const struct push_stats *ps, unsigned 
 		 cli_now() - a->t0, st.samples, st.lost_ring, st.lost_unknown, st.processes,
 		 st.unsupported);
 	agentlog("stats: %" PRIu64 " windows (%" PRIu64 " empty), %" PRIu64 " pushed, %" PRIu64
-		 " push failures, %" PRIu64 " dropped; %lu profile requests served, %lu refused",
-		 a->windows, a->empty_windows, ps->pushed, ps->failures, ps->dropped, served,
-		 refused);
-}
-
-/* Whether --listen names a loopback address (127.0.0.0/8 or ::1). */
-static bool is_loopback(const char *listen)
-{
-	struct sockaddr_storage ss;
-	socklen_t len;
-	if (httpd_parse_listen(listen, &ss, &len))
-		return false;
-	if (ss.ss_family == AF_INET6)
-		return IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
-	return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+		 " push failures, %" PRIu64 " dropped; %lu profile requests served, %lu refused, "
+		 "%lu abandoned; %lu requests denied, %lu connections cut",
+		 a->windows, a->empty_windows, ps->pushed, ps->failures, ps->dropped, hc->served,
+		 hc->refused, hc->abandoned, hc->denied, hc->cut);
 }
 
 /* --- the loop ------------------------------------------------------------------ */
@@ -486,6 +628,20 @@ static void take_requests(struct agent *a, double now, bool *cut_done)
 		}
 		a->waiters[a->nwaiters++] =
 		    (struct waiter){.req = r, .acc = acc, .end = now + httpd_req_seconds(r)};
+	}
+}
+
+/* Requests whose client has gone: their slots are free at once. */
+static void drop_gone(struct agent *a)
+{
+	for (unsigned int i = 0; i < a->nwaiters;) {
+		if (httpd_req_gone(a->waiters[i].req)) {
+			profile_free(a->waiters[i].acc);
+			httpd_abandon(a->h, a->waiters[i].req);
+			a->waiters[i] = a->waiters[--a->nwaiters];
+		} else {
+			i++;
+		}
 	}
 }
 
@@ -548,7 +704,9 @@ static int run(struct agent *a)
 			cut_done = true;
 		}
 		take_requests(a, now, &cut_done);
+		drop_gone(a);
 		answer_due(a, now, stopping);
+		httpd_tick(a->h);
 		if (due.close_window)
 			close_window(a);
 		if (due.snapshot)
@@ -568,6 +726,8 @@ int cmd_agent(int argc, char **argv)
 	int ret, status = 1;
 
 	if (parse_args(argc, argv, &args))
+		return 2;
+	if (args.token_file && read_token(&args))
 		return 2;
 	if (args.log) {
 		ret = agentlog_redirect(args.log);
@@ -624,6 +784,10 @@ int cmd_agent(int argc, char **argv)
 	 * asked as soon as the server runs, the pusher is there by then. */
 	struct httpd_opts ho = {
 	    .listen = args.listen,
+	    .socket_path = args.socket,
+	    .allow_uids = args.allow,
+	    .nallow_uids = args.nallow,
+	    .token = args.token,
 	    .max_waiting = MAX_WAITING,
 	    .stats_json = stats_json,
 	    .ctx = &a,
@@ -639,12 +803,12 @@ int cmd_agent(int argc, char **argv)
 		 getpid(), args.ncomms ? " named as --comm says" : "",
 		 args.cgroup ? " in cgroup " : "", args.cgroup ? args.cgroup : "",
 		 args.kernel ? "" : ", no kernel frames", args.rate, args.window);
-	agentlog("listening on http://%s (GET /debug/pprof/profile?seconds=N, /stats, /healthz)",
-		 httpd_address(a.h));
-	if (!is_loopback(args.listen))
-		agentlog("warning: %s is reachable from other hosts, and the agent has no "
-			 "authentication: put it behind a firewall or an authenticating proxy",
-			 httpd_address(a.h));
+	agentlog("listening on %s (GET /debug/pprof/profile?seconds=N, /stats, /healthz), for "
+		 "%s",
+		 httpd_address(a.h),
+		 args.listen   ? "clients with the bearer token"
+		 : args.nallow ? "root and the uids of --allow-uid"
+			       : "root only");
 	if (a.push)
 		agentlog("pushing each window to %s/ingest as %s (backlog %u)", args.push, a.name,
 			 args.backlog);
@@ -656,14 +820,14 @@ int cmd_agent(int argc, char **argv)
 						  : "an error";
 	/* Answers out first, while the pusher already sends the last window. */
 	struct push_stats ps = {0};
-	unsigned long served, refused;
-	httpd_counts(a.h, &served, &refused);
+	struct httpd_counts hc;
+	httpd_counts(a.h, &hc);
 	httpd_stop(a.h, HTTP_DRAIN_S);
 	a.h = NULL;
 	push_free(a.push, PUSH_FLUSH_S, &ps);
 	a.push = NULL;
 	if (args.stats)
-		log_counters(&a, &ps, served, refused);
+		log_counters(&a, &ps, &hc);
 	agentlog("exiting on %s after %.0f s, %" PRIu64 " windows", why, cli_now() - a.t0,
 		 a.windows);
 out:
@@ -675,5 +839,8 @@ out:
 	profile_free(a.win);
 	session_free(a.s);
 	pthread_mutex_destroy(&a.mu);
+	if (args.token)
+		explicit_bzero(args.token, strlen(args.token));
+	free(args.token);
 	return status;
 }

@@ -1,17 +1,27 @@
 """taipan agent: pprof over HTTP (read by go tool pprof), /stats, pushes to a
 Pyroscope-style receiver (checked part by part and read by go tool pprof),
 retries with backoff, dropped windows, SIGTERM's flush and SIGHUP's log
-reopening. Everything listens on 127.0.0.1 only, and every wait is bounded."""
+reopening; who may connect (the root-only Unix socket, --allow-uid, the
+bearer token on TCP) and what a client cannot do (hold a slot after leaving,
+trickle a request head, flood the log, hang it with query parameters).
+Everything listens on 127.0.0.1 or a Unix socket, and every wait is bounded."""
 
+import errno
 import gzip
+import http.client
 import http.server
 import json
 import os
+import pwd
 import re
+import secrets
+import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.error
@@ -58,16 +68,60 @@ def pprof_strings(body):
     return gzip.decompress(body)
 
 
+DEFAULT_SOCKET = "/run/taipan/agent.sock"
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        s.connect(self.unix_path)
+        self.sock = s
+
+
+def write_token(tmp_path):
+    path = tmp_path / "token"
+    path.write_text(secrets.token_hex(20) + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def socket_alive(path):
+    with socket.socket(socket.AF_UNIX) as s:
+        try:
+            s.connect(path)
+            return True
+        except OSError:
+            return False
+
+
 class Agent:
-    def __init__(self, taipan, tmp_path, *args, window=2):
-        self.port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.port
+    """An agent on TCP with a bearer token (tcp=True), or on the Unix socket
+    `sock` (None: the default one)."""
+
+    def __init__(self, taipan, tmp_path, *args, window=2, tcp=True, sock=None):
+        self.tcp = tcp
         self.log = tmp_path / "agent.log"
         self.stderr = open(tmp_path / "agent.stderr", "wb")
+        where = []
+        if tcp:
+            self.port = free_port()
+            self.url = "http://127.0.0.1:%d" % self.port
+            self.token_file = write_token(tmp_path)
+            self.token = self.token_file.read_text().strip()
+            where = ["--listen", "127.0.0.1:%d" % self.port, "--auth-token-file", self.token_file]
+        else:
+            self.sock = str(sock or DEFAULT_SOCKET)
+            self.token = None
+            if sock:
+                where = ["--socket", self.sock]
         self.proc = subprocess.Popen(
-            [taipan, "agent", "--listen", "127.0.0.1:%d" % self.port, "--window", str(window),
-             "--log", str(self.log)] + [str(a) for a in args],
-            stdout=subprocess.DEVNULL, stderr=self.stderr)
+            [taipan, "agent", "--window", str(window), "--log", str(self.log)] + where +
+            [str(a) for a in args], stdout=subprocess.DEVNULL, stderr=self.stderr)
         try:
             wait_for(self._healthy, 30, "the agent's /healthz")
         except AssertionError:
@@ -78,9 +132,43 @@ class Agent:
         if self.proc.poll() is not None:
             raise AssertionError("agent exited with %s:\n%s" % (self.proc.returncode, self.logs()))
         try:
-            return get(self.url + "/healthz", timeout=2) == (200, b"ok\n")
+            return self.get("/healthz", timeout=2) == (200, b"ok\n")
         except OSError:
             return False
+
+    def connection(self, timeout=10):
+        if self.tcp:
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        return UnixHTTPConnection(self.sock, timeout)
+
+    def get(self, path, timeout=10, method="GET", headers=None, token=True):
+        """(status, body bytes) of one request, with the token unless told not to."""
+        headers = dict(headers or {})
+        if token and self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        conn = self.connection(timeout)
+        try:
+            conn.request(method, path, headers=headers)
+            r = conn.getresponse()
+            return r.status, r.read()
+        finally:
+            conn.close()
+
+    def fetch(self, path, out, timeout=30):
+        """A profile saved to out, for go tool pprof (which cannot send the token)."""
+        status, body = self.get(path, timeout=timeout)
+        assert status == 200, (status, body)
+        out.write_bytes(body)
+        return out
+
+    def raw(self):
+        """A plain socket connected to the agent."""
+        if self.tcp:
+            return socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(10)
+        s.connect(self.sock)
+        return s
 
     def logs(self):
         out = ""
@@ -91,7 +179,7 @@ class Agent:
         return out
 
     def stats(self):
-        status, body = get(self.url + "/stats")
+        status, body = self.get("/stats")
         assert status == 200, body
         return json.loads(body)
 
@@ -238,6 +326,7 @@ def test_help_explains_every_option(taipan):
         assert res.returncode == 0
         for opt in ["--listen", "--push", "--window", "--rate", "--app", "--comm", "--cgroup",
                     "--backlog", "--no-kernel", "--log", "--stats", "--verbose", "examples:",
+                    "--socket", "--allow-uid", "--auth-token-file", DEFAULT_SOCKET,
                     "/debug/pprof/profile?seconds=", "/stats", "/healthz", "SIGHUP", "SIGTERM"]:
             assert opt in res.stdout, opt
     res = subprocess.run([taipan, "help"], stdout=subprocess.PIPE, text=True, timeout=10)
@@ -255,12 +344,38 @@ def test_help_explains_every_option(taipan):
     (["--push", "http://127.0.0.1:4040/?x=1"], "--push wants"),
     (["--backlog", "0"], "--backlog wants"),
     (["leftover"], "takes no arguments"),
+    (["--listen", "127.0.0.1:0"], "--listen (TCP) needs --auth-token-file FILE"),
+    (["--listen", "127.0.0.1:0", "--socket", "/tmp/x.sock"], "exclude each other"),
+    (["--listen", "127.0.0.1:0", "--auth-token-file", "TOKEN", "--allow-uid", "1"],
+     "--allow-uid is for the Unix socket"),
+    (["--allow-uid", "nobody"], "--allow-uid wants numeric uids"),
+    (["--allow-uid", "1,,2"], "--allow-uid wants numeric uids"),
+    (["--socket", ""], "--socket wants a path"),
 ])
-def test_usage_errors(taipan, args, msg):
+def test_usage_errors(taipan, args, msg, tmp_path):
+    args = [str(write_token(tmp_path)) if a == "TOKEN" else a for a in args]
     res = subprocess.run([taipan, "agent"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, timeout=10)
     assert res.returncode == 2, res.stderr
     assert msg in res.stderr
+
+
+@pytest.mark.parametrize("content,mode,msg", [
+    ("short\n", 0o600, "must hold one token of 16 to 1024"),
+    ("a token with spaces in it\n", 0o600, "must hold one token"),
+    (secrets.token_hex(20), 0o644, "is readable or writable by every user (mode 0644)"),
+    (None, 0o600, "cannot read --auth-token-file"),
+])
+def test_bad_token_files(taipan, tmp_path, content, mode, msg):
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_text(content)
+        os.chmod(path, mode)
+    res = subprocess.run([taipan, "agent", "--listen", "127.0.0.1:0", "--auth-token-file", path],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=10)
+    assert res.returncode == 2, res.stderr
+    assert msg in res.stderr, res.stderr
+
 
 
 def test_port_in_use(taipan, tmp_path):
@@ -268,7 +383,8 @@ def test_port_in_use(taipan, tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         port = s.getsockname()[1]
-        res = subprocess.run([taipan, "agent", "--listen", "127.0.0.1:%d" % port],
+        res = subprocess.run([taipan, "agent", "--listen", "127.0.0.1:%d" % port,
+                              "--auth-token-file", write_token(tmp_path)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     assert res.returncode == 1
     assert "cannot listen on 127.0.0.1:%d: Address already in use" % port in res.stderr
@@ -280,7 +396,7 @@ def test_profile_over_http_read_by_go_pprof(agents, workload, tmp_path):
     w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
     a = agents()
     t0 = time.time()
-    raw = go_pprof("-raw", a.url + "/debug/pprof/profile?seconds=3")
+    raw = go_pprof("-raw", a.fetch("/debug/pprof/profile?seconds=3", tmp_path / "p3.pb.gz"))
     took = time.time() - t0
     assert 2.9 <= took < 30, took
     for f in (INNER, "Worker.run", "main", "<module>"):
@@ -288,7 +404,8 @@ def test_profile_over_http_read_by_go_pprof(agents, workload, tmp_path):
     # Every process, told apart by labels: the workload's pid is one.
     assert "pid:[%d]" % w.pid in raw
     # go tool pprof's own view: the busy function carries the workload's samples.
-    top = go_pprof("-top", "-tagfocus=pid=^%d$" % w.pid, a.url + "/debug/pprof/profile?seconds=2")
+    top = go_pprof("-top", "-tagfocus=pid=^%d$" % w.pid,
+                   a.fetch("/debug/pprof/profile?seconds=2", tmp_path / "p2.pb.gz"))
     flat = [l for l in top.splitlines() if l.rstrip().endswith(INNER)]
     shown = re.search(r"Showing nodes accounting for ([\d.]+)(m?s)", top)
     assert flat and shown, top
@@ -316,7 +433,7 @@ def test_concurrent_requests_and_sampling_goes_on(agents, workload):
     results = {}
 
     def fetch(i, seconds):
-        results[i] = get(a.url + "/debug/pprof/profile?seconds=%d" % seconds, timeout=30)
+        results[i] = a.get("/debug/pprof/profile?seconds=%d" % seconds, timeout=30)
 
     threads = [threading.Thread(target=fetch, args=(i, 2 + i % 2)) for i in range(4)]
     for t in threads:
@@ -336,41 +453,251 @@ def test_concurrent_requests_and_sampling_goes_on(agents, workload):
 
 def test_bad_requests_and_limits(agents):
     a = agents()
-    assert get(a.url + "/nope")[0] == 404
-    assert get(a.url + "/debug/pprof/")[0] == 404
-    status, _ = get(a.url + "/stats", method="POST")
+    assert a.get("/nope")[0] == 404
+    assert a.get("/debug/pprof/")[0] == 404
+    status, _ = a.get("/stats", method="POST")
     assert status == 405
-    assert get(a.url + "/debug/pprof/profile?seconds=1", method="DELETE")[0] == 405
+    assert a.get("/debug/pprof/profile?seconds=1", method="DELETE")[0] == 405
     for bad in ("0", "301", "abc", "1.5", "-3"):
-        status, body = get(a.url + "/debug/pprof/profile?seconds=" + bad)
+        status, body = a.get("/debug/pprof/profile?seconds=" + bad)
         assert status == 400 and b"seconds" in body, (bad, status, body)
     # Headers past the connection's memory: refused, and the agent lives on.
     try:
-        status, _ = get(a.url + "/stats", headers={"X-Big": "x" * 40000})
+        status, _ = a.get("/stats", headers={"X-Big": "x" * 40000})
         assert 400 <= status < 500
     except (ConnectionError, OSError):
         pass
     many = {"X-H%d" % i: "v" * 100 for i in range(400)}
     try:
-        status, _ = get(a.url + "/stats", headers=many)
+        status, _ = a.get("/stats", headers=many)
         assert 400 <= status < 500
     except (ConnectionError, OSError):
         pass
     # At most 8 profile requests wait at once; the 9th is told to come back.
     results = []
     threads = [threading.Thread(target=lambda: results.append(
-        get(a.url + "/debug/pprof/profile?seconds=4", timeout=30)[0])) for _ in range(8)]
+        a.get("/debug/pprof/profile?seconds=4", timeout=30)[0])) for _ in range(8)]
     for t in threads:
         t.start()
     time.sleep(1.5)
-    status, body = get(a.url + "/debug/pprof/profile?seconds=1")
+    status, body = a.get("/debug/pprof/profile?seconds=1")
     assert status == 503 and b"too many" in body
     for t in threads:
         t.join(timeout=30)
     assert results == [200] * 8
     st = a.stats()
     assert st["profile_requests_served"] == 8 and st["profile_requests_refused"] >= 6
-    assert get(a.url + "/healthz") == (200, b"ok\n")
+    assert a.get("/healthz") == (200, b"ok\n")
+
+
+# --- who may connect ------------------------------------------------------------------
+
+NOBODY_CLIENT = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("connect: %d" % e.errno)
+    sys.exit(0)
+s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+data = b""
+while True:
+    d = s.recv(4096)
+    if not d:
+        break
+    data += d
+print(data.split(b"\r\n")[0].decode())
+"""
+
+
+def as_nobody(path):
+    """What user nobody gets from the agent's Unix socket at path: "connect:
+    ERRNO" or the status line."""
+    require(shutil.which("setpriv"), "setpriv (util-linux)")
+    res = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                          "/usr/bin/python3", "-c", NOBODY_CLIENT, path], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+
+@pytest.fixture
+def run_dir():
+    """A directory under /run that user nobody may enter, as /run/taipan."""
+    d = tempfile.mkdtemp(prefix="taipan-test-", dir="/run")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_default_unix_socket_is_root_only(taipan, agents):
+    if socket_alive(DEFAULT_SOCKET):
+        pytest.skip("another agent serves " + DEFAULT_SOCKET)
+    a = agents(tcp=False)
+    st = os.lstat(DEFAULT_SOCKET)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == 0
+    d = os.lstat(os.path.dirname(DEFAULT_SOCKET))
+    assert stat.S_ISDIR(d.st_mode) and d.st_uid == 0 and not d.st_mode & 0o022
+    assert a.get("/healthz") == (200, b"ok\n")
+    assert as_nobody(DEFAULT_SOCKET) == "connect: %d" % errno.EACCES
+    assert "listening on unix:%s (" % DEFAULT_SOCKET in a.logs() and "for root only" in a.logs()
+    # A second agent leaves the first one's socket alone.
+    res = subprocess.run([taipan, "agent"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, timeout=60)
+    assert res.returncode == 1
+    assert "cannot listen on %s: another agent is serving there" % DEFAULT_SOCKET in res.stderr
+    assert a.get("/healthz") == (200, b"ok\n")
+    rc, _ = a.stop()
+    assert rc == 0 and not os.path.exists(DEFAULT_SOCKET)
+
+
+def test_allow_uid_lets_that_user_in(agents, run_dir, tmp_path):
+    nobody = pwd.getpwnam("nobody").pw_uid
+    sock = os.path.join(run_dir, "agent.sock")
+    a = agents("--allow-uid", "4242,%d" % nobody, tcp=False, sock=sock)
+    # Anyone may connect; the uid decides.
+    assert stat.S_IMODE(os.lstat(sock).st_mode) == 0o666
+    assert as_nobody(sock) == "HTTP/1.1 200 OK"
+    assert a.get("/healthz") == (200, b"ok\n")  # root always
+    a.proc.kill()  # its socket stays behind
+    a.proc.wait()
+    assert os.path.exists(sock)
+    b = agents("--allow-uid", "4242", tcp=False, sock=sock)  # takes the stale socket's place
+    assert as_nobody(sock) == "HTTP/1.1 403 Forbidden"
+    assert b.stats()["requests_denied"] == 1
+    assert "refused a request from uid %d: not allowed (--allow-uid)" % nobody in b.logs()
+    # A directory others may write is refused: they could swap the socket.
+    os.chmod(run_dir, 0o777)
+    res = subprocess.run([b.proc.args[0], "agent", "--socket", os.path.join(run_dir, "x.sock")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    os.chmod(run_dir, 0o755)
+    assert res.returncode == 1
+    assert "must be a directory of root's that only it may write (it is mode 0777" in res.stderr
+
+
+def test_tcp_wants_the_token(agents, workload, tmp_path):
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
+    a = agents()
+    for path in ("/healthz", "/stats", "/debug/pprof/profile?seconds=1", "/nope"):
+        status, body = a.get(path, token=False)
+        assert status == 401 and b"Authorization: Bearer" in body, (path, status, body)
+    conn = a.connection()
+    conn.request("GET", "/healthz", headers={"Authorization": "Bearer " + "0" * len(a.token)})
+    r = conn.getresponse()
+    assert r.status == 401 and r.getheader("WWW-Authenticate") == 'Bearer realm="taipan"'
+    conn.close()
+    assert a.get("/healthz", token=False, headers={"Authorization": "Basic " + a.token})[0] == 401
+    assert a.get("/healthz", token=False, headers={"Authorization": "bearer " + a.token}) == \
+        (200, b"ok\n")
+    raw = go_pprof("-raw", a.fetch("/debug/pprof/profile?seconds=2", tmp_path / "p.pb.gz"))
+    assert INNER in raw and "pid:[%d]" % w.pid in raw
+    st = a.stats()
+    assert st["requests_denied"] == 6 and st["profile_requests_served"] == 1
+
+
+# --- what a client cannot do -----------------------------------------------------------
+
+def test_abandoned_requests_free_their_slots(agents, workload, tmp_path):
+    workload(pyenv("pyenv-3.12"), "chain.py", 60)
+    a = agents()
+    req = ("GET /debug/pprof/profile?seconds=300 HTTP/1.1\r\nHost: x\r\n"
+           "Authorization: Bearer %s\r\n\r\n" % a.token).encode()
+    clients = []
+    for _ in range(8):
+        s = a.raw()
+        s.sendall(req)
+        clients.append(s)
+    wait_for(lambda: a.stats()["profile_requests_waiting"] == 8, 10, "eight waiting requests")
+    status, body = a.get("/debug/pprof/profile?seconds=1")
+    assert status == 503 and b"too many" in body
+    # The clients give up: their slots are free at once, not in 300 s.
+    t0 = time.time()
+    for s in clients:
+        s.close()
+    st = wait_for(lambda: (lambda s: s if s["profile_requests_waiting"] == 0 else None)(a.stats()),
+                  5, "the slots freed")
+    assert time.time() - t0 < 5 and st["profile_requests_abandoned"] == 8
+    path = a.fetch("/debug/pprof/profile?seconds=1", tmp_path / "ninth.pb.gz")
+    assert INNER in go_pprof("-raw", path)
+    assert time.time() - t0 < 15
+
+
+def test_trickling_client_is_cut_at_the_head_deadline(agents):
+    a = agents()
+    s = a.raw()
+    t0 = time.time()
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+    closed = None
+    # One byte every 0.25 s: each byte would reset an idle timeout.
+    for byte in head:
+        readable, _, _ = select.select([s], [], [], 0.25)
+        try:
+            if readable and not s.recv(100):
+                closed = time.time() - t0
+                break
+            s.send(bytes([byte]))
+        except OSError:
+            closed = time.time() - t0
+            break
+        if time.time() - t0 > 25:
+            break
+    s.close()
+    assert closed is not None and 9.5 <= closed < 15, closed
+    assert a.stats()["connections_cut"] == 1
+    assert "closed 1 connection that sent no complete request within 10 s" in a.logs()
+    assert a.get("/healthz") == (200, b"ok\n")
+
+
+def refusals_logged(logs, what):
+    """How many refusals of a kind the log lines tell of, and in how many lines."""
+    told, lines = 0, 0
+    for line in logs.splitlines():
+        if not line.endswith(what):
+            continue
+        lines += 1
+        m = re.search(r"taipan: (\d+) more like this in the last \d+ s: ", line)
+        told += int(m.group(1)) if m else 1
+    return told, lines
+
+
+def test_refusals_are_logged_at_a_bounded_rate(agents):
+    a = agents()
+    held = [a.raw() for _ in range(16)]  # the limit per address
+    for _ in range(1000):
+        s = a.raw()
+        try:
+            assert s.recv(100) == b""  # refused
+        except ConnectionResetError:
+            pass
+        s.close()
+    for s in held:
+        s.close()
+    wait_for(lambda: a.get("/healthz")[0] == 200, 10, "connections again")
+    for _ in range(1000):
+        assert a.get("/healthz", token=False)[0] == 401
+    limit = "http: Server reached connection limit. Closing inbound connection."
+    token = "refused a request without the bearer token (--auth-token-file)"
+    # Every refusal is told of, in a few lines: the rest follow as counts.
+    wait_for(lambda: refusals_logged(a.logs(), limit)[0] == 1000 and
+             refusals_logged(a.logs(), token)[0] == 1000, 20, "the counts logged")
+    logs = a.logs()
+    assert refusals_logged(logs, limit)[1] <= 6 and refusals_logged(logs, token)[1] <= 6, logs
+    assert len(logs.splitlines()) < 20, logs
+    assert a.stats()["requests_denied"] == 1000
+
+
+def test_many_query_parameters_get_400_at_once(agents):
+    a = agents()
+    q = "&".join("a%d=b" % i for i in range(250))
+    t0 = time.time()
+    status, body = a.get("/debug/pprof/profile?" + q, timeout=5)
+    assert status == 400 and b"too many query parameters" in body, (status, body)
+    assert time.time() - t0 < 3
+    q = "&".join(["seconds=1"] + ["a%d=b" % i for i in range(31)])
+    assert a.get("/debug/pprof/profile?" + q)[0] == 200
+    assert a.get("/healthz") == (200, b"ok\n")
 
 
 # --- pushes -------------------------------------------------------------------------
@@ -442,7 +769,7 @@ def test_sigterm_flushes_and_exits_0(agents, receivers, workload, tmp_path):
     answer = {}
 
     def fetch():
-        answer["r"] = get(a.url + "/debug/pprof/profile?seconds=60", timeout=30)
+        answer["r"] = a.get("/debug/pprof/profile?seconds=60", timeout=30)
 
     t = threading.Thread(target=fetch)
     t.start()
@@ -488,7 +815,7 @@ def test_sighup_reopens_log(agents, tmp_path):
     a.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: a.log.exists() and "reopened the log file" in a.log.read_text(), 10,
              "a line in the new log file")
-    assert get(a.url + "/healthz") == (200, b"ok\n")  # still serving
+    assert a.get("/healthz") == (200, b"ok\n")  # still serving
     rc, _ = a.stop()
     assert rc == 0
     old, new = rotated.read_text(), a.log.read_text()
@@ -510,7 +837,8 @@ def test_install_puts_the_unit_in_place(taipan, tmp_path):
     unit = tmp_path / "usr/lib/systemd/system/taipan-agent.service"
     assert os.stat(unit).st_mode & 0o777 == 0o644
     text = unit.read_text()
-    for line in ["Type=simple", "Restart=on-failure", "ExecStart=/usr/local/bin/taipan agent",
+    for line in ["Type=simple", "Restart=on-failure", "ExecStart=/usr/local/bin/taipan agent\n",
+                 "RuntimeDirectory=taipan\n", "RuntimeDirectoryMode=0755\n",
                  "CapabilityBoundingSet=CAP_BPF CAP_PERFMON CAP_SYS_PTRACE CAP_DAC_READ_SEARCH "
                  "CAP_SYSLOG", "NoNewPrivileges=yes", "WantedBy=multi-user.target"]:
         assert line in text, line

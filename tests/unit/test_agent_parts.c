@@ -164,6 +164,27 @@ static void test_parse_listen(void **state)
 	}
 }
 
+/* The Authorization header against the token of --auth-token-file. */
+static void test_bearer(void **state)
+{
+	const char *tok = "s3cret-token-0123";
+	(void)state;
+	assert_true(httpd_bearer_ok("Bearer s3cret-token-0123", tok));
+	assert_true(httpd_bearer_ok("bearer   s3cret-token-0123  ", tok));
+	const char *bad[] = {NULL,
+			     "",
+			     "Bearer",
+			     "Bearer ",
+			     "Basic s3cret-token-0123",
+			     "Bearer s3cret-token-012",
+			     "Bearer s3cret-token-01234",
+			     "Bearer S3cret-token-0123",
+			     "Bearers3cret-token-0123",
+			     "s3cret-token-0123"};
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_false(httpd_bearer_ok(bad[i], tok));
+}
+
 static void test_log_line(void **state)
 {
 	char buf[128];
@@ -229,10 +250,11 @@ static void test_agent_schedule(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_app_name),	  cmocka_unit_test(test_check_url),
-	    cmocka_unit_test(test_ingest_url),	  cmocka_unit_test(test_backoff_schedule),
-	    cmocka_unit_test(test_parse_seconds), cmocka_unit_test(test_parse_listen),
-	    cmocka_unit_test(test_log_line),	  cmocka_unit_test(test_agent_schedule),
+	    cmocka_unit_test(test_app_name),	   cmocka_unit_test(test_check_url),
+	    cmocka_unit_test(test_ingest_url),	   cmocka_unit_test(test_backoff_schedule),
+	    cmocka_unit_test(test_parse_seconds),  cmocka_unit_test(test_parse_listen),
+	    cmocka_unit_test(test_bearer),	   cmocka_unit_test(test_log_line),
+	    cmocka_unit_test(test_agent_schedule),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
