@@ -163,6 +163,9 @@ struct tp_frame {
 	X(CFRAME, "[thread state unreadable]", "cframe",                                           \
 	  "the thread's _PyCFrame (3.11, 3.12) could not be read")                                 \
 	X(FRAME, "[frame unreadable]", "frame", "a frame could not be read: the stack is partial") \
+	X(FRAME_LOOP, "[broken frame chain]", "frame_loop",                                        \
+	  "the frame chain loops, or a caller link leads to something that is not a frame: a "     \
+	  "stale link (3.12, sampled mid-call) or corruption")                                     \
 	X(DEPTH, "[truncated]", "depth", "more Python frames than a stack holds (TP_MAX_FRAMES)")  \
 	X(STEPS, "[truncated]", "steps",                                                           \
 	  "the walk used all its steps (BPF tail calls) before the stack ended")                   \

@@ -70,6 +70,7 @@ struct tpw_state {
 	/* Before the tstates map: most samples on a CPU are of a few threads. */
 	struct tpw_tstate_ent tcache[TP_TCACHE];
 	__u64 frame; /* next frame to read, 0 when the walk is over */
+	__u64 prev;  /* the frame read before st->frame, 0 if none */
 	struct tp_proc proc;
 	struct tp_sample s; /* s.time_ns must be set: the caches age by it */
 	struct tpw_host host;
@@ -185,6 +186,7 @@ TPW_INLINE void tpw_begin(struct tpw_state *st)
 	st->s.flags = TP_SF_PYTHON;
 	st->s.walk_calls = 0;
 	st->frame = 0;
+	st->prev = 0;
 	st->win_len = 0;
 }
 
@@ -310,6 +312,27 @@ TPW_INLINE __u64 tpw_code_ident(struct tpw_state *st, __u64 code)
 	return ident;
 }
 
+/* Whether code, as read from a frame, cannot be a code object's address:
+ * below 64 KiB, where Linux maps nothing by default (vm.mmap_min_addr) and
+ * where no binary, heap or arena lies, or not 8-byte aligned as every
+ * PyObject is. Every frame of a sound chain passes, shims and entry frames
+ * included. A caller link that leads to an ordinary object instead of a
+ * frame (a stale `previous`, see tpw_walk_interp_frames) reads that object's
+ * reference count here: a small number, or 3.12's odd immortal count. */
+TPW_INLINE bool tpw_not_code(__u64 code)
+{
+	return code < 0x10000 || (code & 7);
+}
+
+/* Whether the walk must stop at the caller link back of frame f, which was
+ * reached from frame prev (0 for the first frame): back leads to f itself
+ * or to prev. Such a chain would repeat the same frames up to the depth
+ * limit; longer loops still end there, as truncated. */
+TPW_INLINE bool tpw_loops(__u64 back, __u64 f, __u64 prev)
+{
+	return back == f || (back && back == prev);
+}
+
 /* <= 3.10 only: the class behind the first local, so that user space can
  * name `self.method` as Class.method. If the first local is itself a class
  * (a classmethod's cls) that class, else the local's type. User space uses it
@@ -338,7 +361,7 @@ TPW_INLINE __u64 tpw_first_local_class(struct tpw_state *st, int at)
 TPW_INLINE void tpw_walk_frame_objects(struct tpw_state *st)
 {
 	const struct tp_py_offsets *o = &st->proc.off;
-	__u64 f = st->frame;
+	__u64 f = st->frame, prev = st->prev;
 	__u32 n = st->s.nframes;
 
 	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
@@ -349,6 +372,11 @@ TPW_INLINE void tpw_walk_frame_objects(struct tpw_state *st)
 			break;
 		}
 		__u64 code = tpw_win_u64(st, at, o->frame_code);
+		if (tpw_not_code(code)) {
+			st->s.err = TP_ERR_FRAME_LOOP;
+			f = 0;
+			break;
+		}
 		struct tp_frame *fr = &st->s.frames[tpw_frame_idx(n)];
 		fr->code = code;
 		fr->ident = tpw_code_ident(st, code);
@@ -356,16 +384,34 @@ TPW_INLINE void tpw_walk_frame_objects(struct tpw_state *st)
 		fr->flags = 0;
 		fr->aux = tpw_first_local_class(st, at); /* every <= 3.10 version */
 		n++;
-		f = tpw_win_u64(st, at, o->frame_back);
+		__u64 back = tpw_win_u64(st, at, o->frame_back);
+		if (tpw_loops(back, f, prev)) {
+			st->s.err = TP_ERR_FRAME_LOOP;
+			back = 0;
+		}
+		prev = f;
+		f = back;
 	}
 	st->s.nframes = n;
 	st->frame = f;
+	st->prev = prev;
 }
 
 /* One step of the walk, 3.11+: a chain of _PyInterpreterFrame through
  * previous; the position is a pointer into the code object; frames owned by
  * the C stack are skipped, and mark the Python frame below them as where an
- * eval loop was entered. */
+ * eval loop was entered.
+ *
+ * A frame's `previous` can be stale. 3.12's generic CALL of a Python
+ * function (Python/bytecodes.c, inst(CALL), the _PyEvalFramePushAndInit
+ * path ending in DISPATCH_INLINED) links the new frame in with
+ * `new_frame->previous = frame; frame = cframe.current_frame = new_frame;`,
+ * and GCC emits the store to cframe.current_frame first: a sample in
+ * between sees the new frame, not yet started, over whatever its memory
+ * held before. That is often a pointer to an object, whose ob_type sits
+ * where `previous` does, and whose type's type is `type`, which is its own
+ * type: read as frames, a loop. tpw_not_code() stops at the object,
+ * tpw_loops() at any frame that leads back to itself or its callee. */
 TPW_INLINE void tpw_walk_interp_frames(struct tpw_state *st)
 {
 	const struct tp_py_offsets *o = &st->proc.off;
@@ -373,7 +419,7 @@ TPW_INLINE void tpw_walk_interp_frames(struct tpw_state *st)
 	__u64 code_mask = (o->flags & TP_LF_STACKREF) ? ~3ULL : ~0ULL;
 	__u32 owner_limit = (o->flags & TP_LF_OWNER) ? PY_OWNER_NOT_PYTHON : 256;
 	__u8 entry_mask = (o->flags & TP_LF_IS_ENTRY) ? 0xff : 0;
-	__u64 f = st->frame;
+	__u64 f = st->frame, prev = st->prev;
 	__u32 n = st->s.nframes;
 
 	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
@@ -385,6 +431,11 @@ TPW_INLINE void tpw_walk_interp_frames(struct tpw_state *st)
 		}
 		__u32 owner = tpw_win_u8(st, at, o->frame_owner);
 		__u64 code = tpw_win_u64(st, at, o->frame_code) & code_mask;
+		if (tpw_not_code(code)) {
+			st->s.err = TP_ERR_FRAME_LOOP;
+			f = 0;
+			break;
+		}
 		/* keep is 1 for a Python frame and 0 for a shim or entry frame
 		 * (owner >= limit), computed without a branch: a branch here
 		 * doubles the verifier's states on every iteration. A skipped
@@ -400,10 +451,17 @@ TPW_INLINE void tpw_walk_interp_frames(struct tpw_state *st)
 		fr->aux = 0;
 		st->s.frames[tpw_frame_idx(n - 1)].flags |= (1 - keep) & TP_FF_ENTRY;
 		n += keep;
-		f = tpw_win_u64(st, at, o->frame_back);
+		__u64 back = tpw_win_u64(st, at, o->frame_back);
+		if (tpw_loops(back, f, prev)) {
+			st->s.err = TP_ERR_FRAME_LOOP;
+			back = 0;
+		}
+		prev = f;
+		f = back;
 	}
 	st->s.nframes = n;
 	st->frame = f;
+	st->prev = prev;
 }
 
 /* Runs one walker step, and says whether another should follow: the

@@ -324,6 +324,21 @@ def parse_folded(path, threads=True):
     return stacks
 
 
+def stats(stderr):
+    """{'frame unreadable': 12, 'unreadable code objects': 3, ...} from --stats.
+
+    Each walk failure site has its own line, "N samples: [marker] key: what";
+    the counts are summed by marker (what the profile shows) and kept by key."""
+    out = {}
+    for m in re.finditer(r"^taipan: stats: (\d+) samples: \[(.+?)\] (\w+): .+$", stderr, re.M):
+        out[m.group(2)] = out.get(m.group(2), 0) + int(m.group(1))
+        out[m.group(3)] = int(m.group(1))
+    m = re.search(r"(\d+) unreadable code objects", stderr)
+    if m:
+        out["unreadable code objects"] = int(m.group(1))
+    return out
+
+
 def marked_lines(path):
     """{'loop': 12, ...} from '# LINE:loop' comments in a workload."""
     out = {}

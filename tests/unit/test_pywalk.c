@@ -91,7 +91,9 @@ static pid_t my_tid(void)
 static void test_interp_frames(void **state)
 {
 	(void)state;
-	static uint8_t code_a[64], code_b[64];
+	/* Aligned as PyObjects are: the walker stops at a frame whose code
+	 * pointer is not. */
+	static _Alignas(16) uint8_t code_a[64], code_b[64];
 	struct fake_frame inner = {0}, shim = {0}, outer = {0};
 	struct fake_cframe cf = {.current_frame = A(&inner)};
 	struct fake_ts ts = {.thread_id = 0x1234, .frame = A(&cf), .native_tid = my_tid()};
@@ -160,13 +162,13 @@ static void test_frame_objects(void **state)
 	struct pywalk w;
 
 	meth.back = A(&classmeth);
-	meth.code = 0x1000;
+	meth.code = 0x100000; /* where an object could be, and unreadable */
 	meth.lasti = 24;
 	meth.localsplus[0] = A(&self); /* self: its type */
 	classmeth.back = A(&plain);
-	classmeth.code = 0x2000;
+	classmeth.code = 0x200000;
 	classmeth.localsplus[0] = A(&cls); /* cls: a class, so itself */
-	plain.code = 0x3000;
+	plain.code = 0x300000;
 	plain.lasti = (uint64_t)-1; /* not started: f_lasti is -1 */
 	fake_pyproc(&pp, TP_LF_SELF_CLASS, &head);
 
@@ -174,7 +176,7 @@ static void test_frame_objects(void **state)
 	assert_int_equal(w.nthreads, 1);
 	const struct pywalk_thread *t = &w.threads[0];
 	assert_int_equal(t->nframes, 3);
-	assert_int_equal(t->frames[0].code, 0x1000);
+	assert_int_equal(t->frames[0].code, 0x100000);
 	assert_int_equal(t->frames[0].pos, 24);
 	assert_int_equal(t->frames[0].aux, A(&cls));
 	assert_int_equal(t->frames[1].aux, A(&cls));
@@ -188,28 +190,78 @@ static void test_frame_objects(void **state)
 static void test_bounds_and_failures(void **state)
 {
 	(void)state;
-	struct fake_frame loop = {0};
+	/* Long chains, which do not loop: frames one after another. */
+	static struct fake_frame chain[TP_WALK_STEPS + 8];
+	struct fake_frame loop = {0}, other = {0};
 	struct fake_ts ts = {.frame = A(&loop)};
 	struct fake_interp in = {.tstate_head = A(&ts)};
 	uint64_t head = A(&in);
 	struct pyproc pp;
 	struct pywalk w;
 
+	/* A frame that is its own caller: the frame once, then the error. */
 	loop.back = A(&loop);
-	loop.code = 0x1000;
+	loop.code = 0x100000;
 	fake_pyproc(&pp, TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER, &head);
+	assert_int_equal(pywalk_read(&pp, &w), 0);
+	assert_int_equal(w.threads[0].nframes, 1);
+	assert_int_equal(w.threads[0].err, TP_ERR_FRAME_LOOP);
+	pywalk_free(&w);
+
+	/* Two frames that call each other: each once. */
+	loop.back = A(&other);
+	other.back = A(&loop);
+	other.code = 0x200000;
+	assert_int_equal(pywalk_read(&pp, &w), 0);
+	assert_int_equal(w.threads[0].nframes, 2);
+	assert_int_equal(w.threads[0].err, TP_ERR_FRAME_LOOP);
+	pywalk_free(&w);
+
+	/* A stale caller link to an object, not a frame (3.12, sampled in
+	 * its generic CALL): where the code would be, its reference count,
+	 * small or 3.12's immortal one. Not one frame of it is kept. */
+	other.back = A(&other);
+	const uint64_t refcnts[] = {0, 3, 24, 0xFFFFFFFF};
+	for (size_t i = 0; i < sizeof(refcnts) / sizeof(refcnts[0]); i++) {
+		other.code = refcnts[i];
+		assert_int_equal(pywalk_read(&pp, &w), 0);
+		assert_int_equal(w.threads[0].nframes, 1);
+		assert_int_equal(w.threads[0].err, TP_ERR_FRAME_LOOP);
+		pywalk_free(&w);
+	}
+	/* The same on <= 3.10's frame objects. */
+	pp.tp.off.flags = TP_LF_SELF_CLASS;
+	assert_int_equal(pywalk_read(&pp, &w), 0);
+	assert_int_equal(w.threads[0].nframes, 1);
+	assert_int_equal(w.threads[0].err, TP_ERR_FRAME_LOOP);
+	pywalk_free(&w);
+	other.code = 0x200000;
+	assert_int_equal(pywalk_read(&pp, &w), 0);
+	assert_int_equal(w.threads[0].nframes, 2);
+	assert_int_equal(w.threads[0].err, TP_ERR_FRAME_LOOP);
+	pywalk_free(&w);
+	pp.tp.off.flags = TP_LF_INTERP_FRAME | TP_LF_LASTI_PTR | TP_LF_OWNER;
+
+	/* Deeper than a stack holds: cut at TP_MAX_FRAMES. */
+	for (size_t i = 0; i < sizeof(chain) / sizeof(chain[0]); i++) {
+		chain[i].code = 0x100000 + 16 * (i % 4);
+		chain[i].back = i + 1 < sizeof(chain) / sizeof(chain[0]) ? A(&chain[i + 1]) : 0;
+	}
+	ts.frame = A(&chain[0]);
 	assert_int_equal(pywalk_read(&pp, &w), 0);
 	assert_int_equal(w.threads[0].nframes, TP_MAX_FRAMES);
 	assert_int_equal(w.threads[0].err, TP_ERR_DEPTH);
 	pywalk_free(&w);
 
-	/* Only shims, in a loop: nothing kept, still bounded, by the steps
-	 * the BPF walker has (its tail calls). */
-	loop.owner = 4;
+	/* Only shims: nothing kept, still bounded, by the steps the BPF
+	 * walker has (its tail calls). */
+	for (size_t i = 0; i < sizeof(chain) / sizeof(chain[0]); i++)
+		chain[i].owner = 4;
 	assert_int_equal(pywalk_read(&pp, &w), 0);
 	assert_int_equal(w.threads[0].nframes, 0);
 	assert_int_equal(w.threads[0].err, TP_ERR_STEPS);
 	pywalk_free(&w);
+	ts.frame = A(&loop);
 
 	/* A back pointer into nothing: what was read, and the error. */
 	loop.owner = 0;
