@@ -120,25 +120,27 @@ static void test_folded(void **state)
 	struct profile *p = build_profile(&id);
 
 	/* Threads hidden: the two threads' identical stacks merge (4 + 2). */
-	assert_folded(p, false, false,
-		      "<module> (app.py);main (app.py);Worker.run (lib/work.py) 6\n"
-		      "[truncated];weird:name x (odd.py);PyObject_Call_[n];do_syscall_64_[k] 2\n");
+	assert_folded(
+	    p, false, false,
+	    "<module> (app.py);main (app.py);Worker.run (lib/work.py) 6\n"
+	    "[truncated];weird\\x3bname\\x0ax (odd.py);PyObject_Call_[n];do_syscall_64_[k] 2\n");
 	assert_folded(
 	    p, true, false,
 	    "<module> (app.py:10);main (app.py:20);Worker.run (lib/work.py:42) 6\n"
-	    "[truncated];weird:name x (odd.py:3);PyObject_Call_[n];do_syscall_64_[k] 2\n");
-	assert_folded(p, false, true,
-		      "python3 [pid 100];MainThread [tid 100];<module> (app.py);main (app.py);"
-		      "Worker.run (lib/work.py) 4\n"
-		      "python3 [pid 100];MainThread [tid 100];[truncated];weird:name x (odd.py);"
-		      "PyObject_Call_[n];do_syscall_64_[k] 2\n"
-		      "python3 [pid 100];worker [tid 101];<module> (app.py);main (app.py);"
-		      "Worker.run (lib/work.py) 2\n");
+	    "[truncated];weird\\x3bname\\x0ax (odd.py:3);PyObject_Call_[n];do_syscall_64_[k] 2\n");
+	assert_folded(
+	    p, false, true,
+	    "python3 [pid 100];MainThread [tid 100];<module> (app.py);main (app.py);"
+	    "Worker.run (lib/work.py) 4\n"
+	    "python3 [pid 100];MainThread [tid 100];[truncated];weird\\x3bname\\x0ax (odd.py);"
+	    "PyObject_Call_[n];do_syscall_64_[k] 2\n"
+	    "python3 [pid 100];worker [tid 101];<module> (app.py);main (app.py);"
+	    "Worker.run (lib/work.py) 2\n");
 	assert_folded(
 	    p, true, true,
 	    "python3 [pid 100];MainThread [tid 100];<module> (app.py:10);main (app.py:20);"
 	    "Worker.run (lib/work.py:42) 4\n"
-	    "python3 [pid 100];MainThread [tid 100];[truncated];weird:name x (odd.py:3);"
+	    "python3 [pid 100];MainThread [tid 100];[truncated];weird\\x3bname\\x0ax (odd.py:3);"
 	    "PyObject_Call_[n];do_syscall_64_[k] 2\n"
 	    "python3 [pid 100];worker [tid 101];<module> (app.py:10);main (app.py:20);"
 	    "Worker.run (lib/work.py:42) 2\n");
@@ -167,9 +169,9 @@ static void test_folded_edges(void **state)
 
 	assert_folded(p, false, false, "0xffffffff81234567_[k] 1\n[unknown] 3\nf 1\n");
 	assert_folded(p, true, true,
-		      "a:b c [pid 5];[tid 6] 3\n"
-		      "a:b c [pid 5];[tid 6];0xffffffff81234567_[k] 1\n"
-		      "a:b c [pid 5];[tid 6];f 1\n");
+		      "a\\x3bb\\x0ac [pid 5];[tid 6] 3\n"
+		      "a\\x3bb\\x0ac [pid 5];[tid 6];0xffffffff81234567_[k] 1\n"
+		      "a\\x3bb\\x0ac [pid 5];[tid 6];f 1\n");
 	profile_free(p);
 
 	/* Nothing sampled: nothing written, and no error. */
@@ -647,8 +649,9 @@ static void test_write_file(void **state)
 	assert_int_equal(output_write_file(p, path, OUTPUT_FOLDED, &o), 0);
 	data = read_file(path, &len);
 	assert_string_equal(
-	    data, "<module> (app.py:10);main (app.py:20);Worker.run (lib/work.py:42) 6\n"
-		  "[truncated];weird:name x (odd.py:3);PyObject_Call_[n];do_syscall_64_[k] 2\n");
+	    data,
+	    "<module> (app.py:10);main (app.py:20);Worker.run (lib/work.py:42) 6\n"
+	    "[truncated];weird\\x3bname\\x0ax (odd.py:3);PyObject_Call_[n];do_syscall_64_[k] 2\n");
 	free(data);
 	/* No temporary file is left behind. */
 	assert_int_equal(dir_entries(dir), 2);
