@@ -55,6 +55,27 @@ def test_dump_prints_names_as_text(taipan, screen, evil):
     assert "taipan: pid %d (%s): Python 3.12" % (evil.pid, EVIL_COMM) in text, text
 
 
+def test_record_folded_to_the_terminal(taipan, screen, evil):
+    s = screen([taipan, "record", "-v", "-p", evil.pid, "-d", "1", "-r", 200, "--no-kernel",
+                "--folded-threads", "-o", "-"])
+    title = s.title()
+    assert s.exit_status(timeout=30) == 0, s.text()
+    text = assert_untouched(s, title)
+    # ';' separates frames: the name's own are \x3b, so the line splits into
+    # the process, the thread and the Python frames, nothing more.
+    def folded(s):
+        return s.replace(";", "\\x3b")
+    comm = folded(EVIL_COMM)
+    line = next((l for l in text.splitlines() if l.startswith(comm + " [pid")), None)
+    assert line, text
+    frames = line.rpartition(" ")[0].split(";")
+    assert frames == ["%s [pid %d]" % (comm, evil.pid), "%s [tid %d]" % (comm, evil.pid),
+                      "<module> (%s)" % evil.script, "main (%s)" % evil.script,
+                      "evil_names (%s)" % evil.script,
+                      "%s (%s)" % (folded(EVIL_NAME), folded(EVIL_FILE)),
+                      "busy (%s)" % evil.script], line
+
+
 def test_top_shows_names_as_text(taipan, screen, evil):
     s = screen([taipan, "top", "-p", evil.pid, "-r", 200])
     title = s.title()
