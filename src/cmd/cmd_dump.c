@@ -17,6 +17,7 @@
 #include "target/pywalk.h"
 #include "core/walkerr.h"
 #include "profile/symbolize.h"
+#include "util/strutil.h"
 
 void cmd_dump_usage(FILE *out)
 {
@@ -126,11 +127,27 @@ static int by_tid(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
+/* s on stdout as text (str_escape): the names in a dump are the target's to
+ * choose, and one must not retitle, clear or write to the terminal of the
+ * user reading it. */
+static void put_esc(const char *s)
+{
+	char buf[512];
+	if (str_escape(buf, sizeof(buf), s, NULL) < sizeof(buf)) {
+		fputs(buf, stdout);
+		return;
+	}
+	char *all = str_escape_dup(s, NULL);
+	fputs(all ? all : buf, stdout); /* out of memory: the start of it */
+	free(all);
+}
+
 static void print_text(const struct pyproc *pp, struct symbolizer *sz,
 		       struct pywalk_thread *const *th, size_t n, int list_err)
 {
-	printf("Process %d (%s): Python %s, %zu thread%s\n", pp->pid, pp->comm, pp->version, n,
-	       n == 1 ? "" : "s");
+	printf("Process %d (", pp->pid);
+	put_esc(pp->comm);
+	printf("): Python %s, %zu thread%s\n", pp->version, n, n == 1 ? "" : "s");
 	if (list_err)
 		printf("[thread list cut short: %s; threads may be missing]\n",
 		       walkerr_desc((unsigned int)list_err));
@@ -139,11 +156,14 @@ static void print_text(const struct pyproc *pp, struct symbolizer *sz,
 		char name[TP_COMM_LEN + 1];
 		thread_name(pp->pid, t->tid, name, sizeof(name));
 		printf("\n");
-		if (t->tid)
-			printf("Thread %d \"%s\"", t->tid, name);
-		else
+		if (t->tid) {
+			printf("Thread %d \"", t->tid);
+			put_esc(name);
+			putchar('"');
+		} else {
 			printf("Thread 0x%llx (no OS thread found)",
 			       (unsigned long long)t->thread_id);
+		}
 		if (t->interp)
 			printf(" in interpreter %u", t->interp);
 		printf(" (most recent call first):\n");
@@ -154,7 +174,11 @@ static void print_text(const struct pyproc *pp, struct symbolizer *sz,
 				       (unsigned long long)t->frames[k].code);
 				continue;
 			}
-			printf("  File \"%s\", line %d, in %s\n", f.file, f.line, f.name);
+			printf("  File \"");
+			put_esc(f.file);
+			printf("\", line %d, in ", f.line);
+			put_esc(f.name);
+			putchar('\n');
 		}
 		if (walkerr_is_cut((unsigned int)t->err))
 			printf("  [truncated after %u frames]\n", t->nframes);

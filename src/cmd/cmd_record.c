@@ -55,7 +55,9 @@ void cmd_record_usage(FILE *out)
 		"  -o, --output FILE    where to write (default taipan-YYYYmmdd-HHMMSS.folded);\n"
 		"                       the extension picks the format: .html/.htm flame graph,\n"
 		"                       .json speedscope, .pb.gz/.pprof pprof, .folded/.txt\n"
-		"                       folded stacks\n"
+		"                       folded stacks. '-' is standard output (folded unless\n"
+		"                       --format says otherwise). Checked before recording;\n"
+		"                       only a regular file of yours is replaced\n"
 		"  -f, --format FMT     html, speedscope, pprof or folded, whatever the\n"
 		"                       extension says\n"
 		"      --no-kernel      leave out kernel frames\n"
@@ -265,6 +267,7 @@ int cmd_record(int argc, char **argv)
 {
 	struct record_args a = {0};
 	struct session *s = NULL;
+	struct output_file *of = NULL;
 	char err[512], outbuf[64];
 	int ret, gate = -1, status = 1;
 	pid_t child = 0;
@@ -277,12 +280,20 @@ int cmd_record(int argc, char **argv)
 		a.output = outbuf;
 	}
 	if (a.format == OUTPUT_UNKNOWN)
-		a.format = output_format_from_path(a.output);
+		a.format =
+		    strcmp(a.output, "-") ? output_format_from_path(a.output) : OUTPUT_FOLDED;
 	if (a.format == OUTPUT_UNKNOWN) {
 		log_error("cannot tell the format of '%s' from its extension; use .html, .json, "
 			  ".pb.gz, .pprof, .folded or .txt, or --format",
 			  a.output);
 		return 2;
+	}
+	/* Before anything is recorded: a profile that cannot be written is
+	 * better refused now than lost at the end. */
+	ret = output_file_open(a.output, a.format, &of, err, sizeof(err));
+	if (ret) {
+		log_error("%s", err);
+		return 1;
 	}
 
 	struct session_opts so = {
@@ -296,7 +307,7 @@ int cmd_record(int argc, char **argv)
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);
-		return 1;
+		goto out;
 	}
 	for (int i = 0; i < a.npids; i++) {
 		ret = session_add_pid(s, a.pids[i], true, err, sizeof(err));
@@ -394,14 +405,19 @@ int cmd_record(int argc, char **argv)
 
 	struct session_stats st;
 	session_stats(s, &st);
-	ret = output_write_file(session_profile(s), a.output, a.format, &a.oo);
+	ret = output_file_commit(of, session_profile(s), &a.oo, err, sizeof(err));
 	if (ret) {
-		log_error("cannot write %s: %s", a.output, strerror(-ret));
+		char saved[PATH_MAX];
+		log_error("%s", err);
+		if (output_write_rescue(session_profile(s), a.format, &a.oo, saved, sizeof(saved)))
+			log_error("the profile is lost: it cannot be written to $TMPDIR either");
+		else
+			log_error("the profile is kept in %s", saved);
 		goto out;
 	}
 	log_info("%s: wrote %s (%s): %llu samples from %u Python process%s, %llu lost", why,
-		 a.output, output_format_name(a.format), (unsigned long long)st.samples,
-		 st.processes, st.processes == 1 ? "" : "es",
+		 strcmp(a.output, "-") ? a.output : "standard output", output_format_name(a.format),
+		 (unsigned long long)st.samples, st.processes, st.processes == 1 ? "" : "es",
 		 (unsigned long long)(st.lost_ring + st.lost_unknown));
 	if (!st.samples)
 		log_warn("no samples: the targets did not run Python on a CPU while recorded");
@@ -414,5 +430,6 @@ out:
 	if (child > 0 && !child_done && status != 0)
 		waitpid(child, NULL, 0);
 	session_free(s);
+	output_file_free(of);
 	return status;
 }

@@ -169,6 +169,15 @@ static void __attribute__((format(printf, 3, 4))) put(int y, int w, const char *
 	mvaddnstr(y, 0, line, w);
 }
 
+/* s escaped (str_escape) into buf, cut to fit: a name the target chose
+ * must show as text, not move the cursor or retitle the terminal. The row is
+ * cut at the screen's width anyway. */
+static const char *esc(char *buf, size_t len, const char *s)
+{
+	str_escape(buf, len, s, NULL);
+	return buf;
+}
+
 static void draw(const struct view *v, struct topstats *ts, struct session *s)
 {
 	struct session_stats st;
@@ -177,7 +186,7 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 	int h, w, y;
 	size_t nrows = topstats_rows(ts, &rows), nthreads = topstats_threads(ts, &threads);
 	uint64_t view = topstats_view_samples(ts);
-	char span[64];
+	char span[64], e1[256], e2[256];
 
 	session_stats(s, &st);
 	getmaxyx(stdscr, h, w);
@@ -190,7 +199,7 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 			 v->was_reset ? "since reset" : "since start", cli_now() - v->since);
 	if (v->pp)
 		put(0, w, "taipan top - pid %d (%s), Python %s, %u Hz, %s%s", v->pp->pid,
-		    v->pp->comm, v->pp->version, v->args->rate, span,
+		    esc(e1, sizeof(e1), v->pp->comm), v->pp->version, v->args->rate, span,
 		    v->exited ? " - the process exited" : "");
 	else
 		put(0, w, "taipan top - every Python process (%u seen), %u Hz, %s", st.processes,
@@ -201,7 +210,8 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 		    "(%s), sorted by %s",
 		    (unsigned long long)topstats_window_samples(ts), (unsigned long long)view,
 		    (unsigned long long)(st.lost_ring + st.lost_unknown), nthreads, v->tid,
-		    v->tname ? v->tname : "?", v->sort == TOP_SORT_OWN ? "own" : "total");
+		    v->tname ? esc(e1, sizeof(e1), v->tname) : "?",
+		    v->sort == TOP_SORT_OWN ? "own" : "total");
 	else
 		put(1, w, "samples %llu, lost %llu, threads %zu, showing all threads, sorted by %s",
 		    (unsigned long long)view, (unsigned long long)(st.lost_ring + st.lost_unknown),
@@ -233,12 +243,12 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 		if (r->file)
 			put(y, w, "%6.1f%% %6.1f%% %8llu %8llu  %s  (%s:%d)", pct(r->own, view),
 			    pct(r->total, view), (unsigned long long)r->own,
-			    (unsigned long long)r->total, r->name, base_name(r->file),
-			    r->first_line);
+			    (unsigned long long)r->total, esc(e1, sizeof(e1), r->name),
+			    esc(e2, sizeof(e2), base_name(r->file)), r->first_line);
 		else
 			put(y, w, "%6.1f%% %6.1f%% %8llu %8llu  %s", pct(r->own, view),
 			    pct(r->total, view), (unsigned long long)r->own,
-			    (unsigned long long)r->total, r->name);
+			    (unsigned long long)r->total, esc(e1, sizeof(e1), r->name));
 	}
 	attron(A_DIM);
 	mvaddnstr(h - 1, 0,

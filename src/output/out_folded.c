@@ -13,26 +13,26 @@
 #include <string.h>
 
 #include "output/output.h"
+#include "util/strutil.h"
 
 struct folded_line {
 	char *stack;
 	uint64_t count;
 };
 
-/* ';' separates frames and '\n' ends a line, so neither may survive inside a
- * frame; anything else (spaces included: the count is after the last one) is
- * safe for the parsers. */
-static void sanitize(char *s)
+/* s escaped (str_escape) for a folded line, in a new string; s is freed.
+ * ';' separates frames and '\n' ends a line, so neither may survive inside a
+ * frame, and no byte a target chose may act on the terminal the lines are
+ * printed to: both become "\xHH", which says what was there. Spaces stay
+ * (the count is after the last one). NULL when out of memory. */
+static char *escape(char *s)
 {
-	for (; *s; s++) {
-		if (*s == ';')
-			*s = ':';
-		else if (*s == '\n' || *s == '\r')
-			*s = ' ';
-	}
+	char *e = str_escape_dup(s, ";");
+	free(s);
+	return e;
 }
 
-/* The text of one frame, newly allocated and sanitized, or NULL when out of
+/* The text of one frame, newly allocated and escaped, or NULL when out of
  * memory. "_[k]" is the suffix flamegraph.pl and inferno colour as kernel
  * code; "_[n]" marks native code the same way, so the two stay apart even
  * where a viewer does not colour it. A Python line of 0 (unknown) is left out
@@ -71,8 +71,7 @@ static char *frame_text(const struct prof_frame *f, bool lines)
 	}
 	if (rc < 0)
 		return NULL;
-	sanitize(s);
-	return s;
+	return escape(s);
 }
 
 /* "comm [pid N]" or, without a name, "[pid N]". */
@@ -86,8 +85,7 @@ static char *thread_root(const char *name, const char *what, uint32_t id)
 		rc = asprintf(&s, "[%s %" PRIu32 "]", what, id);
 	if (rc < 0)
 		return NULL;
-	sanitize(s);
-	return s;
+	return escape(s);
 }
 
 /* Appends part at w, after a ';' unless it is the first (*k counts parts);

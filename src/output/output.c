@@ -3,11 +3,18 @@
  * The profile is written into a fresh temporary file in the destination's
  * directory and renamed over the destination, so a reader (a flame-graph
  * viewer, a pprof scraper) sees either the old file or the whole new one.
- * taipan usually runs as root and the destination is named by a user, so the
- * rename refuses to replace a symlink or somebody else's file.
+ * taipan usually runs as root and the destination is named by a user, so it
+ * refuses to replace anything but a regular file of its own: not a symlink,
+ * a device node, a FIFO or somebody else's file. All of that is checked, and
+ * the temporary file created, before recording starts (output_file_open), so
+ * that a bad -o costs nothing; a profile that cannot be put in place at the
+ * end is rescued into $TMPDIR (output_write_rescue).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,24 +91,136 @@ const char *output_format_name(enum output_format f)
 	return "unknown";
 }
 
-/* -EPERM when the entry base in dfd must not be replaced: a symlink (the user
- * may have aimed it at a file they could not write themselves), or a file
- * owned by someone else. 0 when it is ours or absent. */
-static int check_replaceable(int dfd, const char *base)
+/* What st is, for a message: "a symbolic link", "a FIFO", ... */
+static const char *file_kind(const struct stat *st)
+{
+	if (S_ISLNK(st->st_mode))
+		return "a symbolic link";
+	if (S_ISDIR(st->st_mode))
+		return "a directory";
+	if (S_ISCHR(st->st_mode))
+		return "a character device";
+	if (S_ISBLK(st->st_mode))
+		return "a block device";
+	if (S_ISFIFO(st->st_mode))
+		return "a FIFO";
+	if (S_ISSOCK(st->st_mode))
+		return "a socket";
+	return "not a regular file";
+}
+
+/* 0 when the entry base in dfd may be replaced: absent, or a regular file
+ * of ours. Otherwise a negative errno, and err says why: a symlink (the user
+ * may have aimed it at a file they could not write themselves), a device
+ * node or a FIFO (the rename would turn it into a file), a directory, or a
+ * file someone else owns. path is the name to give in the message. */
+static int check_replaceable(int dfd, const char *base, const char *path, char *err, size_t errlen)
 {
 	struct stat st;
-	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (S_ISLNK(st.st_mode) || st.st_uid != geteuid())
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		int e = errno;
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+		return -e;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "cannot write %s: it is a directory; name a file in it",
+			 path);
+		return -EISDIR;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		snprintf(err, errlen,
+			 "will not write %s: it is a symbolic link, and taipan does not write "
+			 "through one; name the file it points to, or remove it",
+			 path);
 		return -EPERM;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen,
+			 "will not write %s: it is %s, and taipan replaces only regular files "
+			 "(-o - writes to standard output)",
+			 path, file_kind(&st));
+		return -EPERM;
+	}
+	if (st.st_uid != geteuid()) {
+		snprintf(err, errlen,
+			 "will not write %s: it is owned by uid %u, and taipan (uid %u) does "
+			 "not replace another user's file; remove it or choose another name",
+			 path, (unsigned int)st.st_uid, (unsigned int)geteuid());
+		return -EPERM;
+	}
 	return 0;
+}
+
+#define TEMP_PREFIX ".taipan-"
+#define TEMP_SUFFIX ".tmp"
+
+/* The pid in name when it is exactly a temporary file's name as create_temp
+ * makes them, ".taipan-PID-XXXXXXXXXXXXXXXX.tmp" (16 lowercase hex digits),
+ * or 0. */
+static pid_t temp_owner(const char *name)
+{
+	const char *p = name;
+	long pid = 0;
+	if (strncmp(p, TEMP_PREFIX, strlen(TEMP_PREFIX)) != 0)
+		return 0;
+	p += strlen(TEMP_PREFIX);
+	if (*p < '1' || *p > '9')
+		return 0;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		pid = pid * 10 + (*p - '0');
+		if (pid > INT_MAX)
+			return 0;
+	}
+	if (*p++ != '-')
+		return 0;
+	for (int i = 0; i < 16; i++, p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return 0;
+	return strcmp(p, TEMP_SUFFIX) == 0 ? (pid_t)pid : 0;
+}
+
+/* Removes the temporary files that taipan processes now dead left in dfd
+ * (killed while writing, with SIGKILL or a crash): only names of exactly
+ * create_temp's pattern, only regular files of ours, only when their pid
+ * is gone. A pid in use again keeps its file: a leftover is harmless, a
+ * file being written is not ours to remove. Best effort, silent. Returns
+ * how many were removed. */
+static int remove_stale_temps(int dfd)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	int removed = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		pid_t pid = temp_owner(de->d_name);
+		struct stat st;
+		if (!pid || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		if (unlinkat(dfd, de->d_name, 0) == 0)
+			removed++;
+	}
+	closedir(d);
+	return removed;
 }
 
 /* Creates a new temporary file in dfd, with a name that does not depend on
  * the destination's so that a long destination name still fits NAME_MAX.
- * O_EXCL|O_NOFOLLOW: never open something another user planted there.
- * Returns the fd (name in tmp) or a negative errno. */
-static int create_temp(int dfd, char *tmp, size_t tmpsz)
+ * prefix and suffix frame the name: TEMP_PREFIX "PID-RANDOM" TEMP_SUFFIX
+ * beside the destination. O_EXCL|O_NOFOLLOW: never open something another
+ * user planted there. Returns the fd (name in tmp) or a negative errno. */
+static int create_temp(int dfd, const char *prefix, const char *suffix, mode_t mode, char *tmp,
+		       size_t tmpsz)
 {
 	for (int attempt = 0; attempt < 16; attempt++) {
 		uint64_t r;
@@ -111,10 +230,10 @@ static int create_temp(int dfd, char *tmp, size_t tmpsz)
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			r = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)attempt;
 		}
-		snprintf(tmp, tmpsz, ".taipan-%d-%016llx.tmp", (int)getpid(),
-			 (unsigned long long)r);
+		snprintf(tmp, tmpsz, "%s%d-%016llx%s", prefix, (int)getpid(), (unsigned long long)r,
+			 suffix);
 		int fd =
-		    openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		    openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 		if (fd >= 0)
 			return fd;
 		if (errno != EEXIST)
@@ -142,99 +261,264 @@ static int encode(const struct profile *p, FILE *out, enum output_format f,
 	return -EINVAL;
 }
 
-int output_write_file(const struct profile *p, const char *path, enum output_format f,
-		      const struct output_opts *o)
+/* Encodes p into fd and closes it, whatever happens; sync: fsync it first.
+ * Returns 0 or a negative errno (-ENOSPC on a full disk). */
+static int encode_fd(int fd, const struct profile *p, enum output_format f,
+		     const struct output_opts *o, bool sync)
 {
-	char tmp[64];
-	char *dir = NULL;
-	const char *base;
-	int dfd = -1, fd = -1, err;
-	FILE *out = NULL;
-	bool created = false;
+	FILE *out = fdopen(fd, "w");
+	if (!out) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	int err = encode(p, out, f, o);
+	errno = 0;
+	if (!err && (fflush(out) != 0 || ferror(out)))
+		err = errno ? -errno : -EIO;
+	if (!err && sync && fsync(fileno(out)) < 0)
+		err = -errno;
+	if (fclose(out) != 0 && !err)
+		err = -errno;
+	return err;
+}
 
-	if (!p || !path || !*path || f == OUTPUT_UNKNOWN)
+struct output_file {
+	enum output_format format;
+	char *path;	  /* as given, for messages */
+	const char *base; /* the name in dir */
+	char *dir;	  /* for messages */
+	int dfd;	  /* the destination's directory, or -1 for standard output */
+	int fd;		  /* the temporary file, or the saved standard output; -1 once used */
+	char tmp[64];	  /* the temporary file's name in dfd, "" once gone */
+};
+
+void output_file_free(struct output_file *of)
+{
+	if (!of)
+		return;
+	if (of->fd >= 0)
+		close(of->fd);
+	if (of->tmp[0])
+		unlinkat(of->dfd, of->tmp, 0);
+	if (of->dfd >= 0)
+		close(of->dfd);
+	free(of->path);
+	free(of->dir);
+	free(of);
+}
+
+/* Standard output as the destination: a private descriptor for it, and fd 1
+ * pointed at stderr, so that nothing else (a command taipan starts, a stray
+ * printf) writes into the profile. */
+static int open_stdout(struct output_file *of, char *err, size_t errlen)
+{
+	if (of->format == OUTPUT_PPROF && isatty(STDOUT_FILENO)) {
+		snprintf(err, errlen,
+			 "will not write a pprof profile to a terminal: it is binary (gzip); "
+			 "redirect it (-o - > profile.pb.gz) or pipe it");
 		return -EINVAL;
+	}
+	of->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+	if (of->fd < 0) {
+		int e = errno;
+		snprintf(err, errlen, "cannot use standard output: %s", strerror(e));
+		return -e;
+	}
+	if (dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+		int e = errno;
+		snprintf(err, errlen, "cannot set standard output aside: %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int output_file_open(const char *path, enum output_format f, struct output_file **res, char *err,
+		     size_t errlen)
+{
+	struct output_file *of = NULL;
+	int ret;
+
+	*res = NULL;
+	if (!path || !*path || f == OUTPUT_UNKNOWN) {
+		snprintf(err, errlen, "no output file or format");
+		return -EINVAL;
+	}
+	of = calloc(1, sizeof(*of));
+	if (!of || !(of->path = strdup(path))) {
+		ret = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	of->format = f;
+	of->dfd = of->fd = -1;
+	if (strcmp(path, "-") == 0) {
+		ret = open_stdout(of, err, errlen);
+		if (ret)
+			goto fail;
+		*res = of;
+		return 0;
+	}
 
 	/* Everything below works relative to one directory fd, so the directory
 	 * cannot be swapped between the checks and the rename. */
 	const char *slash = strrchr(path, '/');
 	if (slash) {
 		size_t dlen = slash == path ? 1 : (size_t)(slash - path);
-		dir = strndup(path, dlen);
-		if (!dir)
-			return -ENOMEM;
-		base = slash + 1;
+		of->dir = strndup(path, dlen);
+		of->base = slash + 1;
 	} else {
-		base = path;
+		of->dir = strdup(".");
+		of->base = path;
 	}
-	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
-		err = -EISDIR;
-		goto cleanup;
+	if (!of->dir) {
+		ret = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail;
 	}
-
-	dfd = open(dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0) {
-		err = -errno;
-		goto cleanup;
-	}
-	/* Checked before encoding too, so a refusal costs nothing. */
-	err = check_replaceable(dfd, base);
-	if (err)
-		goto cleanup;
-
-	fd = create_temp(dfd, tmp, sizeof(tmp));
-	if (fd < 0) {
-		err = fd;
-		goto cleanup;
-	}
-	created = true;
-	out = fdopen(fd, "w");
-	if (!out) {
-		err = -errno;
-		goto cleanup;
-	}
-	fd = -1; /* owned by out now */
-
-	err = encode(p, out, f, o);
-	if (err)
-		goto cleanup;
-	errno = 0;
-	if (fflush(out) != 0 || ferror(out)) {
-		err = errno ? -errno : -EIO;
-		goto cleanup;
-	}
-	if (fsync(fileno(out)) < 0) {
-		err = -errno;
-		goto cleanup;
-	}
-	int rc = fclose(out);
-	out = NULL;
-	if (rc != 0) {
-		err = -errno;
-		goto cleanup;
+	if (!*of->base || strcmp(of->base, ".") == 0 || strcmp(of->base, "..") == 0) {
+		ret = -EISDIR;
+		snprintf(err, errlen, "cannot write %s: it names a directory; name a file in it",
+			 path);
+		goto fail;
 	}
 
-	err = check_replaceable(dfd, base);
-	if (err)
-		goto cleanup;
-	if (renameat(dfd, tmp, dfd, base) < 0) {
-		err = -errno;
-		goto cleanup;
+	of->dfd = open(of->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (of->dfd < 0) {
+		ret = -errno;
+		if (errno == ENOENT)
+			snprintf(err, errlen, "cannot write %s: directory %s does not exist", path,
+				 of->dir);
+		else if (errno == ENOTDIR)
+			snprintf(err, errlen, "cannot write %s: %s is not a directory", path,
+				 of->dir);
+		else
+			snprintf(err, errlen, "cannot write %s: directory %s: %s", path, of->dir,
+				 strerror(errno));
+		goto fail;
 	}
-	created = false;
+	ret = check_replaceable(of->dfd, of->base, path, err, errlen);
+	if (ret)
+		goto fail;
+	remove_stale_temps(of->dfd);
+	of->fd = create_temp(of->dfd, TEMP_PREFIX, TEMP_SUFFIX, 0644, of->tmp, sizeof(of->tmp));
+	if (of->fd < 0) {
+		ret = of->fd;
+		of->tmp[0] = '\0';
+		snprintf(err, errlen, "cannot write %s: cannot create a file in %s: %s", path,
+			 of->dir, strerror(-ret));
+		goto fail;
+	}
+	*res = of;
+	return 0;
+fail:
+	output_file_free(of);
+	return ret;
+}
+
+int output_file_commit(struct output_file *of, const struct profile *p, const struct output_opts *o,
+		       char *err, size_t errlen)
+{
+	int ret, fd;
+
+	if (!of || !p || of->fd < 0) {
+		snprintf(err, errlen, "no output file to write");
+		return -EINVAL;
+	}
+	fd = of->fd;
+	of->fd = -1; /* encode_fd closes it */
+	if (of->dfd < 0) {
+		/* A reader that went away must not kill taipan (SIGPIPE) before it
+		 * can say so and rescue the profile. */
+		void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+		ret = encode_fd(fd, p, of->format, o, false);
+		signal(SIGPIPE, old);
+		if (ret)
+			snprintf(err, errlen, "cannot write the profile to standard output: %s",
+				 strerror(-ret));
+		return ret;
+	}
+	ret = encode_fd(fd, p, of->format, o, true);
+	if (ret) {
+		snprintf(err, errlen, "cannot write %s: %s", of->path, strerror(-ret));
+		goto fail;
+	}
+	/* The destination may have changed while recording. */
+	ret = check_replaceable(of->dfd, of->base, of->path, err, errlen);
+	if (ret)
+		goto fail;
+	if (renameat(of->dfd, of->tmp, of->dfd, of->base) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot write %s: cannot rename %s/%s to it: %s", of->path,
+			 of->dir, of->tmp, strerror(errno));
+		goto fail;
+	}
+	of->tmp[0] = '\0';
 	/* Make the rename itself durable; the data already is, so a failure
 	 * here loses nothing a reader could see. */
-	(void)fsync(dfd);
+	(void)fsync(of->dfd);
+	return 0;
+fail:
+	/* A full disk gets its space back. */
+	unlinkat(of->dfd, of->tmp, 0);
+	of->tmp[0] = '\0';
+	return ret;
+}
 
-cleanup:
-	if (out)
-		fclose(out);
-	if (fd >= 0)
-		close(fd);
-	if (created)
-		unlinkat(dfd, tmp, 0);
-	if (dfd >= 0)
+/* The usual extension of format f. */
+static const char *format_suffix(enum output_format f)
+{
+	switch (f) {
+	case OUTPUT_PPROF:
+		return ".pb.gz";
+	case OUTPUT_HTML:
+		return ".html";
+	case OUTPUT_SPEEDSCOPE:
+		return ".json";
+	case OUTPUT_FOLDED:
+	case OUTPUT_UNKNOWN:
+		break;
+	}
+	return ".folded";
+}
+
+int output_write_rescue(const struct profile *p, enum output_format f, const struct output_opts *o,
+			char *path, size_t pathlen)
+{
+	const char *dir = getenv("TMPDIR");
+	char name[64];
+	if (!dir || dir[0] != '/')
+		dir = "/tmp";
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	/* 0600: a shared directory, and a profile names what others run. */
+	int fd = create_temp(dfd, "taipan-rescued-", format_suffix(f), 0600, name, sizeof(name));
+	if (fd < 0) {
 		close(dfd);
-	free(dir);
-	return err;
+		return fd;
+	}
+	int ret = encode_fd(fd, p, f, o, true);
+	if (ret)
+		unlinkat(dfd, name, 0);
+	else
+		snprintf(path, pathlen, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
+			 name);
+	close(dfd);
+	return ret;
+}
+
+int output_write_file(const struct profile *p, const char *path, enum output_format f,
+		      const struct output_opts *o)
+{
+	struct output_file *of;
+	char err[512];
+	if (!p)
+		return -EINVAL;
+	int ret = output_file_open(path, f, &of, err, sizeof(err));
+	if (ret)
+		return ret;
+	ret = output_file_commit(of, p, o, err, sizeof(err));
+	output_file_free(of);
+	return ret;
 }

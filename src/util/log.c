@@ -2,9 +2,11 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "util/log.h"
+#include "util/strutil.h"
 
 /* The longest line written, newline included: PIPE_BUF, the most a pipe
  * takes whole. Longer messages are cut. */
@@ -26,22 +28,21 @@ enum log_level log_get_level(void)
  * from several threads, and a line written in pieces can be split by
  * another thread's line; one write to a pipe or a file is not. It goes to
  * the descriptor, not through stdio, as agentlog() does: both follow the
- * agent's log file when it is dup2'ed over fd 2. */
+ * agent's log file when it is dup2'ed over fd 2. MESSAGE is escaped
+ * (str_escape): it often names what a target chose (a process or thread
+ * name, a file it mapped), which must reach the terminal as text. */
 static void emit(const char *prefix, const char *fmt, va_list ap)
 {
-	char line[LOG_LINE_MAX];
+	char msg[LOG_LINE_MAX], line[LOG_LINE_MAX];
 	int saved = errno; /* logging leaves errno as it was */
+	if (vsnprintf(msg, sizeof(msg), fmt, ap) < 0)
+		msg[0] = '\0';
 	int n = snprintf(line, sizeof(line) - 1, "taipan: %s", prefix);
 	if (n < 0)
 		return;
-	if ((size_t)n < sizeof(line) - 1) {
-		int m = vsnprintf(line + n, sizeof(line) - 1 - (size_t)n, fmt, ap);
-		if (m < 0)
-			m = 0;
-		n += m;
-	}
-	if ((size_t)n > sizeof(line) - 2)
-		n = (int)sizeof(line) - 2; /* cut, but still one line */
+	if ((size_t)n < sizeof(line) - 1)
+		str_escape(line + (size_t)n, sizeof(line) - 1 - (size_t)n, msg, NULL);
+	n = (int)strlen(line); /* cut, but still one line */
 	line[n++] = '\n';
 	for (size_t off = 0; off < (size_t)n;) {
 		ssize_t w = write(STDERR_FILENO, line + off, (size_t)n - off);

@@ -1,6 +1,8 @@
-/* strutil.c - UTF-8 checking and repair, base names. */
+/* strutil.c - UTF-8 checking and repair, escaping for terminals and text,
+ * base names. */
 #include "util/strutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +72,78 @@ char *utf8_repair(const char *s)
 		}
 	}
 	*w = '\0';
+	return out;
+}
+
+/* The code point of the valid n-byte UTF-8 sequence at s. */
+static unsigned int utf8_decode(const unsigned char *s, size_t n)
+{
+	static const unsigned char lead_mask[] = {0, 0x7f, 0x1f, 0x0f, 0x07};
+	unsigned int cp = s[0] & lead_mask[n];
+	for (size_t i = 1; i < n; i++)
+		cp = (cp << 6) | (s[i] & 0x3f);
+	return cp;
+}
+
+/* Whether code point cp (valid, past ASCII) is printed as "\uHHHH": a C1
+ * control, or a character that moves or reorders the text around it. */
+static bool escape_code_point(unsigned int cp)
+{
+	return (cp >= 0x80 && cp <= 0x9f) || cp == 0x200e || cp == 0x200f || cp == 0x2028 ||
+	       cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+size_t str_escape(char *buf, size_t len, const char *s, const char *also)
+{
+	const unsigned char *r = (const unsigned char *)(s ? s : "");
+	size_t need = 0, at = 0; /* at: bytes written, always < len when len > 0 */
+	bool full = len == 0;
+
+	while (*r) {
+		char piece[8];
+		const char *src = piece;
+		size_t n, step;
+		if (*r == '\\') {
+			memcpy(piece, "\\\\", 2);
+			n = 2;
+			step = 1;
+		} else if (*r < 0x20 || *r == 0x7f || (*r < 0x80 && also && strchr(also, *r))) {
+			n = (size_t)snprintf(piece, sizeof(piece), "\\x%02x", *r);
+			step = 1;
+		} else if (*r < 0x80) {
+			src = (const char *)r;
+			n = step = 1;
+		} else if (!(step = utf8_seq_len(r))) {
+			n = (size_t)snprintf(piece, sizeof(piece), "\\x%02x", *r);
+			step = 1;
+		} else if (escape_code_point(utf8_decode(r, step))) {
+			n = (size_t)snprintf(piece, sizeof(piece), "\\u%04x", utf8_decode(r, step));
+		} else {
+			src = (const char *)r;
+			n = step;
+		}
+		/* Whole pieces only: once one does not fit, nothing more is
+		 * written, though the length is still counted. */
+		if (!full && at + n < len) {
+			memcpy(buf + at, src, n);
+			at += n;
+		} else {
+			full = true;
+		}
+		need += n;
+		r += step;
+	}
+	if (len)
+		buf[at] = '\0';
+	return need;
+}
+
+char *str_escape_dup(const char *s, const char *also)
+{
+	size_t n = str_escape(NULL, 0, s, also);
+	char *out = malloc(n + 1);
+	if (out)
+		str_escape(out, n + 1, s, also);
 	return out;
 }
 

@@ -1,4 +1,5 @@
-/* strutil.h - small string helpers that modules on both sides of the build
+/* strutil.h - small string helpers (UTF-8, escaping, base names) that
+ * modules on both sides of the build
  * need (the profile, the encoders, the process classifier, the commands).
  * It depends on nothing of taipan's, so anything may include it. */
 #ifndef TAIPAN_STRUTIL_H
@@ -19,6 +20,28 @@ bool utf8_valid(const char *s);
 /* A malloc'd copy of s with each byte that does not start a valid sequence
  * replaced by U+FFFD (the caller frees it), or NULL when out of memory. */
 char *utf8_repair(const char *s);
+
+/* Copies s into buf (len bytes) with everything a terminal could act on, or
+ * a reader of lines could take for structure, escaped visibly, so that a
+ * name a target chose prints as the text it is and nothing more:
+ *   - a backslash becomes "\\", so that every escape below is unambiguous;
+ *   - C0 controls (ESC, BEL, newline, ...) and DEL become "\xHH";
+ *   - a byte that does not start a valid UTF-8 sequence becomes "\xHH"
+ *     (a terminal in a single-byte locale takes 0x9b for CSI);
+ *   - C1 controls (U+0080 to U+009F) and the invisible characters that
+ *     reorder or break a line (U+200E, U+200F, U+2028, U+2029, U+202A to
+ *     U+202E, U+2066 to U+2069) become "\uHHHH";
+ *   - each ASCII character in also (may be NULL) becomes "\xHH": ";" for
+ *     folded stacks, where it separates frames.
+ * Anything else, valid UTF-8 included, is copied. NULL s is "".
+ * Like snprintf: returns the length of the whole escaped text, and writes as
+ * much as fits, NUL-terminated when len > 0, never half an escape or half a
+ * UTF-8 sequence. buf may be NULL when len is 0. */
+size_t str_escape(char *buf, size_t len, const char *s, const char *also);
+
+/* The escaped s (str_escape) in a malloc'd string the caller frees, or NULL
+ * when out of memory. */
+char *str_escape_dup(const char *s, const char *also);
 
 /* What follows the last '/' of path, or path itself when it has none.
  * Points into path; NULL stays NULL. */

@@ -5,9 +5,11 @@ parser. These tests need root: they load real BPF programs."""
 import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
+import uuid
 from dataclasses import dataclass
 
 import pytest
@@ -195,6 +197,84 @@ def workload():
     yield start
     for w in started:
         w.stop()
+
+
+class Screen:
+    """A command (taipan top, dump, ...) running in a detached tmux session of
+    its own server, in a 200x50 terminal."""
+
+    def __init__(self, tmux, argv, status_file, conf):
+        self.tmux = tmux
+        self.sock = "taipan-test-%s" % uuid.uuid4().hex[:12]
+        self.status_file = status_file
+        # Our own configuration, not the user's: tmux acts on OSC 52
+        # (clipboard) writes, so that a test sees one that gets through.
+        with open(conf, "w") as f:
+            f.write("set -s set-clipboard on\n")
+        self.conf = conf
+        cmd = "%s; echo $? > %s; sleep 600" % (
+            " ".join(shlex.quote(str(a)) for a in argv), shlex.quote(str(status_file)))
+        self._tmux("new-session", "-d", "-x", "200", "-y", "50", "-s", "t", cmd)
+
+    def _tmux(self, *args):
+        return subprocess.run([self.tmux, "-f", str(self.conf), "-L", self.sock] + list(args),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True,
+                              timeout=10).stdout
+
+    def text(self, joined=False):
+        """What the pane shows; joined: lines the terminal wrapped made whole."""
+        return self._tmux("capture-pane", "-p", "-t", "t", *(["-J"] if joined else []))
+
+    def title(self):
+        return self._tmux("display-message", "-p", "-t", "t", "#{pane_title}").rstrip("\n")
+
+    def buffers(self):
+        """tmux's paste buffers: an OSC 52 write that got through makes one."""
+        return self._tmux("list-buffers")
+
+    def keys(self, *keys):
+        self._tmux("send-keys", "-t", "t", *keys)
+
+    def wait_for(self, pred, timeout=15, what="the screen"):
+        deadline = time.time() + timeout
+        while True:
+            text = self.text()
+            got = pred(text)
+            if got:
+                return got
+            if time.time() > deadline:
+                raise AssertionError("timed out waiting for %s; screen:\n%s" % (what, text))
+            time.sleep(0.2)
+
+    def exit_status(self, timeout=5):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if os.path.exists(self.status_file) and open(self.status_file).read().strip():
+                return int(open(self.status_file).read())
+            time.sleep(0.1)
+        raise AssertionError("the command did not exit; screen:\n" + self.text())
+
+    def close(self):
+        subprocess.run([self.tmux, "-L", self.sock, "kill-server"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=10)
+
+
+@pytest.fixture
+def screen(tmp_path):
+    """screen(argv): argv running in a tmux terminal (a Screen)."""
+    tmux = shutil.which("tmux")
+    require(tmux, "tmux (scripts/install-deps.sh installs it)")
+    screens = []
+
+    def start(argv):
+        n = len(screens)
+        s = Screen(tmux, argv, tmp_path / ("status-%d" % n), tmp_path / ("tmux-%d.conf" % n))
+        screens.append(s)
+        return s
+
+    yield start
+    for s in screens:
+        s.close()
 
 
 def run_taipan(taipan, args, timeout=60, **kw):

@@ -3,83 +3,20 @@ the thread filter, reset, quitting; and its errors without a terminal."""
 
 import os
 import re
-import shlex
-import shutil
 import subprocess
 import time
-import uuid
 
 import pytest
 
-from conftest import IN_CI, error_lines, pyenv, run_on_sleeper, run_taipan
+from conftest import error_lines, pyenv, run_on_sleeper, run_taipan
 
 ROW_RE = re.compile(r"^\s*(?P<own>\d+\.\d)%\s+(?P<total>\d+\.\d)%\s+(?P<nown>\d+)\s+(?P<ntotal>\d+)\s+"
                     r"(?P<name>\S.*?)(?:\s+\((?P<file>[^()]*):(?P<line>\d+)\))?$")
 
 
-class Screen:
-    """taipan top running in a detached tmux session of its own server."""
-
-    def __init__(self, tmux, taipan, args, status_file):
-        self.tmux = tmux
-        self.sock = "taipan-test-%s" % uuid.uuid4().hex[:12]
-        self.status_file = status_file
-        cmd = "%s %s; echo $? > %s; sleep 600" % (
-            shlex.quote(taipan), " ".join(shlex.quote(str(a)) for a in args), shlex.quote(str(status_file)))
-        self._tmux("new-session", "-d", "-x", "200", "-y", "50", "-s", "top", cmd)
-
-    def _tmux(self, *args):
-        return subprocess.run([self.tmux, "-L", self.sock] + list(args), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, check=True, timeout=10).stdout
-
-    def text(self):
-        return self._tmux("capture-pane", "-p", "-t", "top")
-
-    def keys(self, *keys):
-        self._tmux("send-keys", "-t", "top", *keys)
-
-    def wait_for(self, pred, timeout=15, what="the screen"):
-        deadline = time.time() + timeout
-        while True:
-            text = self.text()
-            got = pred(text)
-            if got:
-                return got
-            if time.time() > deadline:
-                raise AssertionError("timed out waiting for %s; screen:\n%s" % (what, text))
-            time.sleep(0.2)
-
-    def exit_status(self, timeout=5):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if os.path.exists(self.status_file) and open(self.status_file).read().strip():
-                return int(open(self.status_file).read())
-            time.sleep(0.1)
-        raise AssertionError("taipan top did not exit; screen:\n" + self.text())
-
-    def close(self):
-        subprocess.run([self.tmux, "-L", self.sock, "kill-server"], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=10)
-
-
 @pytest.fixture
-def top(taipan, tmp_path):
-    tmux = shutil.which("tmux")
-    if not tmux:
-        msg = "tmux is not installed (scripts/install-deps.sh installs it)"
-        if IN_CI:
-            pytest.fail("required in CI: " + msg)
-        pytest.skip(msg)
-    screens = []
-
-    def start(*args):
-        s = Screen(tmux, taipan, ["top"] + list(args), tmp_path / ("status-%d" % len(screens)))
-        screens.append(s)
-        return s
-
-    yield start
-    for s in screens:
-        s.close()
+def top(taipan, screen):
+    return lambda *args: screen([taipan, "top"] + list(args))
 
 
 def parse(text):

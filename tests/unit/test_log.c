@@ -166,6 +166,22 @@ static void test_long_message_cut_to_one_line(void **state)
 	free(big);
 }
 
+/* A name the target chose arrives as text: one line, nothing for the
+ * terminal to act on. */
+static void test_names_escaped(void **state)
+{
+	struct capture c;
+	(void)state;
+
+	log_set_level(LOG_NORMAL);
+	capture_begin(&c);
+	log_error("pid 4242 (%s): %s", "\x1b]0;pwned\x07", "a\nb\\c\xc2\x9b");
+	char *text = capture_end(&c);
+	assert_string_equal(text,
+			    "taipan: error: pid 4242 (\\x1b]0;pwned\\x07): a\\x0ab\\\\c\\u009b\n");
+	free(text);
+}
+
 /* Quiet drops all but errors; verbose adds debug lines. */
 static void test_levels(void **state)
 {
@@ -198,6 +214,7 @@ int main(void)
 	    cmocka_unit_test(test_agentlog_and_log_lines_whole),
 	    cmocka_unit_test(test_long_message_cut_to_one_line),
 	    cmocka_unit_test(test_levels),
+	    cmocka_unit_test(test_names_escaped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

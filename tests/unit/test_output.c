@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <cmocka.h>
@@ -120,25 +122,27 @@ static void test_folded(void **state)
 	struct profile *p = build_profile(&id);
 
 	/* Threads hidden: the two threads' identical stacks merge (4 + 2). */
-	assert_folded(p, false, false,
-		      "<module> (app.py);main (app.py);Worker.run (lib/work.py) 6\n"
-		      "[truncated];weird:name x (odd.py);PyObject_Call_[n];do_syscall_64_[k] 2\n");
+	assert_folded(
+	    p, false, false,
+	    "<module> (app.py);main (app.py);Worker.run (lib/work.py) 6\n"
+	    "[truncated];weird\\x3bname\\x0ax (odd.py);PyObject_Call_[n];do_syscall_64_[k] 2\n");
 	assert_folded(
 	    p, true, false,
 	    "<module> (app.py:10);main (app.py:20);Worker.run (lib/work.py:42) 6\n"
-	    "[truncated];weird:name x (odd.py:3);PyObject_Call_[n];do_syscall_64_[k] 2\n");
-	assert_folded(p, false, true,
-		      "python3 [pid 100];MainThread [tid 100];<module> (app.py);main (app.py);"
-		      "Worker.run (lib/work.py) 4\n"
-		      "python3 [pid 100];MainThread [tid 100];[truncated];weird:name x (odd.py);"
-		      "PyObject_Call_[n];do_syscall_64_[k] 2\n"
-		      "python3 [pid 100];worker [tid 101];<module> (app.py);main (app.py);"
-		      "Worker.run (lib/work.py) 2\n");
+	    "[truncated];weird\\x3bname\\x0ax (odd.py:3);PyObject_Call_[n];do_syscall_64_[k] 2\n");
+	assert_folded(
+	    p, false, true,
+	    "python3 [pid 100];MainThread [tid 100];<module> (app.py);main (app.py);"
+	    "Worker.run (lib/work.py) 4\n"
+	    "python3 [pid 100];MainThread [tid 100];[truncated];weird\\x3bname\\x0ax (odd.py);"
+	    "PyObject_Call_[n];do_syscall_64_[k] 2\n"
+	    "python3 [pid 100];worker [tid 101];<module> (app.py);main (app.py);"
+	    "Worker.run (lib/work.py) 2\n");
 	assert_folded(
 	    p, true, true,
 	    "python3 [pid 100];MainThread [tid 100];<module> (app.py:10);main (app.py:20);"
 	    "Worker.run (lib/work.py:42) 4\n"
-	    "python3 [pid 100];MainThread [tid 100];[truncated];weird:name x (odd.py:3);"
+	    "python3 [pid 100];MainThread [tid 100];[truncated];weird\\x3bname\\x0ax (odd.py:3);"
 	    "PyObject_Call_[n];do_syscall_64_[k] 2\n"
 	    "python3 [pid 100];worker [tid 101];<module> (app.py:10);main (app.py:20);"
 	    "Worker.run (lib/work.py:42) 2\n");
@@ -167,9 +171,9 @@ static void test_folded_edges(void **state)
 
 	assert_folded(p, false, false, "0xffffffff81234567_[k] 1\n[unknown] 3\nf 1\n");
 	assert_folded(p, true, true,
-		      "a:b c [pid 5];[tid 6] 3\n"
-		      "a:b c [pid 5];[tid 6];0xffffffff81234567_[k] 1\n"
-		      "a:b c [pid 5];[tid 6];f 1\n");
+		      "a\\x3bb\\x0ac [pid 5];[tid 6] 3\n"
+		      "a\\x3bb\\x0ac [pid 5];[tid 6];0xffffffff81234567_[k] 1\n"
+		      "a\\x3bb\\x0ac [pid 5];[tid 6];f 1\n");
 	profile_free(p);
 
 	/* Nothing sampled: nothing written, and no error. */
@@ -647,8 +651,9 @@ static void test_write_file(void **state)
 	assert_int_equal(output_write_file(p, path, OUTPUT_FOLDED, &o), 0);
 	data = read_file(path, &len);
 	assert_string_equal(
-	    data, "<module> (app.py:10);main (app.py:20);Worker.run (lib/work.py:42) 6\n"
-		  "[truncated];weird:name x (odd.py:3);PyObject_Call_[n];do_syscall_64_[k] 2\n");
+	    data,
+	    "<module> (app.py:10);main (app.py:20);Worker.run (lib/work.py:42) 6\n"
+	    "[truncated];weird\\x3bname\\x0ax (odd.py:3);PyObject_Call_[n];do_syscall_64_[k] 2\n");
 	free(data);
 	/* No temporary file is left behind. */
 	assert_int_equal(dir_entries(dir), 2);
@@ -745,6 +750,189 @@ static void test_write_file_errors(void **state)
 	assert_int_equal(output_write_file(p, path, OUTPUT_FOLDED, NULL), -EISDIR);
 	assert_int_equal(dir_entries(dir), 1);
 
+	profile_free(p);
+	rm_rf(dir);
+}
+
+/* output_file_open's refusal of path: err, which must contain want. */
+static void assert_refused(const char *path, int want_rc, const char *want)
+{
+	struct output_file *of = (struct output_file *)1;
+	char err[512] = "";
+	assert_int_equal(output_file_open(path, OUTPUT_FOLDED, &of, err, sizeof(err)), want_rc);
+	assert_null(of);
+	if (!strstr(err, want)) {
+		print_error("%s: \"%s\" does not say \"%s\"\n", path, err, want);
+		fail();
+	}
+}
+
+/* Device nodes and FIFOs stay what they are; each refusal says why. */
+static void test_open_refuses_what_is_not_a_file(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/taipan-test-output-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/fifo.folded", dir);
+	assert_int_equal(mkfifo(path, 0644), 0);
+	assert_refused(path, -EPERM, "is a FIFO");
+	assert_int_equal(lstat(path, &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+	if (geteuid() == 0) {
+		snprintf(path, sizeof(path), "%s/fakenull", dir);
+		assert_int_equal(mknod(path, S_IFCHR | 0666, makedev(1, 3)), 0);
+		assert_refused(path, -EPERM, "is a character device");
+		assert_int_equal(lstat(path, &st), 0);
+		assert_true(S_ISCHR(st.st_mode));
+		snprintf(path, sizeof(path), "%s/theirs.folded", dir);
+		write_text(path, "theirs\n");
+		assert_int_equal(chown(path, 65534, 65534), 0);
+		assert_refused(path, -EPERM, "owned by uid 65534");
+	}
+	snprintf(path, sizeof(path), "%s/link.folded", dir);
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	assert_refused(path, -EPERM, "is a symbolic link");
+	snprintf(path, sizeof(path), "%s/no/out.folded", dir);
+	assert_refused(path, -ENOENT, "does not exist");
+	snprintf(path, sizeof(path), "%s", dir);
+	assert_refused(path, -EISDIR, "is a directory");
+	/* Nothing was created beside them. */
+	assert_int_equal(dir_entries(dir), geteuid() == 0 ? 4 : 2);
+	rm_rf(dir);
+}
+
+/* The temporary file is there from open to commit, and gone after either a
+ * commit or a free. */
+static void test_open_then_commit(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/taipan-test-output-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	struct ids id;
+	struct profile *p = build_profile(&id);
+	struct output_file *of;
+	char path[256], err[512];
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/out.folded", dir);
+	assert_int_equal(output_file_open(path, OUTPUT_FOLDED, &of, err, sizeof(err)), 0);
+	assert_int_equal(dir_entries(dir), 1);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(output_file_commit(of, p, NULL, err, sizeof(err)), 0);
+	output_file_free(of);
+	assert_int_equal(dir_entries(dir), 1);
+	char *data = read_file(path, &len);
+	assert_non_null(strstr(data, "Worker.run (lib/work.py) 6\n"));
+	free(data);
+
+	/* Given up before the end: nothing left. */
+	assert_int_equal(output_file_open(path, OUTPUT_FOLDED, &of, err, sizeof(err)), 0);
+	assert_int_equal(dir_entries(dir), 2);
+	output_file_free(of);
+	assert_int_equal(dir_entries(dir), 1);
+
+	/* The destination turned into a symlink while recording. */
+	assert_int_equal(output_file_open(path, OUTPUT_FOLDED, &of, err, sizeof(err)), 0);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	assert_int_equal(output_file_commit(of, p, NULL, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "is a symbolic link"));
+	output_file_free(of);
+	assert_int_equal(dir_entries(dir), 1);
+	profile_free(p);
+	rm_rf(dir);
+}
+
+/* A pid that is certainly dead: a child's, reaped. */
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(0);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	return pid;
+}
+
+/* Leftovers of killed taipans go; anything else stays. */
+static void test_open_removes_stale_temps(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/taipan-test-output-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[512], name[128];
+	struct output_file *of;
+	pid_t dead = dead_pid();
+	static const char *const keep_fmt[] = {
+	    ".taipan-%d-0123456789abcdeg.tmp",	/* not hex */
+	    ".taipan-%d-0123456789abcde.tmp",	/* 15 digits */
+	    ".taipan-%d-0123456789ABCDEF.tmp",	/* not as taipan writes them */
+	    ".taipan-%d-0123456789abcdef.tmp~", /* something else's */
+	    "taipan-%d-0123456789abcdef.tmp",	"x.taipan-%d-0123456789abcdef.tmp",
+	};
+	for (size_t i = 0; i < sizeof(keep_fmt) / sizeof(keep_fmt[0]); i++) {
+		snprintf(name, sizeof(name), keep_fmt[i], (int)dead);
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		write_text(path, "x");
+	}
+	/* A live process's (ours is skipped; our parent is alive). */
+	snprintf(path, sizeof(path), "%s/.taipan-%d-0123456789abcdef.tmp", dir, (int)getppid());
+	write_text(path, "x");
+	/* A symlink of the pattern is not a file taipan wrote. */
+	snprintf(path, sizeof(path), "%s/.taipan-%d-00000000000000ff.tmp", dir, (int)dead);
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	int kept = dir_entries(dir);
+	/* The stale one. */
+	snprintf(path, sizeof(path), "%s/.taipan-%d-0123456789abcdef.tmp", dir, (int)dead);
+	write_text(path, "stale");
+
+	snprintf(path, sizeof(path), "%s/out.folded", dir);
+	char err[512];
+	assert_int_equal(output_file_open(path, OUTPUT_FOLDED, &of, err, sizeof(err)), 0);
+	output_file_free(of);
+	assert_int_equal(dir_entries(dir), kept);
+	snprintf(path, sizeof(path), "%s/.taipan-%d-0123456789abcdef.tmp", dir, (int)dead);
+	assert_int_equal(access(path, F_OK), -1);
+	rm_rf(dir);
+}
+
+/* A profile that could not go where asked goes to $TMPDIR, for its owner. */
+static void test_rescue(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/taipan-test-output-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	struct ids id;
+	struct profile *p = build_profile(&id);
+	char path[512], want[512];
+	const char *old = getenv("TMPDIR");
+	char *saved = old ? strdup(old) : NULL;
+	size_t len;
+	struct stat st;
+
+	assert_int_equal(setenv("TMPDIR", dir, 1), 0);
+	assert_int_equal(output_write_rescue(p, OUTPUT_FOLDED, NULL, path, sizeof(path)), 0);
+	snprintf(want, sizeof(want), "%s/taipan-rescued-%d-", dir, (int)getpid());
+	assert_true(strncmp(path, want, strlen(want)) == 0);
+	assert_string_equal(path + strlen(path) - strlen(".folded"), ".folded");
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	char *data = read_file(path, &len);
+	assert_non_null(strstr(data, "Worker.run (lib/work.py) 6\n"));
+	free(data);
+	/* A missing directory is an error, not a crash. */
+	snprintf(want, sizeof(want), "%s/missing", dir);
+	assert_int_equal(setenv("TMPDIR", want, 1), 0);
+	assert_int_equal(output_write_rescue(p, OUTPUT_PPROF, NULL, path, sizeof(path)), -ENOENT);
+
+	if (saved)
+		setenv("TMPDIR", saved, 1);
+	else
+		unsetenv("TMPDIR");
+	free(saved);
 	profile_free(p);
 	rm_rf(dir);
 }
@@ -893,6 +1081,10 @@ int main(void)
 	    cmocka_unit_test(test_write_file_refuses_symlink),
 	    cmocka_unit_test(test_write_file_foreign_owner),
 	    cmocka_unit_test(test_write_file_errors),
+	    cmocka_unit_test(test_open_refuses_what_is_not_a_file),
+	    cmocka_unit_test(test_open_then_commit),
+	    cmocka_unit_test(test_open_removes_stale_temps),
+	    cmocka_unit_test(test_rescue),
 	    cmocka_unit_test(test_format_selection),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

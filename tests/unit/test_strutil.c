@@ -1,5 +1,5 @@
-/* test_strutil.c - unit tests for the UTF-8 checker and repairer and
- * base_name (src/util/strutil.c). */
+/* test_strutil.c - unit tests for the UTF-8 checker and repairer, the
+ * escaper and base_name (src/util/strutil.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,6 +77,71 @@ static void test_repair(void **state)
 	free(r);
 }
 
+/* str_escape_dup(s, also), checked against want and freed. */
+static void assert_escaped(const char *s, const char *also, const char *want)
+{
+	char *got = str_escape_dup(s, also);
+	assert_non_null(got);
+	assert_string_equal(got, want);
+	assert_int_equal(str_escape(NULL, 0, s, also), strlen(want));
+	free(got);
+}
+
+static void test_escape(void **state)
+{
+	(void)state;
+	assert_escaped("plain name (app.py:3)", NULL, "plain name (app.py:3)");
+	assert_escaped("", NULL, "");
+	assert_escaped(NULL, NULL, "");
+	/* What a hostile process names a function: a window title, a cleared
+	 * screen, a forged traceback line, a clipboard write. */
+	assert_escaped("\x1b]0;TITLE\x07\x1b[2J\n  File \"/etc/shadow\"", NULL,
+		       "\\x1b]0;TITLE\\x07\\x1b[2J\\x0a  File \"/etc/shadow\"");
+	assert_escaped("\x1b]52;c;cm0gLXJmIH4=\x1b\\", NULL, "\\x1b]52;c;cm0gLXJmIH4=\\x1b\\\\");
+	assert_escaped("\x01\t\r\x7f", NULL, "\\x01\\x09\\x0d\\x7f");
+	/* A backslash doubles, so "\x1b" typed by the target stays apart from ESC. */
+	assert_escaped("a\\x1b", NULL, "a\\\\x1b");
+	/* C1 controls as code points (U+009B is CSI) and as stray bytes. */
+	assert_escaped("\xc2\x9b"
+		       "2J \xc2\x80 \xc2\x9f \xc2\xa0",
+		       NULL, "\\u009b2J \\u0080 \\u009f \xc2\xa0");
+	assert_escaped("\x9b"
+		       "2J\xff",
+		       NULL, "\\x9b2J\\xff");
+	/* Bidi overrides and line separators; other text passes untouched. */
+	assert_escaped("\xe2\x80\xae"
+		       "evil\xe2\x81\xa9\xe2\x80\xa8",
+		       NULL, "\\u202eevil\\u2069\\u2028");
+	assert_escaped("na\xc3\xafve_\xe5\x87\xbd\xe6\x95\xb0_\xf0\x9f\x90\x8d", NULL,
+		       "na\xc3\xafve_\xe5\x87\xbd\xe6\x95\xb0_\xf0\x9f\x90\x8d");
+	/* Extra characters, for formats that give them a meaning. */
+	assert_escaped("a;b c\n", ";", "a\\x3bb c\\x0a");
+	assert_escaped("a;b", NULL, "a;b");
+}
+
+static void test_escape_cut(void **state)
+{
+	(void)state;
+	char buf[8];
+	/* Cut before an escape that does not fit whole. */
+	assert_int_equal(str_escape(buf, sizeof(buf), "abcde\x1b", NULL), 9);
+	assert_string_equal(buf, "abcde");
+	assert_int_equal(str_escape(buf, sizeof(buf),
+				    "abc\x1b"
+				    "defgh",
+				    NULL),
+			 12);
+	assert_string_equal(buf, "abc\\x1b");
+	/* ... and before a UTF-8 sequence that does not. */
+	assert_int_equal(str_escape(buf, sizeof(buf), "abcde\xe5\x87\xbd", NULL), 8);
+	assert_string_equal(buf, "abcde");
+	assert_int_equal(str_escape(buf, 1, "abc", NULL), 3);
+	assert_string_equal(buf, "");
+	/* Exactly full. */
+	assert_int_equal(str_escape(buf, sizeof(buf), "abcdefg", NULL), 7);
+	assert_string_equal(buf, "abcdefg");
+}
+
 static void test_base_name(void **state)
 {
 	(void)state;
@@ -92,10 +157,9 @@ static void test_base_name(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_seq_len),
-	    cmocka_unit_test(test_valid),
-	    cmocka_unit_test(test_repair),
-	    cmocka_unit_test(test_base_name),
+	    cmocka_unit_test(test_seq_len),    cmocka_unit_test(test_valid),
+	    cmocka_unit_test(test_repair),     cmocka_unit_test(test_escape),
+	    cmocka_unit_test(test_escape_cut), cmocka_unit_test(test_base_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

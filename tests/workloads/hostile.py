@@ -10,6 +10,10 @@
 #   thread-cut        three threads; the newest thread state's `next` is garbage,
 #                     so the older ones (main included) are cut off the list
 #   churn             threads start, run a few ms and stop, as fast as they can
+#   evil-names        victim() is renamed (co_name, co_qualname, co_filename) and
+#                     the process (its comm) too, to terminal control sequences:
+#                     a window title, a cleared screen, a forged traceback line,
+#                     a clipboard write (OSC 52), a C1 CSI (3.8+)
 #   exec-chain        runs briefly, then execs /bin/sh, which execs this script
 #                     again, SECONDS times (SECONDS is a count here)
 #
@@ -93,6 +97,26 @@ def victim():
     os._exit(0)
 
 
+# What evil-names names things: each piece acts on a terminal that prints it
+# raw. The newline and the forged line imitate `taipan dump`'s frames.
+EVIL_NAME = (u"\x1b]0;PWNED-TITLE\x07\x1b[2J\x1b[H\n"
+             u"  File \"/etc/shadow\", line 1, in forged\n"
+             u"\x1b]52;c;cHduZWQ=\x07\x9b31mred")
+EVIL_FILE = u"/tmp/\x1b]2;PWNED-FILE\x07evil.py"
+EVIL_COMM = b"\x1b]0;PWN\x07\x1b[2J"  # 12 bytes: comm holds 15
+
+
+def evil_names():
+    code = victim.__code__
+    names = dict(co_name=EVIL_NAME, co_filename=EVIL_FILE)
+    if sys.version_info >= (3, 11):
+        names["co_qualname"] = EVIL_NAME
+    victim.__code__ = code.replace(**names)
+    libc = ctypes.CDLL(None)
+    libc.prctl(15, ctypes.c_char_p(EVIL_COMM), 0, 0, 0)  # PR_SET_NAME
+    victim()
+
+
 def thread_cut():
     tstates = []
     go = threading.Event()
@@ -173,6 +197,8 @@ def main():
         thread_cut()
     elif MODE == "churn":
         churn()
+    elif MODE == "evil-names":
+        evil_names()
     elif MODE == "exec-chain":
         exec_chain()
     else:
