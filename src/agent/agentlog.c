@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/agentlog.h"
+#include "util/strutil.h"
 
 int agentlog_redirect(const char *path)
 {
@@ -50,17 +51,17 @@ size_t agentlog_format(char *buf, size_t len, const struct timespec *ts, const c
 
 void agentlog(const char *fmt, ...)
 {
-	char msg[1024], line[1100];
+	char raw[1024], msg[1024], line[1100];
 	struct timespec ts;
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
-	/* A message is one line: a newline inside it would forge another. */
-	for (char *p = msg; *p; p++)
-		if (*p == '\n' || *p == '\r')
-			*p = ' ';
+	/* A message is one line of text: a newline inside it would forge
+	 * another line, and a control sequence from a name a target chose
+	 * would reach whoever reads the log on a terminal (str_escape). */
+	str_escape(msg, sizeof(msg), raw, NULL);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	size_t n = agentlog_format(line, sizeof(line), &ts, msg);
 	/* One write: an O_APPEND file or a pipe takes it whole. A failed

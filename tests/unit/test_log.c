@@ -182,6 +182,24 @@ static void test_names_escaped(void **state)
 	free(text);
 }
 
+/* The agent's log (timestamped, to its file or the journal) escapes the
+ * same way: a name a target chose cannot forge a line or a control
+ * sequence there either. */
+static void test_agentlog_escaped(void **state)
+{
+	struct capture c;
+	(void)state;
+
+	capture_begin(&c);
+	agentlog("refused pid %d (%s)", 7, "\x1b[2J\nFile \"/etc/shadow\"");
+	char *text = capture_end(&c);
+	const char *msg = strstr(text, " taipan: ");
+	assert_non_null(msg);
+	assert_string_equal(msg, " taipan: refused pid 7 (\\x1b[2J\\x0aFile \"/etc/shadow\")\n");
+	assert_null(strchr(text, '\x1b'));
+	free(text);
+}
+
 /* Quiet drops all but errors; verbose adds debug lines. */
 static void test_levels(void **state)
 {
@@ -215,6 +233,7 @@ int main(void)
 	    cmocka_unit_test(test_long_message_cut_to_one_line),
 	    cmocka_unit_test(test_levels),
 	    cmocka_unit_test(test_names_escaped),
+	    cmocka_unit_test(test_agentlog_escaped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
