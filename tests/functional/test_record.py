@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import IN_CI, WORKLOADS, marked_lines, record_folded, total
+from conftest import IN_CI, WORKLOADS, marked_lines, pyenv, record_folded, total
 
 
 def assert_python_frames(s, expected):
@@ -156,3 +156,25 @@ def test_deeper_than_the_limit_is_marked_not_cut_silently(taipan, interp, worklo
         # the innermost 2,048 frames are kept: the busy leaf and its callers
         assert len(s.python) == 2048 and s.python[-1].name == "spin"
         assert all(f.name == "rec" for f in s.python[:-1])
+
+
+EARLY = "[before taipan recognised the process]"
+
+
+def test_forked_children_keep_their_first_samples(taipan, tmp_path):
+    """50 short children forked by a Python parent under `record --`: a fork
+    shares the parent's layout, so BPF walks each child from its first
+    sample instead of waiting for user space to recognise it."""
+    py = pyenv("pyenv-3.12")
+    cmd = [py, os.path.join(WORKLOADS, "forker.py"), 50, 0.02]
+    stacks, _ = record_folded(taipan, tmp_path, [str(c) for c in cmd], seconds=None, rate=1000)
+    parent = min(s.pid for s in stacks)
+    kids = [s for s in stacks if s.pid != parent]
+    every = total(kids)
+    early = sum(s.count for s in kids if s.frames and s.frames[0].name == EARLY)
+    named = sum(s.count for s in kids if any(f.name == "child_work" for f in s.python))
+    print("forked children: %d samples in %d children, %d before recognition (%.1f%%), %d in child_work"
+          % (every, len({s.pid for s in kids}), early, 100.0 * early / max(every, 1), named))
+    assert len({s.pid for s in kids}) >= 45, "children seen"
+    assert early <= 0.02 * every, "%d of %d samples of the children lost their stacks" % (early, every)
+    assert named >= 0.4 * every, "%d of %d samples of the children in child_work" % (named, every)
