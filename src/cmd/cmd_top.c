@@ -201,12 +201,12 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 		    "samples %llu (%llu in view), lost %llu, threads %zu, showing thread %u "
 		    "(%s), sorted by %s",
 		    (unsigned long long)topstats_window_samples(ts), (unsigned long long)view,
-		    (unsigned long long)(st.lost_ring + st.lost_unknown), nthreads, v->tid,
-		    v->tname ? v->tname : "?", v->sort == TOP_SORT_OWN ? "own" : "total");
+		    (unsigned long long)st.lost, nthreads, v->tid, v->tname ? v->tname : "?",
+		    v->sort == TOP_SORT_OWN ? "own" : "total");
 	else
 		put(1, w, "samples %llu, lost %llu, threads %zu, showing all threads, sorted by %s",
-		    (unsigned long long)view, (unsigned long long)(st.lost_ring + st.lost_unknown),
-		    nthreads, v->sort == TOP_SORT_OWN ? "own" : "total");
+		    (unsigned long long)view, (unsigned long long)st.lost, nthreads,
+		    v->sort == TOP_SORT_OWN ? "own" : "total");
 
 	attron(A_REVERSE);
 	mvhline(3, 0, ' ', w);

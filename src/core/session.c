@@ -696,9 +696,13 @@ unsigned int session_live_targets(struct session *s)
 	{
 		/* EPERM: alive, but another user's (a non-root taipan with
 		 * CAP_SYS_PTRACE may profile it). */
-		if (p->state == SP_PYTHON && !p->exited_ns &&
-		    (kill(p->pid, 0) == 0 || errno == EPERM))
-			n++;
+		struct procfs_status ps;
+		if (p->state != SP_PYTHON || p->exited_ns || (kill(p->pid, 0) && errno != EPERM))
+			continue;
+		/* A zombie has exited: its exit may predate the tracepoints. */
+		if (!procfs_status(p->pid, &ps) && (ps.state == 'Z' || ps.state == 'X'))
+			continue;
+		n++;
 	}
 	return n;
 }

@@ -84,7 +84,8 @@ struct profile *session_take_profile(struct session *s);
 
 void session_stats(struct session *s, struct session_stats *st);
 
-/* How many of the given pids are still alive and being profiled. */
+/* How many of the given pids are still alive (not zombies) and being
+ * profiled. Reads /proc for each: call it a few times a second, not more. */
 unsigned int session_live_targets(struct session *s);
 
 #endif /* TAIPAN_SESSION_H */
