@@ -137,6 +137,8 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 		log_error("top needs -p PID or -a, one of them (see 'taipan help top')");
 		return -EINVAL;
 	}
+	if (a->pid)
+		a->pid = cli_process_of(a->pid);
 	return 0;
 }
 
