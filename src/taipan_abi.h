@@ -184,6 +184,7 @@ enum tp_event_kind {
 	TP_EV_DISCOVER = 2, /* a sampled tgid that user space has not classified */
 	TP_EV_EXEC = 3,	    /* a tracked process called exec: forget what we knew */
 	TP_EV_EXIT = 4,	    /* a tracked process exited */
+	TP_EV_FORK = 5,	    /* a tracked process forked one that BPF gave its layout */
 };
 
 /* Sample flags. */
@@ -192,12 +193,12 @@ enum tp_sample_flags {
 	TP_SF_TRUNCATED = 1 << 1, /* frames were dropped at TP_MAX_FRAMES */
 };
 
-/* Small events: discover, exec, exit. */
+/* Small events: discover, exec, exit, fork. */
 struct tp_event {
 	__u32 kind; /* enum tp_event_kind */
-	__u32 pid;  /* tgid */
+	__u32 pid;  /* tgid (TP_EV_FORK: the child's) */
 	__u32 tid;
-	__u32 pad;
+	__u32 ppid; /* TP_EV_FORK: the parent's tgid; else 0 */
 	__u64 time_ns;
 };
 

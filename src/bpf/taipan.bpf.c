@@ -286,19 +286,46 @@ out:
 	return 0;
 }
 
-/* A child of a target becomes a target: `record -- cmd` follows everything
- * the command starts. Threads share the tgid and need nothing. */
+/* A child of a target becomes a target: `record -- cmd` and --subprocesses
+ * follow everything the command starts. Threads share the tgid and need
+ * nothing. A fork shares its parent's memory layout, so a child of a known
+ * process is known from its first sample: it gets the parent's procs entry
+ * (the exec tracepoint removes it again if the child becomes another
+ * program), and user space hears of a Python child through a fork event. */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	if (!cfg.follow_children)
-		return 0;
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	if (ptgid == ctgid || !bpf_map_lookup_elem(&targets, &ptgid))
+	if (ptgid == ctgid)
 		return 0;
-	__u8 one = 1;
-	bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	if (!cfg.system_wide) {
+		if (!cfg.follow_children || !bpf_map_lookup_elem(&targets, &ptgid))
+			return 0;
+		__u8 one = 1;
+		bpf_map_update_elem(&targets, &ctgid, &one, BPF_ANY);
+	}
+	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &ptgid);
+	if (!proc)
+		return 0;
+	/* A copy: the LRU map may evict the parent's entry under us. */
+	struct tp_proc copy = *proc;
+	if (bpf_map_update_elem(&procs, &ctgid, &copy, BPF_ANY))
+		return 0;
+	if (copy.kind != TP_PROC_PYTHON)
+		return 0; /* user space needs no word of it */
+	struct tp_event ev = {
+	    .kind = TP_EV_FORK,
+	    .pid = ctgid,
+	    .tid = ctgid,
+	    .ppid = ptgid,
+	    .time_ns = bpf_ktime_get_ns(),
+	};
+	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), BPF_RB_FORCE_WAKEUP)) {
+		/* User space would never hear of it: let the child be announced. */
+		bpf_map_delete_elem(&procs, &ctgid);
+		stat_inc(TP_STAT_RING_FULL);
+	}
 	return 0;
 }
 

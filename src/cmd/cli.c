@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cmd/cli.h"
+#include "target/procfs.h"
 #include "util/log.h"
 
 int cli_pid(const char *arg, pid_t *out)
@@ -22,6 +23,18 @@ int cli_pid(const char *arg, pid_t *out)
 	}
 	*out = (pid_t)v;
 	return 0;
+}
+
+pid_t cli_process_of(pid_t pid)
+{
+	struct procfs_status st;
+	char comm[PROCFS_COMM_LEN];
+	if (procfs_status(pid, &st) || st.tgid <= 0 || st.tgid == pid)
+		return pid; /* a process, or gone: classification says which */
+	procfs_comm(st.tgid, 0, comm, sizeof(comm));
+	log_info("%d is a thread of process %d (%s): profiling the process, every thread", pid,
+		 st.tgid, comm);
+	return st.tgid;
 }
 
 int cli_rate(const char *arg, unsigned int *out)

@@ -9,6 +9,10 @@
  * "--pid wants a process id, not 'ARG'". */
 int cli_pid(const char *arg, pid_t *out);
 
+/* The process that pid belongs to: pid itself, or when pid is a thread id
+ * (which /proc answers for too) its process, after a note saying so. */
+pid_t cli_process_of(pid_t pid);
+
 /* Parses the argument of -r/--rate (1 to 10000 Hz). Returns 0, or -EINVAL
  * after logging what it wants. */
 int cli_rate(const char *arg, unsigned int *out);

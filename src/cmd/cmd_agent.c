@@ -552,8 +552,7 @@ static char *stats_json(void *ctx, const struct httpd_counts *hc)
 	bad |= json_object_set_new(o, "rate_hz", json_integer(a->args->rate));
 	bad |= json_object_set_new(o, "window_seconds", json_real(a->args->window));
 	bad |= json_object_set_new(o, "samples", json_integer((json_int_t)sn.st.samples));
-	bad |= json_object_set_new(
-	    o, "lost_samples", json_integer((json_int_t)(sn.st.lost_ring + sn.st.lost_unknown)));
+	bad |= json_object_set_new(o, "lost_samples", json_integer((json_int_t)sn.st.lost));
 	bad |= json_object_set_new(o, "lost_ring_full", json_integer((json_int_t)sn.st.lost_ring));
 	bad |= json_object_set_new(o, "lost_unknown_process",
 				   json_integer((json_int_t)sn.st.lost_unknown));

@@ -21,13 +21,17 @@
 #include "core/walkerr.h"
 
 #define MAX_PIDS 64
+/* How long a command has to end after SIGTERM before it gets SIGKILL. */
+#define GRACE_SECONDS 5.0
 
+/* How many stop signals arrived: the first ends the recording, another one
+ * during a command's grace period ends the command at once. */
 static volatile sig_atomic_t stop_requested;
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	stop_requested = 1;
+	stop_requested++;
 }
 
 void cmd_record_usage(FILE *out)
@@ -43,14 +47,18 @@ void cmd_record_usage(FILE *out)
 		"or on Ctrl-C; the profile is written in every case.\n"
 		"\n"
 		"options:\n"
-		"  -p, --pid PID        profile this running process (repeatable)\n"
+		"  -p, --pid PID        profile this running process (repeatable; a thread id\n"
+		"                       stands for its process)\n"
+		"      --subprocesses   with -p: also the processes it starts (forks, execs),\n"
+		"                       those it has started already, and theirs\n"
 		"  -a, --all            profile every Python process on the host, including\n"
 		"                       those in containers and those that start later\n"
 		"      --comm NAME      with -a: only processes with this name (repeatable)\n"
 		"      --cgroup PATH    with -a: only processes in this cgroup (v2 path prefix,\n"
 		"                       e.g. /system.slice/app.service)\n"
 		"  -d, --duration SECS  stop after SECS seconds (default: until the targets exit\n"
-		"                       or Ctrl-C)\n"
+		"                       or Ctrl-C); a COMMAND still running then gets SIGTERM,\n"
+		"                       and SIGKILL 5 s later\n"
 		"  -r, --rate HZ        samples per second per CPU (default 100; 1 to 10000)\n"
 		"  -o, --output FILE    where to write (default taipan-YYYYmmdd-HHMMSS.folded);\n"
 		"                       the extension picks the format: .html/.htm flame graph,\n"
@@ -67,6 +75,10 @@ void cmd_record_usage(FILE *out)
 		"  -q, --quiet          no progress line, no summary\n"
 		"  -v, --verbose        say how each process was recognised\n"
 		"  -h, --help           this text\n"
+		"\n"
+		"With -- COMMAND, taipan exits with COMMAND's status (128+N if signal N ended\n"
+		"it; 0 if taipan ended it at the end of -d), 127 if COMMAND is not found, 126\n"
+		"if it cannot be run.\n"
 		"\n"
 		"examples:\n"
 		"  taipan record -p 4242 -d 30 -o profile.pb.gz\n"
@@ -88,21 +100,39 @@ struct record_args {
 	const char *output;
 	enum output_format format;
 	struct output_opts oo;
-	bool kernel, stats;
+	bool kernel, stats, subprocesses;
 	char **cmd;
 };
+
+/* Whether pid is among a's: the same process named twice is one process. */
+static bool has_pid(const struct record_args *a, pid_t pid)
+{
+	for (int i = 0; i < a->npids; i++)
+		if (a->pids[i] == pid)
+			return true;
+	return false;
+}
 
 static int parse_args(int argc, char **argv, struct record_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},	{"all", no_argument, NULL, 'a'},
-	    {"comm", required_argument, NULL, 'C'},	{"cgroup", required_argument, NULL, 'G'},
-	    {"duration", required_argument, NULL, 'd'}, {"rate", required_argument, NULL, 'r'},
-	    {"output", required_argument, NULL, 'o'},	{"format", required_argument, NULL, 'f'},
-	    {"no-kernel", no_argument, NULL, 'K'},	{"folded-lines", no_argument, NULL, 'L'},
-	    {"folded-threads", no_argument, NULL, 'T'}, {"stats", no_argument, NULL, 'S'},
-	    {"quiet", no_argument, NULL, 'q'},		{"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},		{0},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"all", no_argument, NULL, 'a'},
+	    {"comm", required_argument, NULL, 'C'},
+	    {"cgroup", required_argument, NULL, 'G'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"rate", required_argument, NULL, 'r'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"format", required_argument, NULL, 'f'},
+	    {"no-kernel", no_argument, NULL, 'K'},
+	    {"folded-lines", no_argument, NULL, 'L'},
+	    {"folded-threads", no_argument, NULL, 'T'},
+	    {"stats", no_argument, NULL, 'S'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"subprocesses", no_argument, NULL, 's'},
+	    {0},
 	};
 	char *end;
 	int c;
@@ -121,14 +151,21 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 		case 'G':
 			a->cgroup = optarg;
 			break;
-		case 'p':
+		case 'p': {
+			pid_t pid;
+			if (cli_pid(optarg, &pid))
+				return -EINVAL;
+			if (has_pid(a, pid))
+				break;
 			if (a->npids == MAX_PIDS) {
 				log_error("at most %d --pid options", MAX_PIDS);
 				return -EINVAL;
 			}
-			if (cli_pid(optarg, &a->pids[a->npids]))
-				return -EINVAL;
-			a->npids++;
+			a->pids[a->npids++] = pid;
+			break;
+		}
+		case 's':
+			a->subprocesses = true;
 			break;
 		case 'd':
 			a->duration = strtod(optarg, &end);
@@ -181,12 +218,25 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 	}
 	if (optind < argc)
 		a->cmd = &argv[optind];
+	/* After the loop, so that -q given later silences the notes. */
+	int n = a->npids;
+	a->npids = 0;
+	for (int i = 0; i < n; i++) {
+		pid_t pid = cli_process_of(a->pids[i]);
+		if (!has_pid(a, pid))
+			a->pids[a->npids++] = pid;
+	}
 	if (!a->npids && !a->cmd && !a->all) {
 		log_error("record needs -p PID, -a or -- COMMAND (see 'taipan help record')");
 		return -EINVAL;
 	}
 	if ((a->npids > 0) + (a->cmd != NULL) + a->all > 1) {
 		log_error("give one of -p PID, -a or -- COMMAND");
+		return -EINVAL;
+	}
+	if (a->subprocesses && !a->npids) {
+		log_error("--subprocesses follows the processes of -p (a COMMAND's are followed "
+			  "anyway, and -a sees every process)");
 		return -EINVAL;
 	}
 	if ((a->ncomms || a->cgroup) && !a->all) {
@@ -197,62 +247,176 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 	return 0;
 }
 
+/* The progress line rewrites itself: each one clears what is left of the
+ * one before, which may be longer ("recording" is longer than "recorded"). */
 static void progress(struct session *s, double elapsed, bool final)
 {
 	struct session_stats st;
 	session_stats(s, &st);
-	fprintf(stderr, "\rtaipan: %s %.1fs, %llu samples, %u process%s, %llu lost%s",
+	fprintf(stderr, "\rtaipan: %s %.1fs, %llu samples, %u process%s, %llu lost\033[K%s",
 		final ? "recorded" : "recording", elapsed, (unsigned long long)st.samples,
-		st.processes, st.processes == 1 ? "" : "es",
-		(unsigned long long)(st.lost_ring + st.lost_unknown), final ? "\n" : "\033[K");
+		st.processes, st.processes == 1 ? "" : "es", (unsigned long long)st.lost,
+		final ? "\n" : "");
 	fflush(stderr);
 }
 
-static void print_stats(struct session *s)
+/* st: the counters as of the stop. */
+static void print_stats(const struct session_stats *st)
 {
-	struct session_stats st;
-	session_stats(s, &st);
 	fprintf(stderr,
 		"taipan: stats: %llu perf samples in targets, %llu stacks recorded, "
-		"%llu lost (ring full), %llu lost (process not yet known), %llu unreadable code "
-		"objects\n",
-		(unsigned long long)st.bpf_samples, (unsigned long long)st.samples,
-		(unsigned long long)st.lost_ring, (unsigned long long)st.lost_unknown,
-		(unsigned long long)st.bad_frames);
+		"%llu lost (ring full), %llu lost (read after the process exited or exec'd), "
+		"%llu taken before taipan recognised the process (in the profile as a marker), "
+		"%llu of processes not profiled (not Python, filtered out, or gone before taipan "
+		"looked), %llu unreadable code objects\n",
+		(unsigned long long)st->bpf_samples, (unsigned long long)st->samples,
+		(unsigned long long)st->lost_ring, (unsigned long long)(st->lost - st->lost_ring),
+		(unsigned long long)st->lost_early, (unsigned long long)st->unrecognised,
+		(unsigned long long)st->bad_frames);
 	for (unsigned int i = 1; i < TP_ERR__COUNT; i++)
-		if (st.walk_errors[i])
+		if (st->walk_errors[i])
 			fprintf(stderr, "taipan: stats: %llu samples: %s %s: %s\n",
-				(unsigned long long)st.walk_errors[i], walkerr_marker(i),
+				(unsigned long long)st->walk_errors[i], walkerr_marker(i),
 				walkerr_key(i), walkerr_desc(i));
 }
 
+/* COMMAND, started by record. */
+struct command {
+	char **argv;
+	pid_t pid;    /* 0: none */
+	int gate;     /* write end: one byte lets it exec; -1 once used */
+	int exec_err; /* read end: the errno of a failed exec, EOF when exec worked */
+	bool started; /* the gate was opened */
+	bool done;    /* reaped; status holds its wait status */
+	bool stopped; /* taipan sent it SIGTERM at the end of -d */
+	int status;
+};
+
 /* Starts argv stopped at a gate, so that it is a target before it runs. */
-static pid_t spawn_gated(char **argv, int *gate_fd)
+static int command_spawn(struct command *c)
 {
-	int gate[2];
+	int gate[2], errp[2];
 	if (pipe2(gate, O_CLOEXEC))
 		return -errno;
-	pid_t pid = fork();
-	if (pid < 0) {
+	if (pipe2(errp, O_CLOEXEC)) {
 		int e = -errno;
 		close(gate[0]);
 		close(gate[1]);
 		return e;
 	}
-	if (pid == 0) {
-		char c;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = -errno;
+		close(gate[0]);
 		close(gate[1]);
+		close(errp[0]);
+		close(errp[1]);
+		return e;
+	}
+	if (pid == 0) {
+		char ch;
+		close(gate[1]);
+		close(errp[0]);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
-		if (read(gate[0], &c, 1) != 1)
+		if (read(gate[0], &ch, 1) != 1)
 			_exit(127); /* taipan gave up before starting */
-		execvp(argv[0], argv);
-		fprintf(stderr, "taipan: error: cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
+		execvp(c->argv[0], c->argv);
+		int e = errno;
+		if (write(errp[1], &e, sizeof(e)) != sizeof(e))
+			_exit(127);
+		_exit(e == ENOENT ? 127 : 126);
 	}
 	close(gate[0]);
-	*gate_fd = gate[1];
-	return pid;
+	close(errp[1]);
+	c->pid = pid;
+	c->gate = gate[1];
+	c->exec_err = errp[0];
+	return 0;
+}
+
+/* Lets the command exec. Returns 0, or the positive errno of the exec that
+ * failed (the command has then exited). */
+static int command_go(struct command *c)
+{
+	int e = 0;
+	c->started = true;
+	if (write(c->gate, "go", 1) != 1)
+		e = errno;
+	close(c->gate);
+	c->gate = -1;
+	/* Blocks until the exec, which closes the pipe, or its failure. */
+	if (!e && read(c->exec_err, &e, sizeof(e)) != sizeof(e))
+		e = 0;
+	close(c->exec_err);
+	c->exec_err = -1;
+	return e;
+}
+
+/* Reaps whatever ended (orphans come to us as the subreaper). True once the
+ * command itself has ended. */
+static bool command_reap(struct command *c)
+{
+	int wst;
+	pid_t w;
+	while (!c->done && (w = waitpid(-1, &wst, WNOHANG)) > 0) {
+		if (w == c->pid) {
+			c->done = true;
+			c->status = wst;
+		}
+	}
+	return c->done;
+}
+
+/* Ends the command if it still runs: SIGTERM, then SIGKILL after the grace
+ * period or a second Ctrl-C. Waits for it. */
+static void command_end(struct command *c)
+{
+	if (!c->pid || c->done)
+		return;
+	if (c->gate >= 0) {
+		close(c->gate); /* it sees EOF and exits without running */
+		c->gate = -1;
+	} else if (!command_reap(c)) {
+		int signals = stop_requested;
+		double t0 = cli_now();
+		kill(c->pid, SIGTERM);
+		log_info("%s still runs: sent it SIGTERM%s", c->argv[0],
+			 stop_requested ? "" : " (SIGKILL in 5 s; Ctrl-C to send it now)");
+		while (!command_reap(c) && cli_now() - t0 < GRACE_SECONDS &&
+		       stop_requested == signals)
+			usleep(20000);
+		if (!c->done) {
+			log_warn("%s did not end on SIGTERM: sending SIGKILL", c->argv[0]);
+			kill(c->pid, SIGKILL);
+		}
+	}
+	if (c->exec_err >= 0)
+		close(c->exec_err);
+	c->exec_err = -1;
+	while (!c->done) {
+		int wst;
+		pid_t w = waitpid(c->pid, &wst, 0);
+		if (w == c->pid) {
+			c->done = true;
+			c->status = wst;
+		} else if (w < 0 && errno != EINTR) {
+			break;
+		}
+	}
+}
+
+/* What taipan exits with for the command: its status, unless taipan ended
+ * it at the end of -d. */
+static int command_exit_status(const struct command *c)
+{
+	if (c->stopped || !c->done)
+		return 0;
+	if (WIFEXITED(c->status))
+		return WEXITSTATUS(c->status);
+	if (WIFSIGNALED(c->status))
+		return 128 + WTERMSIG(c->status);
+	return 0;
 }
 
 static void default_output(char *buf, size_t len)
@@ -269,9 +433,8 @@ int cmd_record(int argc, char **argv)
 	struct session *s = NULL;
 	struct output_file *of = NULL;
 	char err[512], outbuf[64];
-	int ret, gate = -1, status = 1;
-	pid_t child = 0;
-	bool child_done = false;
+	int ret, status = 1;
+	struct command cmd = {.gate = -1, .exec_err = -1};
 
 	if (parse_args(argc, argv, &a))
 		return 2;
@@ -301,7 +464,7 @@ int cmd_record(int argc, char **argv)
 	    .comms = a.ncomms ? a.comms : NULL,
 	    .cgroup = a.cgroup,
 	    .kernel_stacks = a.kernel,
-	    .follow_children = a.cmd != NULL,
+	    .follow_children = a.cmd != NULL || a.subprocesses,
 	    .rate_hz = a.rate,
 	};
 	ret = session_new(&so, &s, err, sizeof(err));
@@ -324,12 +487,13 @@ int cmd_record(int argc, char **argv)
 			log_debug("cannot become a child subreaper: %s; orphaned "
 				  "grandchildren of %s go to init",
 				  strerror(errno), a.cmd[0]);
-		child = spawn_gated(a.cmd, &gate);
-		if (child < 0) {
-			log_error("cannot start %s: %s", a.cmd[0], strerror(-child));
+		cmd.argv = a.cmd;
+		ret = command_spawn(&cmd);
+		if (ret) {
+			log_error("cannot start %s: %s", a.cmd[0], strerror(-ret));
 			goto out;
 		}
-		ret = session_add_pid(s, child, false, err, sizeof(err));
+		ret = session_add_pid(s, cmd.pid, false, err, sizeof(err));
 		if (ret) {
 			log_error("%s", err);
 			goto out;
@@ -343,15 +507,33 @@ int cmd_record(int argc, char **argv)
 		log_error("%s", err);
 		goto out;
 	}
-	if (gate >= 0) {
-		if (write(gate, "go", 1) != 1)
-			log_warn("cannot start the command: %s", strerror(errno));
-		close(gate);
-		gate = -1;
+	/* Now that BPF sees every fork: what the processes started before. */
+	for (int i = 0; a.subprocesses && i < a.npids; i++) {
+		ret = session_add_descendants(s, a.pids[i]);
+		if (ret < 0)
+			log_warn("cannot list the processes that pid %d started: %s; only later "
+				 "ones are profiled",
+				 a.pids[i], strerror(-ret));
+		else
+			log_debug("pid %d: %d running processes it started are profiled too",
+				  a.pids[i], ret);
+	}
+	if (a.cmd) {
+		int e = command_go(&cmd);
+		if (e) {
+			/* As a shell says it: 127 for a command not found, 126
+			 * for one that cannot be run. */
+			log_error("cannot run %s: %s%s", a.cmd[0], strerror(e),
+				  e == ENOENT && !strchr(a.cmd[0], '/') ? " (not found in PATH)"
+									: "");
+			status = e == ENOENT ? 127 : 126;
+			command_end(&cmd);
+			goto out;
+		}
 	}
 
 	bool show = log_get_level() >= LOG_NORMAL && isatty(STDERR_FILENO);
-	double t0 = cli_now(), last_shown = 0, elapsed = 0;
+	double t0 = cli_now(), last_shown = 0, last_checked = -1, elapsed = 0;
 	const char *why = "stopped";
 	for (;;) {
 		ret = session_poll(s, 20);
@@ -366,35 +548,37 @@ int cmd_record(int argc, char **argv)
 		}
 		if (a.duration > 0 && elapsed >= a.duration) {
 			why = "duration reached";
+			cmd.stopped = cmd.pid && !command_reap(&cmd);
 			break;
 		}
-		if (child) {
-			int wst;
-			pid_t w;
-			while ((w = waitpid(-1, &wst, WNOHANG)) > 0) {
-				if (w != child)
-					continue;
-				child_done = true;
-				if (WIFEXITED(wst) && WEXITSTATUS(wst))
-					log_info("%s exited with status %d", a.cmd[0],
-						 WEXITSTATUS(wst));
-				else if (WIFSIGNALED(wst))
-					log_info("%s was killed by signal %d", a.cmd[0],
-						 WTERMSIG(wst));
-			}
-			if (child_done) {
+		if (cmd.pid) {
+			if (command_reap(&cmd)) {
 				why = "command exited";
+				if (WIFEXITED(cmd.status) && WEXITSTATUS(cmd.status))
+					log_info("%s exited with status %d", a.cmd[0],
+						 WEXITSTATUS(cmd.status));
+				else if (WIFSIGNALED(cmd.status))
+					log_info("%s was killed by signal %d (%s)", a.cmd[0],
+						 WTERMSIG(cmd.status),
+						 strsignal(WTERMSIG(cmd.status)));
 				break;
 			}
-		} else if (!a.all && !session_live_targets(s)) {
-			why = "target exited";
-			break;
+		} else if (!a.all && elapsed - last_checked >= 0.2) {
+			last_checked = elapsed;
+			if (!session_live_targets(s)) {
+				why = "target exited";
+				break;
+			}
 		}
 		if (show && elapsed - last_shown >= 1.0) {
 			progress(s, elapsed, false);
 			last_shown = elapsed;
 		}
 	}
+	/* The recording ends here: no sample after this counts, and the
+	 * counters are those of this moment. */
+	session_stop(s);
+	bool failed = ret != 0; /* the profile is still written */
 	/* What the ring still holds belongs to the profile. */
 	int last = session_poll(s, 0);
 	if (last)
@@ -418,17 +602,16 @@ int cmd_record(int argc, char **argv)
 	log_info("%s: wrote %s (%s): %llu samples from %u Python process%s, %llu lost", why,
 		 strcmp(a.output, "-") ? a.output : "standard output", output_format_name(a.format),
 		 (unsigned long long)st.samples, st.processes, st.processes == 1 ? "" : "es",
-		 (unsigned long long)(st.lost_ring + st.lost_unknown));
+		 (unsigned long long)st.lost);
 	if (!st.samples)
 		log_warn("no samples: the targets did not run Python on a CPU while recorded");
 	if (a.stats)
-		print_stats(s);
-	status = 0;
+		print_stats(&st);
+	status = failed ? 1 : 0;
 out:
-	if (gate >= 0)
-		close(gate); /* the child sees EOF and exits without running */
-	if (child > 0 && !child_done && status != 0)
-		waitpid(child, NULL, 0);
+	command_end(&cmd);
+	if (status == 0 && cmd.pid)
+		status = command_exit_status(&cmd);
 	session_free(s);
 	output_file_free(of);
 	return status;

@@ -136,6 +136,8 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 		log_error("top needs -p PID or -a, one of them (see 'taipan help top')");
 		return -EINVAL;
 	}
+	if (a->pid)
+		a->pid = cli_process_of(a->pid);
 	return 0;
 }
 
@@ -209,13 +211,13 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 		    "samples %llu (%llu in view), lost %llu, threads %zu, showing thread %u "
 		    "(%s), sorted by %s",
 		    (unsigned long long)topstats_window_samples(ts), (unsigned long long)view,
-		    (unsigned long long)(st.lost_ring + st.lost_unknown), nthreads, v->tid,
+		    (unsigned long long)st.lost, nthreads, v->tid,
 		    v->tname ? esc(e1, sizeof(e1), v->tname) : "?",
 		    v->sort == TOP_SORT_OWN ? "own" : "total");
 	else
 		put(1, w, "samples %llu, lost %llu, threads %zu, showing all threads, sorted by %s",
-		    (unsigned long long)view, (unsigned long long)(st.lost_ring + st.lost_unknown),
-		    nthreads, v->sort == TOP_SORT_OWN ? "own" : "total");
+		    (unsigned long long)view, (unsigned long long)st.lost, nthreads,
+		    v->sort == TOP_SORT_OWN ? "own" : "total");
 
 	attron(A_REVERSE);
 	mvhline(3, 0, ' ', w);

@@ -194,15 +194,25 @@ int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
 	return 0;
 }
 
+void bpfrun_stop(struct bpfrun *br)
+{
+	for (int cpu = 0; br->perf_links && cpu < br->ncpus; cpu++) {
+		bpf_link__destroy(br->perf_links[cpu]);
+		br->perf_links[cpu] = NULL;
+	}
+	for (int cpu = 0; br->perf_fds && cpu < br->ncpus; cpu++) {
+		if (br->perf_fds[cpu] >= 0)
+			close(br->perf_fds[cpu]);
+		br->perf_fds[cpu] = -1;
+	}
+	br->nattached = 0;
+}
+
 void bpfrun_free(struct bpfrun *br)
 {
 	if (!br)
 		return;
-	for (int cpu = 0; br->perf_links && cpu < br->ncpus; cpu++)
-		bpf_link__destroy(br->perf_links[cpu]);
-	for (int cpu = 0; br->perf_fds && cpu < br->ncpus; cpu++)
-		if (br->perf_fds[cpu] >= 0)
-			close(br->perf_fds[cpu]);
+	bpfrun_stop(br);
 	free(br->perf_links);
 	free(br->perf_fds);
 	ring_buffer__free(br->rb);
@@ -283,6 +293,11 @@ static int op_start(void *impl, char *err, size_t errlen)
 	return bpfrun_start(impl, err, errlen);
 }
 
+static void op_stop(void *impl)
+{
+	bpfrun_stop(impl);
+}
+
 static void op_free(void *impl)
 {
 	bpfrun_free(impl);
@@ -320,6 +335,7 @@ static int op_stats(void *impl, uint64_t *out)
 
 static const struct sampler_ops bpfrun_ops = {
     .start = op_start,
+    .stop = op_stop,
     .free = op_free,
     .add_target = op_add_target,
     .set_proc = op_set_proc,

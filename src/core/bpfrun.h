@@ -23,6 +23,8 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 /* Attaches the tracepoints and one cpu-clock perf event per online CPU. */
 int bpfrun_start(struct bpfrun *br, char *err, size_t errlen);
 /* Detaches everything and frees. Accepts NULL. */
+/* Detaches the perf events: no more samples. The tracepoints stay. */
+void bpfrun_stop(struct bpfrun *br);
 void bpfrun_free(struct bpfrun *br);
 
 int bpfrun_add_target(struct bpfrun *br, uint32_t tgid);

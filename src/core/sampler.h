@@ -27,6 +27,9 @@ typedef int (*sampler_handler)(void *ctx, void *data, size_t size);
 struct sampler_ops {
 	/* Starts sampling. 0, or a negative errno with err filled. */
 	int (*start)(void *impl, char *err, size_t errlen);
+	/* Stops taking samples; the process tracepoints and the ring stay.
+	 * May be NULL. */
+	void (*stop)(void *impl);
 	/* Stops and frees. Accepts NULL. */
 	void (*free)(void *impl);
 	/* Profile tgid from now on (not system-wide). */

@@ -62,8 +62,10 @@ struct session {
 	uint32_t *ids; /* scratch: frame ids of one stack */
 	size_t ids_cap;
 	uint64_t start_ns;
-	uint64_t dropped; /* samples of processes user space no longer knows */
-	uint64_t epoch;	  /* of s->prof: frame ids cached before another are void */
+	uint64_t dropped;	/* samples of processes user space no longer knows */
+	uint64_t early_dropped; /* early samples the profile had no room for */
+	uint64_t stop_ns;	/* when sampling stopped, 0 while it runs */
+	uint64_t epoch;		/* of s->prof: frame ids cached before another are void */
 	bool ksyms_failed;
 };
 
@@ -129,6 +131,8 @@ static void account_early(struct session *s, struct sproc *p)
 	};
 	if (!profile_add(s->prof, &frame, 1, &lb, n))
 		s->st.lost_early += n;
+	else
+		s->early_dropped += n;
 }
 
 /* Tells BPF that pid is not to be walked. On failure BPF keeps announcing
@@ -328,6 +332,11 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	if (!p || p->state != SP_PYTHON) {
 		/* Exited and dropped, or re-exec'd: counted, never guessed. */
 		s->dropped++;
+		/* A layout that BPF has and we do not (a fork event lost with
+		 * the ring full): forgotten, so that BPF announces the
+		 * process and we classify it. */
+		if (!p)
+			s->sm.ops->del_proc(s->sm.impl, smp->pid);
 		return 0;
 	}
 	if (ensure_ids(s, (size_t)smp->nframes + smp->nkstack + 2))
@@ -374,6 +383,44 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	return ret;
 }
 
+/* BPF gave child the layout of its parent, a known Python process: a fork
+ * shares it. The child is known as its parent was, without a look at /proc,
+ * which a short child may have left before this event is read. */
+static void forked(struct session *s, pid_t child, pid_t parent, uint64_t time_ns)
+{
+	struct sproc *pp = sproc_get(s, parent), *c = sproc_get(s, child);
+	if (!pp || pp->state != SP_PYTHON) {
+		/* Not ours to vouch for (the parent exec'd meanwhile, say):
+		 * BPF forgets the copy and announces the child. */
+		if (!c)
+			s->sm.ops->del_proc(s->sm.impl, (uint32_t)child);
+		return;
+	}
+	if (c)
+		sproc_drop(s, c); /* an exited process whose pid came round again */
+	if (!(c = sproc_new(s, child)))
+		return;
+	c->pp = pp->pp;
+	c->pp.pid = child;
+	if (pp->pp.ns_pid) {
+		pid_t ns;
+		c->pp.ns_pid = procfs_ns_pid(child, 0, &ns) ? 0 : (uint32_t)ns;
+	}
+	c->cg = pp->cg;
+	c->sz = symbolizer_new(&c->pp);
+	if (!c->sz) {
+		sproc_drop(s, c);
+		s->sm.ops->del_proc(s->sm.impl, (uint32_t)child);
+		return;
+	}
+	c->state = SP_PYTHON;
+	/* As of the fork: an exec after it, read later, still forgets it. */
+	c->classified_ns = time_ns;
+	s->st.processes++;
+	log_debug("pid %d (%s): forked by %d, Python %s like its parent", child, c->pp.comm, parent,
+		  c->pp.version);
+}
+
 static int on_event(void *ctx, void *data, size_t size)
 {
 	struct session *s = ctx;
@@ -385,6 +432,9 @@ static int on_event(void *ctx, void *data, size_t size)
 		return on_sample(s, data, size) == -ENOMEM ? -ENOMEM : 0;
 	case TP_EV_DISCOVER:
 		discover(s, (pid_t)ev->pid);
+		break;
+	case TP_EV_FORK:
+		forked(s, (pid_t)ev->pid, (pid_t)ev->ppid, ev->time_ns);
 		break;
 	case TP_EV_EXEC: {
 		/* What we knew describes the old program, unless we looked at
@@ -516,6 +566,58 @@ int session_start(struct session *s, char *err, size_t errlen)
 	return s->sm.ops->start(s->sm.impl, err, errlen);
 }
 
+int session_add_descendants(struct session *s, pid_t pid)
+{
+	char msg[512];
+	int found = 0;
+	/* Twice: a process forked by one that the first pass had not made a
+	 * target yet is seen by the second; later forks, by BPF. */
+	for (int pass = 0; pass < 2; pass++) {
+		pid_t *pids;
+		size_t n;
+		int ret = procfs_pids(&pids, &n);
+		if (ret)
+			return ret;
+		struct procfs_status *st = calloc(n ? n : 1, sizeof(*st));
+		if (!st) {
+			free(pids);
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < n; i++)
+			procfs_status(pids[i], &st[i]); /* gone: zeroed, no parent */
+		/* Until no process is added: a child may be listed before its parent. */
+		for (bool more = true; more;) {
+			more = false;
+			for (size_t i = 0; i < n; i++) {
+				struct sproc *pp = sproc_get(s, st[i].ppid);
+				if (!st[i].ppid || pids[i] == getpid() || sproc_get(s, pids[i]) ||
+				    (st[i].ppid != pid && !pp))
+					continue;
+				if (s->sm.ops->add_target(s->sm.impl, (uint32_t)pids[i]))
+					continue;
+				struct sproc *p = sproc_new(s, pids[i]);
+				if (!p)
+					continue;
+				classify(s, p, false, msg, sizeof(msg));
+				found++;
+				more = true;
+			}
+		}
+		free(st);
+		free(pids);
+	}
+	return found;
+}
+
+void session_stop(struct session *s)
+{
+	if (s->stop_ns)
+		return;
+	if (s->sm.ops->stop)
+		s->sm.ops->stop(s->sm.impl);
+	s->stop_ns = now_ns(CLOCK_MONOTONIC);
+}
+
 /* Re-examines young processes that were not Python yet, and forgets
  * exited ones once their last samples had time to arrive. */
 static void housekeeping(struct session *s)
@@ -544,7 +646,7 @@ int session_poll(struct session *s, int timeout_ms)
 		return n;
 	housekeeping(s);
 	profile_set_timing(s->prof, profile_period_ns(s->prof), profile_start_ns(s->prof),
-			   now_ns(CLOCK_MONOTONIC) - s->start_ns);
+			   (s->stop_ns ? s->stop_ns : now_ns(CLOCK_MONOTONIC)) - s->start_ns);
 	return 0;
 }
 
@@ -577,7 +679,12 @@ void session_stats(struct session *s, struct session_stats *st)
 		s->st.lost_ring = c[TP_STAT_RING_FULL];
 		s->st.bpf_samples = c[TP_STAT_SAMPLES];
 		s->st.lost_unknown = c[TP_STAT_UNKNOWN_PROC] + s->dropped;
+		uint64_t early = s->st.lost_early + s->early_dropped;
+		/* The early counts come from the same samples, read later. */
+		s->st.unrecognised =
+		    c[TP_STAT_UNKNOWN_PROC] > early ? c[TP_STAT_UNKNOWN_PROC] - early : 0;
 	}
+	s->st.lost = s->st.lost_ring + s->dropped + s->early_dropped;
 	*st = s->st;
 }
 
@@ -589,9 +696,13 @@ unsigned int session_live_targets(struct session *s)
 	{
 		/* EPERM: alive, but another user's (a non-root taipan with
 		 * CAP_SYS_PTRACE may profile it). */
-		if (p->state == SP_PYTHON && !p->exited_ns &&
-		    (kill(p->pid, 0) == 0 || errno == EPERM))
-			n++;
+		struct procfs_status ps;
+		if (p->state != SP_PYTHON || p->exited_ns || (kill(p->pid, 0) && errno != EPERM))
+			continue;
+		/* A zombie has exited: its exit may predate the tracepoints. */
+		if (!procfs_status(p->pid, &ps) && (ps.state == 'Z' || ps.state == 'X'))
+			continue;
+		n++;
 	}
 	return n;
 }

@@ -31,6 +31,11 @@ struct session_stats {
 	uint64_t lost_unknown; /* dropped: process not classified yet */
 	uint64_t lost_early;   /* of those, in processes later found to be Python: in the profile
 				* as "[before taipan recognised the process]" */
+	uint64_t unrecognised; /* of those, in processes never profiled as Python: not Python,
+				* filtered out, or gone before taipan looked */
+	uint64_t lost;	       /* samples of profiled Python processes that the profile does not
+				* hold (ring full, or read after taipan forgot the process): what
+				* record and top call "lost" */
 	uint64_t bad_frames;   /* Python frames whose code object could not be read */
 	uint64_t walk_errors[TP_ERR__COUNT]; /* by enum tp_walk_err */
 	uint64_t truncated;		     /* stacks deeper than the walk limit */
@@ -53,6 +58,18 @@ int session_add_pid(struct session *s, pid_t pid, bool require_python, char *err
 /* Starts sampling. */
 int session_start(struct session *s, char *err, size_t errlen);
 
+/* Profiles the processes that pid started and that still run, their
+ * children, and so on, as session_add_pid(require_python false) does, and
+ * classifies them now. Called after session_start() with follow_children:
+ * BPF then sees every later fork. Returns how many it added, or a negative
+ * errno when /proc cannot be listed. */
+int session_add_descendants(struct session *s, pid_t pid);
+
+/* Stops sampling: what is taken afterwards is nothing, so the counters
+ * (session_stats()) and the profile's duration are those of this moment.
+ * What the ring still holds is read by the next session_poll(). */
+void session_stop(struct session *s);
+
 /* Handles whatever arrived within timeout_ms. Returns 0 or a negative errno. */
 int session_poll(struct session *s, int timeout_ms);
 
@@ -67,7 +84,8 @@ struct profile *session_take_profile(struct session *s);
 
 void session_stats(struct session *s, struct session_stats *st);
 
-/* How many of the given pids are still alive and being profiled. */
+/* How many of the given pids are still alive (not zombies) and being
+ * profiled. Reads /proc for each: call it a few times a second, not more. */
 unsigned int session_live_targets(struct session *s);
 
 #endif /* TAIPAN_SESSION_H */

@@ -224,6 +224,59 @@ int procfs_ns_pid(pid_t pid, pid_t tid, pid_t *out)
 	return ret;
 }
 
+/* The text after "KEY:" and blanks on the line of status that starts with
+ * KEY, or NULL. */
+static const char *status_field(const char *status, const char *key)
+{
+	size_t klen = strlen(key);
+	for (const char *l = status; *l;) {
+		size_t len = strcspn(l, "\n");
+		if (!strncmp(l, key, klen) && l[klen] == ':')
+			return l + klen + 1 + strspn(l + klen + 1, " \t");
+		l += l[len] ? len + 1 : len;
+	}
+	return NULL;
+}
+
+static int status_id(const char *status, const char *key, pid_t *out)
+{
+	const char *v = status_field(status, key);
+	char *end;
+	if (!v || *v < '0' || *v > '9')
+		return -EINVAL;
+	errno = 0;
+	long n = strtol(v, &end, 10);
+	if (errno || n < 0 || n > INT_MAX || (*end && *end != '\n' && *end != ' ' && *end != '\t'))
+		return -EINVAL;
+	*out = (pid_t)n;
+	return 0;
+}
+
+int procfs_parse_status(const char *status, struct procfs_status *out)
+{
+	memset(out, 0, sizeof(*out));
+	const char *state = status_field(status, "State");
+	if (!state || !*state || *state == '\n' || status_id(status, "Tgid", &out->tgid) ||
+	    status_id(status, "PPid", &out->ppid)) {
+		memset(out, 0, sizeof(*out));
+		return -EINVAL;
+	}
+	out->state = *state;
+	return 0;
+}
+
+int procfs_status(pid_t pid, struct procfs_status *out)
+{
+	char *text;
+	memset(out, 0, sizeof(*out));
+	int ret = slurp(pid, 0, "status", &text);
+	if (ret)
+		return ret;
+	ret = procfs_parse_status(text, out);
+	free(text);
+	return ret;
+}
+
 /* The first run of exactly PROCFS_CONTAINER_ID_LEN lowercase hex digits in
  * the n bytes at s, copied to id; false when there is none. */
 static bool container_id(const char *s, size_t n, char *id)

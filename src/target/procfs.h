@@ -60,6 +60,23 @@ int procfs_ns_pid(pid_t pid, pid_t tid, pid_t *out);
  * number. Exposed for the unit tests. */
 int procfs_parse_nspid(const char *status, pid_t *out);
 
+/* What taipan reads from /proc/PID/status besides NSpid. */
+struct procfs_status {
+	pid_t tgid; /* Tgid: the process a thread id belongs to */
+	pid_t ppid; /* PPid: its parent */
+	char state; /* State: 'R', 'S', 'Z' (zombie: exited, not yet reaped), 'X', ... */
+};
+
+/* The status of pid, or of /proc/PID when pid is a thread id (the kernel
+ * answers for threads too, though /proc does not list them). Returns 0 with
+ * *out, -ESRCH, or another negative errno with *out zeroed. */
+int procfs_status(pid_t pid, struct procfs_status *out);
+
+/* Fills *out from the text of a status file. Returns 0, or -EINVAL when a
+ * Tgid, PPid or State line is missing or unreadable. Exposed for the unit
+ * tests. */
+int procfs_parse_status(const char *status, struct procfs_status *out);
+
 struct procfs_cgroup {
 	/* The cgroup v2 path ("0::/path"), or on a host that uses only v1 the
 	 * first v1 path that is not "/"; "" when there is none. A longer path

@@ -552,6 +552,16 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 				 pid, pp->comm, unopened->path, strerror(-open_err));
 		goto out;
 	}
+	struct procfs_status st;
+	if (ret && !procfs_status(pid, &st) && (st.state == 'Z' || st.state == 'X')) {
+		/* An exited process has no memory map left to look at. */
+		snprintf(err, errlen,
+			 "pid %d (%s): has exited (a zombie: its parent, pid %d, has not reaped "
+			 "it yet)",
+			 pid, pp->comm, st.ppid);
+		ret = -ESRCH;
+		goto out;
+	}
 	if (ret) {
 		snprintf(
 		    err, errlen,

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import IN_CI, WORKLOADS, marked_lines, pyenv, record_folded, stats, total
+from conftest import IN_CI, WORKLOADS, Workload, marked_lines, pyenv, record_folded, stats, total
 
 
 def assert_python_frames(s, expected):
@@ -205,3 +205,59 @@ def test_half_made_calls_are_flagged_not_towers(taipan, workload, tmp_path, vers
         assert flagged >= 1, "no half-made call caught in %d samples" % samples
     else:
         assert flagged == 0, "%d of %d samples flagged" % (flagged, samples)
+
+
+EARLY = "[before taipan recognised the process]"
+
+
+def test_forked_children_keep_their_first_samples(taipan, tmp_path):
+    """50 short children forked by a Python parent under `record --`: a fork
+    shares the parent's layout, so BPF walks each child from its first
+    sample instead of waiting for user space to recognise it."""
+    py = pyenv("pyenv-3.12")
+    cmd = [py, os.path.join(WORKLOADS, "forker.py"), 50, 0.02]
+    stacks, _ = record_folded(taipan, tmp_path, [str(c) for c in cmd], seconds=None, rate=1000)
+    parent = min(s.pid for s in stacks)
+    kids = [s for s in stacks if s.pid != parent]
+    every = total(kids)
+    early = sum(s.count for s in kids if s.frames and s.frames[0].name == EARLY)
+    named = {s.pid for s in kids if any(f.name == "child_work" for f in s.python)}
+    print("forked children: %d samples in %d children, %d before recognition (%.1f%%), %d seen in child_work"
+          % (every, len({s.pid for s in kids}), early, 100.0 * early / max(every, 1), len(named)))
+    assert len({s.pid for s in kids}) >= 45, "children seen: %d" % len({s.pid for s in kids})
+    assert len(named) >= 40, "children seen in child_work: %d" % len(named)
+    assert early <= 0.02 * every, "%d of %d samples of the children lost their stacks" % (early, every)
+
+
+def _prefork_record(taipan, tmp_path, extra):
+    """A prefork parent (2 workers of 0.5 s each, replaced as they end),
+    recorded by pid for 2 s. Returns (stacks, parent pid, worker pids)."""
+    py = pyenv("pyenv-3.12")
+    w = Workload(py, "prefork.py", 30, 2, 0.5).wait_ready()
+    try:
+        stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=500, extra=extra)
+        w.proc.kill()
+        # EOF once the last workers (which share the pipe) end too.
+        out = w.proc.stdout.read().decode()
+    finally:
+        w.stop()
+    workers = {int(l.split()[1]) for l in out.splitlines() if l.startswith("worker ")}
+    return stacks, w.pid, workers
+
+
+def test_subprocesses_follows_prefork_workers(taipan, tmp_path):
+    """--subprocesses: the workers that ran before the recording and those
+    forked during it are profiled with the parent."""
+    stacks, parent, workers = _prefork_record(taipan, tmp_path, ["--subprocesses"])
+    spin = {s.pid for s in stacks if any(f.name == "worker_spin" for f in s.python)}
+    assert parent in {s.pid for s in stacks}
+    assert spin <= workers, "worker_spin outside the workers: %s" % (spin - workers)
+    # 2 at a time, 0.5 s each, for 2 s: those of the start and later ones.
+    assert len(spin) >= 4, "workers profiled: %s of %s" % (sorted(spin), sorted(workers))
+    assert total([s for s in stacks if s.pid in spin]) >= 200
+
+
+def test_without_subprocesses_only_the_named_process(taipan, tmp_path):
+    stacks, parent, _ = _prefork_record(taipan, tmp_path, [])
+    assert {s.pid for s in stacks} == {parent}
+    assert not any(f.name == "worker_spin" for s in stacks for f in s.python)

@@ -3,6 +3,7 @@ later and those that live a fraction of a second; filters and labels."""
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import time
@@ -152,3 +153,40 @@ def test_cgroup_filter_and_container_label(taipan, tmp_path):
         os.rmdir(cg)
         if mounted:
             subprocess.run(["umount", root])
+
+
+def test_filtered_and_other_processes_are_not_lost(taipan, tmp_path):
+    """With --comm, processes filtered out and processes that are not Python,
+    started during the recording, are not "lost": lost means samples of a
+    profiled Python process that the profile does not hold."""
+    py = pyenv("pyenv-3.12")
+    links = []
+    for name in ("pyalpha", "pybeta"):
+        link = tmp_path / name
+        os.symlink(py, link)
+        links.append(str(link))
+    alpha = Workload(links[0], "chain.py", 30).wait_ready()
+    out = tmp_path / "f.folded"
+    rec = start_record(taipan, out, 4, "--comm", "pyalpha")
+    others = []
+    try:
+        wait_attached(rec)
+        # Busy from their first instruction: a Python one filtered out, and
+        # shells, which are not Python.
+        for _ in range(3):
+            others.append(subprocess.Popen([links[1], os.path.join(WORKLOADS, "chain.py"), "30"],
+                                           stdout=subprocess.DEVNULL))
+            others.append(subprocess.Popen(["sh", "-c", "while :; do :; done"]))
+        _, err = rec.communicate(timeout=60)
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()
+        alpha.stop()
+    assert rec.returncode == 0, err
+    m = re.search(r"samples from (\d+) Python process(?:es)?, (\d+) lost", err)
+    assert m and m.group(1) == "1", err
+    assert m.group(2) == "0", err
+    unprofiled = int(re.search(r"(\d+) of processes not profiled", err).group(1))
+    print("--comm: 0 lost; %d samples of processes not profiled" % unprofiled)
+    assert unprofiled > 0, err

@@ -340,6 +340,80 @@ static void test_parse_nspid(void **state)
 	assert_int_equal(procfs_parse_nspid("Name:\tNSpid: 3\n", &p), -ENOENT);
 }
 
+static void test_parse_status(void **state)
+{
+	struct procfs_status st;
+	(void)state;
+	assert_int_equal(procfs_parse_status("Name:\tpython3\nState:\tS (sleeping)\nTgid:\t4242\n"
+					     "Ngid:\t0\nPid:\t4250\nPPid:\t1\n",
+					     &st),
+			 0);
+	assert_int_equal(st.tgid, 4242);
+	assert_int_equal(st.ppid, 1);
+	assert_int_equal(st.state, 'S');
+	assert_int_equal(procfs_parse_status("State:\tZ (zombie)\nTgid:\t7\nPPid:\t0\n", &st), 0);
+	assert_int_equal(st.state, 'Z');
+	assert_int_equal(st.ppid, 0);
+	/* Missing or empty fields, and a number that runs into letters. */
+	assert_int_equal(procfs_parse_status("State:\tR\nTgid:\t7\n", &st), -EINVAL);
+	assert_int_equal(procfs_parse_status("State:\t\nTgid:\t7\nPPid:\t1\n", &st), -EINVAL);
+	assert_int_equal(procfs_parse_status("State:\tR\nTgid:\t\n7\nPPid:\t1\n", &st), -EINVAL);
+	assert_int_equal(procfs_parse_status("State:\tR\nTgid:\t7x\nPPid:\t1\n", &st), -EINVAL);
+	assert_int_equal(st.tgid, 0);
+	/* Not at the start of a line: not the field. */
+	assert_int_equal(procfs_parse_status("Name:\tTgid: 3\nState:\tR\nPPid:\t1\n", &st),
+			 -EINVAL);
+}
+
+/* A thread that sends its id on fds[1] and waits for EOF on fds[2]. */
+static void *park(void *arg)
+{
+	int *fds = arg;
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	char c;
+	if (write(fds[1], &tid, sizeof(tid)) != sizeof(tid) || read(fds[2], &c, 1) < 0)
+		return NULL;
+	return NULL;
+}
+
+/* A thread id answers with its process; an exited child not yet reaped is
+ * a zombie. */
+static void test_status_of_thread_and_zombie(void **state)
+{
+	struct procfs_status st;
+	int fds[4];
+	pthread_t th;
+	pid_t tid = 0;
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(pipe(fds + 2), 0);
+	assert_int_equal(pthread_create(&th, NULL, park, fds), 0);
+	assert_int_equal(read(fds[0], &tid, sizeof(tid)), sizeof(tid));
+	int ret = procfs_status(tid, &st);
+	close(fds[3]); /* park() reads EOF and returns */
+	pthread_join(th, NULL);
+	close(fds[0]);
+	close(fds[1]);
+	close(fds[2]);
+	assert_int_equal(ret, 0);
+	assert_int_not_equal(tid, getpid());
+	assert_int_equal(st.tgid, getpid());
+	assert_int_equal(st.ppid, getppid());
+
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	assert_true(child > 0);
+	siginfo_t si;
+	/* WNOWAIT: exited, and still a zombie. */
+	assert_int_equal(waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT), 0);
+	assert_int_equal(procfs_status(child, &st), 0);
+	assert_int_equal(st.state, 'Z');
+	assert_int_equal(st.tgid, child);
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	assert_int_equal(procfs_status(child, &st), -ESRCH);
+}
+
 /* s into out of len bytes, cut as procfs cuts a long path. */
 static void cut(char *out, size_t len, const char *s)
 {
@@ -522,6 +596,8 @@ int main(void)
 	    cmocka_unit_test(test_ns_pid),
 	    cmocka_unit_test(test_ns_pid_in_namespace),
 	    cmocka_unit_test(test_parse_nspid),
+	    cmocka_unit_test(test_parse_status),
+	    cmocka_unit_test(test_status_of_thread_and_zombie),
 	    cmocka_unit_test(test_cgroup),
 	    cmocka_unit_test(test_parse_cgroup),
 	    cmocka_unit_test(test_read_file),

@@ -8,7 +8,7 @@
  * taken before it was recognised; markers for failed walks; real frames
  * named, and named again after session_take_profile (the frame cache's
  * epoch); exec forgetting the process; samples that arrive after the exit
- * event keeping their names.
+ * event keeping their names; a fork inheriting its parent's layout.
  */
 #include <errno.h>
 #include <glob.h>
@@ -295,6 +295,51 @@ static void test_exec_forgets(void **state)
 	assert_int_equal(fake->deletes, deletes);
 }
 
+/* A fork of a known process is known at once (BPF copied the layout), its
+ * samples are kept, and an exec after the fork forgets it; a fork of a
+ * process the session does not vouch for makes BPF forget the copy. */
+static void test_fork_shares_the_layout(void **state)
+{
+	struct fixture *fx = *state;
+	struct session_stats st;
+	uint32_t pid = (uint32_t)fx->child.pid, kid = 0x7ffffff0, stray = 0x7ffffff1;
+
+	discover(fx);
+	uint64_t t_fork = mono_ns();
+	struct tp_event ev = {
+	    .kind = TP_EV_FORK, .pid = kid, .tid = kid, .ppid = pid, .time_ns = t_fork};
+	fake_queue(&ev, sizeof(ev));
+	fake_sample(kid, NULL, 0, TP_ERR_FRAME); /* a marker: no memory to read */
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	session_stats(fx->s, &st);
+	assert_int_equal(st.processes, 2);
+	assert_int_equal(st.samples, 1);
+	assert_int_equal(st.lost, 0);
+	const struct prof_sample *smp = find_stack(session_profile(fx->s), "[frame unreadable]");
+	assert_non_null(smp);
+	assert_int_equal(smp->labels.pid, kid);
+
+	/* The exec, read after the fork: the copied layout is forgotten. */
+	int deletes = fake->deletes;
+	fake_event(TP_EV_EXEC, kid, t_fork + 1);
+	fake_sample(kid, NULL, 0, TP_ERR_FRAME);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	assert_true(fake->deletes > deletes);
+	session_stats(fx->s, &st);
+	assert_int_equal(st.samples, 1);
+	assert_int_equal(st.lost, 1);
+
+	/* A parent the session does not know. */
+	deletes = fake->deletes;
+	ev = (struct tp_event){
+	    .kind = TP_EV_FORK, .pid = stray, .tid = stray, .ppid = kid, .time_ns = mono_ns()};
+	fake_queue(&ev, sizeof(ev));
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	assert_int_equal(fake->deletes, deletes + 1);
+	session_stats(fx->s, &st);
+	assert_int_equal(st.processes, 2);
+}
+
 /* Samples read after the exit event were taken before the exit: they keep
  * their names. */
 static void test_exit_keeps_late_samples(void **state)
@@ -320,6 +365,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_frames_and_epoch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_exec_forgets, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_exit_keeps_late_samples, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fork_shares_the_layout, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
