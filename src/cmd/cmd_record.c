@@ -507,6 +507,7 @@ int cmd_record(int argc, char **argv)
 		log_error("%s", err);
 		goto out;
 	}
+	log_debug("sampling at %u Hz; Ctrl-C stops and writes the profile", a.rate);
 	/* Now that BPF sees every fork: what the processes started before. */
 	for (int i = 0; a.subprocesses && i < a.npids; i++) {
 		ret = session_add_descendants(s, a.pids[i]);

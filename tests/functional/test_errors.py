@@ -3,6 +3,7 @@ writes its profile."""
 
 import os
 import re
+import select
 import shutil
 import signal
 import struct
@@ -94,11 +95,25 @@ def test_debug_offsets_that_do_not_validate_are_refused(taipan, workload, tmp_pa
 def test_ctrl_c_writes_the_profile(taipan, workload, tmp_path):
     w = workload(pyenv("pyenv-3.11"), "chain.py", 60)
     out = tmp_path / "x.pb.gz"
-    proc = subprocess.Popen([taipan, "record", "-p", str(w.pid), "-o", str(out)],
+    proc = subprocess.Popen([taipan, "record", "-v", "-p", str(w.pid), "-o", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2)
+    # Ctrl-C once sampling runs (-v says so), then once samples came in.
+    seen, deadline = b"", time.time() + 60
+    while b"Ctrl-C stops" not in seen and time.time() < deadline and proc.poll() is None:
+        if select.select([proc.stderr], [], [], 1)[0]:
+            seen += os.read(proc.stderr.fileno(), 65536)
+    assert b"Ctrl-C stops" in seen, seen
+    # The workload has run 0.3 s on a CPU since, so there are samples.
+    def cpu_ticks():
+        with open("/proc/%d/stat" % w.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime
+    start = cpu_ticks()
+    while cpu_ticks() - start < 0.3 * os.sysconf("SC_CLK_TCK") and time.time() < deadline:
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
+    _, err = proc.communicate(timeout=60)
+    err = seen + err
     assert proc.returncode == 0, err
     assert b"interrupted" in err
     assert out.exists() and out.stat().st_size > 0
