@@ -837,7 +837,7 @@ def test_install_puts_the_unit_in_place(taipan, tmp_path):
     unit = tmp_path / "usr/lib/systemd/system/taipan-agent.service"
     assert os.stat(unit).st_mode & 0o777 == 0o644
     text = unit.read_text()
-    for line in ["Type=simple", "Restart=on-failure", "ExecStart=/usr/local/bin/taipan agent\n",
+    for line in ["Type=simple", "Restart=on-failure", "ExecStart=/usr/bin/taipan agent\n",
                  "RuntimeDirectory=taipan\n", "RuntimeDirectoryMode=0755\n",
                  "CapabilityBoundingSet=CAP_BPF CAP_PERFMON CAP_SYS_PTRACE CAP_DAC_READ_SEARCH "
                  "CAP_SYSLOG", "NoNewPrivileges=yes", "WantedBy=multi-user.target"]:
@@ -847,7 +847,7 @@ def test_install_puts_the_unit_in_place(taipan, tmp_path):
     analyze = shutil.which("systemd-analyze")
     if analyze:
         copy = tmp_path / "taipan-agent.service"
-        copy.write_text(text.replace("/usr/local/bin/taipan", taipan).replace(
+        copy.write_text(text.replace("/usr/bin/taipan", taipan).replace(
             "Documentation=man:taipan(1)\n", ""))
         res = subprocess.run([analyze, "verify", str(copy)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, timeout=60)
