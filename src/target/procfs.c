@@ -176,36 +176,44 @@ int procfs_comm(pid_t pid, pid_t tid, char *buf, size_t len)
 	return 0;
 }
 
-int procfs_parse_nspid(const char *status, pid_t *out)
+/* The text after "KEY:" and blanks on the line of status that starts with
+ * KEY, or NULL. */
+static const char *status_field(const char *status, const char *key)
 {
+	size_t klen = strlen(key);
 	for (const char *l = status; *l;) {
 		size_t len = strcspn(l, "\n");
-		if (strncmp(l, "NSpid:", 6)) {
-			l += l[len] ? len + 1 : len;
-			continue;
-		}
-		const char *p = l + 6;
-		long last = 0;
-		/* Outermost namespace first; only blanks between the ids, so
-		 * the next line is never read as one. */
-		for (;;) {
-			p += strspn(p, " \t");
-			if (*p < '0' || *p > '9')
-				break;
-			char *end;
-			errno = 0;
-			long v = strtol(p, &end, 10);
-			if (errno || v <= 0 || v > INT_MAX)
-				return -EINVAL;
-			last = v;
-			p = end;
-		}
-		if (!last)
-			return -EINVAL;
-		*out = (pid_t)last;
-		return 0;
+		if (!strncmp(l, key, klen) && l[klen] == ':')
+			return l + klen + 1 + strspn(l + klen + 1, " \t");
+		l += l[len] ? len + 1 : len;
 	}
-	return -ENOENT;
+	return NULL;
+}
+
+int procfs_parse_nspid(const char *status, pid_t *out)
+{
+	const char *p = status_field(status, "NSpid");
+	if (!p)
+		return -ENOENT;
+	long last = 0;
+	/* Outermost namespace first; only blanks between the ids, so the next
+	 * line is never read as one. */
+	for (;;) {
+		p += strspn(p, " \t");
+		if (*p < '0' || *p > '9')
+			break;
+		char *end;
+		errno = 0;
+		long v = strtol(p, &end, 10);
+		if (errno || v <= 0 || v > INT_MAX)
+			return -EINVAL;
+		last = v;
+		p = end;
+	}
+	if (!last)
+		return -EINVAL;
+	*out = (pid_t)last;
+	return 0;
 }
 
 int procfs_ns_pid(pid_t pid, pid_t tid, pid_t *out)
@@ -222,20 +230,6 @@ int procfs_ns_pid(pid_t pid, pid_t tid, pid_t *out)
 		ret = 0;
 	}
 	return ret;
-}
-
-/* The text after "KEY:" and blanks on the line of status that starts with
- * KEY, or NULL. */
-static const char *status_field(const char *status, const char *key)
-{
-	size_t klen = strlen(key);
-	for (const char *l = status; *l;) {
-		size_t len = strcspn(l, "\n");
-		if (!strncmp(l, key, klen) && l[klen] == ':')
-			return l + klen + 1 + strspn(l + klen + 1, " \t");
-		l += l[len] ? len + 1 : len;
-	}
-	return NULL;
 }
 
 static int status_id(const char *status, const char *key, pid_t *out)
