@@ -381,8 +381,12 @@ static void command_end(struct command *c)
 		int signals = stop_requested;
 		double t0 = cli_now();
 		kill(c->pid, SIGTERM);
-		log_info("%s still runs: sent it SIGTERM%s", c->argv[0],
-			 stop_requested ? "" : " (SIGKILL in 5 s; Ctrl-C to send it now)");
+		if (stop_requested)
+			log_info("%s still runs: sent it SIGTERM", c->argv[0]);
+		else
+			log_info("%s still runs: sent it SIGTERM (SIGKILL in %g s; Ctrl-C to "
+				 "send it now)",
+				 c->argv[0], GRACE_SECONDS);
 		while (!command_reap(c) && cli_now() - t0 < GRACE_SECONDS &&
 		       stop_requested == signals)
 			usleep(20000);
