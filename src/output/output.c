@@ -465,20 +465,13 @@ fail:
 	return ret;
 }
 
-/* The usual extension of format f. */
-static const char *format_suffix(enum output_format f)
+/* The usual extension of format f: its first in suffixes[], the table that
+ * output_format_from_path() reads, so that the two cannot disagree. */
+static const char *suffix_of(enum output_format f)
 {
-	switch (f) {
-	case OUTPUT_PPROF:
-		return ".pb.gz";
-	case OUTPUT_HTML:
-		return ".html";
-	case OUTPUT_SPEEDSCOPE:
-		return ".json";
-	case OUTPUT_FOLDED:
-	case OUTPUT_UNKNOWN:
-		break;
-	}
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+		if (suffixes[i].format == f)
+			return suffixes[i].suffix;
 	return ".folded";
 }
 
@@ -493,7 +486,7 @@ int output_write_rescue(const struct profile *p, enum output_format f, const str
 	if (dfd < 0)
 		return -errno;
 	/* 0600: a shared directory, and a profile names what others run. */
-	int fd = create_temp(dfd, "taipan-rescued-", format_suffix(f), 0600, name, sizeof(name));
+	int fd = create_temp(dfd, "taipan-rescued-", suffix_of(f), 0600, name, sizeof(name));
 	if (fd < 0) {
 		close(dfd);
 		return fd;
