@@ -14,6 +14,7 @@
 
 #include "agent/agentlog.h"
 #include "util/strutil.h"
+#include "util/clock.h"
 
 int agentlog_redirect(const char *path)
 {
@@ -72,13 +73,6 @@ void agentlog(const char *fmt, ...)
 
 /* --- rate-limited lines ---------------------------------------------------------- */
 
-static double mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 void agentlog_limiter_init(struct agentlog_limiter *l, double every_s)
 {
 	memset(l, 0, sizeof(*l));
@@ -100,7 +94,7 @@ void agentlog_limited(struct agentlog_limiter *l, const char *key, const char *f
 {
 	char msg[sizeof(l->kinds[0].msg)];
 	va_list ap;
-	double now = mono_now();
+	double now = mono_seconds();
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -133,7 +127,7 @@ void agentlog_limited(struct agentlog_limiter *l, const char *key, const char *f
 
 void agentlog_limiter_flush(struct agentlog_limiter *l, bool all)
 {
-	double now = mono_now();
+	double now = mono_seconds();
 	pthread_mutex_lock(&l->mu);
 	for (unsigned int i = 0; i < AGENTLOG_KINDS; i++)
 		if (l->kinds[i].more && (all || now - l->kinds[i].last >= l->every))

@@ -36,6 +36,7 @@
 
 #include "agent/agentlog.h"
 #include "agent/httpd.h"
+#include "util/clock.h"
 
 #define CONN_LIMIT 32
 #define CONN_PER_IP 16
@@ -89,13 +90,6 @@ struct httpd {
 	struct conn *conns; /* every open connection */
 	bool stopping;
 };
-
-static double mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* --- pieces ------------------------------------------------------------------ */
 
@@ -391,7 +385,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		/* The next request's head has its own deadline. */
 		pthread_mutex_lock(&h->mu);
 		cn->head_done = false;
-		cn->head_start = mono_now();
+		cn->head_start = mono_seconds();
 		pthread_mutex_unlock(&h->mu);
 	}
 	if (!r)
@@ -451,7 +445,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		return;
 	}
 	cn->fd = ci->connect_fd;
-	cn->head_start = mono_now();
+	cn->head_start = mono_seconds();
 	if (h->is_unix) {
 		struct ucred uc;
 		socklen_t len = sizeof(uc);
@@ -803,7 +797,7 @@ void httpd_abandon(struct httpd *h, struct httpd_req *r)
 
 void httpd_tick(struct httpd *h)
 {
-	double now = mono_now();
+	double now = mono_seconds();
 	unsigned int cut = 0;
 	pthread_mutex_lock(&h->mu);
 	for (struct conn *cn = h->conns; cn; cn = cn->next) {

@@ -24,6 +24,7 @@
 
 #include "agent/agentlog.h"
 #include "agent/push.h"
+#include "util/clock.h"
 
 /* How the server should read the samples: counts of CPU samples, summed
  * over time, scaled by the sampling period. */
@@ -55,13 +56,6 @@ struct pusher {
 	CURL *curl; /* the worker's */
 	unsigned int seed;
 };
-
-static double mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* --- pieces ------------------------------------------------------------------ */
 
@@ -191,7 +185,7 @@ static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 	struct pusher *p = ctx;
 	(void)dt, (void)dn, (void)ut, (void)un;
 	long long cut = atomic_load(&p->cut_ms);
-	return cut && (long long)(mono_now() * 1000) > cut;
+	return cut && (long long)(mono_seconds() * 1000) > cut;
 }
 
 /* Sends one window. Returns 0 when the server took it, else a negative
@@ -293,7 +287,7 @@ static void *worker(void *arg)
 			failures = 0;
 			next_try = 0;
 		}
-		double now = mono_now();
+		double now = mono_seconds();
 		if (p->stopping && now >= p->deadline)
 			break;
 		if (!p->stopping && now < next_try) {
@@ -311,7 +305,7 @@ static void *worker(void *arg)
 			if (!p->stopping && failures < p->max_attempts) {
 				double d =
 				    push_backoff(failures, rand_r(&p->seed) / (RAND_MAX + 1.0));
-				next_try = mono_now() + d;
+				next_try = mono_seconds() + d;
 				agentlog("push of window %" PRIu64 "-%" PRIu64
 					 " failed (try %u of %u): %s; retrying in %.1f s",
 					 job.from, job.until, failures, p->max_attempts, why, d);
@@ -465,7 +459,7 @@ void push_free(struct pusher *p, double flush_s, struct push_stats *final)
 		return;
 	pthread_mutex_lock(&p->mu);
 	p->stopping = true;
-	p->deadline = mono_now() + flush_s;
+	p->deadline = mono_seconds() + flush_s;
 	atomic_store(&p->cut_ms, (long long)(p->deadline * 1000));
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);

@@ -60,13 +60,6 @@ int cli_comm(const char *arg, const char **comms, int *n)
 	return 0;
 }
 
-double cli_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 void cli_on_stop_signals(void (*handler)(int), bool hup)
 {
 	struct sigaction sa = {.sa_handler = handler};

@@ -35,9 +35,6 @@ struct option;
 int cli_getopt(const char *cmd, int argc, char **argv, const char *optstring,
 	       const struct option *longopts);
 
-/* Seconds on the monotonic clock. */
-double cli_now(void);
-
 /* Calls handler on SIGINT and SIGTERM (and SIGHUP with hup), without
  * SA_RESTART, so that a blocking wait returns and the caller can stop
  * cleanly and still write what it has. */

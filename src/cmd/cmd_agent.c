@@ -37,6 +37,7 @@
 #include "agent/push.h"
 #include "core/session.h"
 #include "core/walkerr.h"
+#include "util/clock.h"
 
 #define MAX_WAITING 8	 /* profile requests at once */
 #define POLL_MAX_MS 100	 /* the longest the loop sleeps: signals and new requests */
@@ -376,7 +377,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 struct waiter {
 	struct httpd_req *req;
 	struct profile *acc;
-	double end; /* cli_now() */
+	double end; /* mono_seconds() */
 };
 
 /* Counters that /stats reads on the server's thread: the main loop copies
@@ -548,7 +549,7 @@ static char *stats_json(void *ctx, const struct httpd_counts *hc)
 	if (!o)
 		return NULL;
 	int bad = 0;
-	bad |= json_object_set_new(o, "uptime_seconds", json_real(cli_now() - a->t0));
+	bad |= json_object_set_new(o, "uptime_seconds", json_real(mono_seconds() - a->t0));
 	bad |= json_object_set_new(o, "rate_hz", json_integer(a->args->rate));
 	bad |= json_object_set_new(o, "window_seconds", json_real(a->args->window));
 	bad |= json_object_set_new(o, "samples", json_integer((json_int_t)sn.st.samples));
@@ -597,7 +598,7 @@ static void log_counters(struct agent *a, const struct push_stats *ps,
 	session_stats(a->s, &st);
 	agentlog("stats: %.0f s up, %" PRIu64 " samples, %" PRIu64 " lost (ring full), %" PRIu64
 		 " lost (process not yet known), %u Python processes seen, %u refused",
-		 cli_now() - a->t0, st.samples, st.lost_ring, st.lost_unknown, st.processes,
+		 mono_seconds() - a->t0, st.samples, st.lost_ring, st.lost_unknown, st.processes,
 		 st.unsupported);
 	agentlog("stats: %" PRIu64 " windows (%" PRIu64 " empty), %" PRIu64 " pushed, %" PRIu64
 		 " push failures, %" PRIu64 " dropped; %lu profile requests served, %lu refused, "
@@ -669,7 +670,7 @@ static double first_request_end(const struct agent *a)
 static int run(struct agent *a)
 {
 	struct agent_sched sched;
-	double now = cli_now();
+	double now = mono_seconds();
 	int status = 0;
 
 	agent_sched_init(&sched, now, a->args->window);
@@ -694,7 +695,7 @@ static int run(struct agent *a)
 				agentlog("SIGHUP: no --log file to reopen");
 			}
 		}
-		now = cli_now();
+		now = mono_seconds();
 		bool stopping = stop_signal || status;
 		struct agent_due due = agent_sched_due(&sched, now, first_request_end(a), stopping);
 		bool cut_done = false;
@@ -766,7 +767,7 @@ int cmd_agent(int argc, char **argv)
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
-	a.t0 = cli_now();
+	a.t0 = mono_seconds();
 	ret = 0;
 	if (args.push) {
 		struct push_opts po = {
@@ -827,7 +828,7 @@ int cmd_agent(int argc, char **argv)
 	a.push = NULL;
 	if (args.stats)
 		log_counters(&a, &ps, &hc);
-	agentlog("exiting on %s after %.0f s, %" PRIu64 " windows", why, cli_now() - a.t0,
+	agentlog("exiting on %s after %.0f s, %" PRIu64 " windows", why, mono_seconds() - a.t0,
 		 a.windows);
 out:
 	/* On the way out after an error: nothing is waiting any more. */

@@ -18,6 +18,7 @@
 #include "core/walkerr.h"
 #include "profile/symbolize.h"
 #include "util/strutil.h"
+#include "util/clock.h"
 
 void cmd_dump_usage(FILE *out)
 {
@@ -266,7 +267,7 @@ int cmd_dump(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a))
 		return 2;
-	double t0 = (cli_now() * 1e3);
+	double t0 = (mono_seconds() * 1e3);
 	ret = pyproc_inspect(a.pid, &pp, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);
@@ -292,7 +293,7 @@ int cmd_dump(int argc, char **argv)
 			  a.pid, (unsigned long long)pp.tp.interp_head_addr, strerror(-ret));
 		goto out;
 	}
-	double t_walk = (cli_now() * 1e3);
+	double t_walk = (mono_seconds() * 1e3);
 	if (w.nthreads) {
 		th = calloc(w.nthreads, sizeof(*th));
 		if (!th) {
@@ -325,7 +326,7 @@ int cmd_dump(int argc, char **argv)
 	else
 		log_debug("threads matched with OS threads through %s", tid_sources[w.tid_source]);
 	log_debug("%zu threads read in %.1f ms, printed in %.1f ms", w.nthreads, t_walk - t0,
-		  (cli_now() * 1e3) - t_walk);
+		  (mono_seconds() * 1e3) - t_walk);
 	status = 0;
 out:
 	free(th);

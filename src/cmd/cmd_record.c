@@ -19,6 +19,7 @@
 #include "output/output.h"
 #include "core/session.h"
 #include "core/walkerr.h"
+#include "util/clock.h"
 
 #define MAX_PIDS 64
 /* How long a command has to end after SIGTERM before it gets SIGKILL. */
@@ -379,7 +380,7 @@ static void command_end(struct command *c)
 		c->gate = -1;
 	} else if (!command_reap(c)) {
 		int signals = stop_requested;
-		double t0 = cli_now();
+		double t0 = mono_seconds();
 		kill(c->pid, SIGTERM);
 		if (stop_requested)
 			log_info("%s still runs: sent it SIGTERM", c->argv[0]);
@@ -387,7 +388,7 @@ static void command_end(struct command *c)
 			log_info("%s still runs: sent it SIGTERM (SIGKILL in %g s; Ctrl-C to "
 				 "send it now)",
 				 c->argv[0], GRACE_SECONDS);
-		while (!command_reap(c) && cli_now() - t0 < GRACE_SECONDS &&
+		while (!command_reap(c) && mono_seconds() - t0 < GRACE_SECONDS &&
 		       stop_requested == signals)
 			usleep(20000);
 		if (!c->done) {
@@ -538,7 +539,7 @@ int cmd_record(int argc, char **argv)
 	}
 
 	bool show = log_get_level() >= LOG_NORMAL && isatty(STDERR_FILENO);
-	double t0 = cli_now(), last_shown = 0, last_checked = -1, elapsed = 0;
+	double t0 = mono_seconds(), last_shown = 0, last_checked = -1, elapsed = 0;
 	const char *why = "stopped";
 	for (;;) {
 		ret = session_poll(s, 20);
@@ -546,7 +547,7 @@ int cmd_record(int argc, char **argv)
 			log_error("reading samples: %s", strerror(-ret));
 			break;
 		}
-		elapsed = cli_now() - t0;
+		elapsed = mono_seconds() - t0;
 		if (stop_requested) {
 			why = "interrupted";
 			break;

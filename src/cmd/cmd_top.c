@@ -21,6 +21,7 @@
 #include "core/session.h"
 #include "util/strutil.h"
 #include "profile/topstats.h"
+#include "util/clock.h"
 
 #define MAX_WINDOW 3600
 
@@ -198,7 +199,7 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 			 v->ticks < v->args->window ? v->ticks : v->args->window);
 	else
 		snprintf(span, sizeof(span), "%s %.0fs",
-			 v->was_reset ? "since reset" : "since start", cli_now() - v->since);
+			 v->was_reset ? "since reset" : "since start", mono_seconds() - v->since);
 	if (v->pp)
 		put(0, w, "taipan top - pid %d (%s), Python %s, %u Hz, %s%s", v->pp->pid,
 		    esc(e1, sizeof(e1), v->pp->comm), v->pp->version, v->args->rate, span,
@@ -360,8 +361,8 @@ int cmd_top(int argc, char **argv)
 	curs_set(0);
 
 	struct view v = {
-	    .args = &a, .pp = a.all ? NULL : &pp, .sort = TOP_SORT_OWN, .since = cli_now()};
-	double next = cli_now() + 1.0;
+	    .args = &a, .pp = a.all ? NULL : &pp, .sort = TOP_SORT_OWN, .since = mono_seconds()};
+	double next = mono_seconds() + 1.0;
 	bool dirty = true;
 	while (!stop_requested) {
 		ret = session_poll(s, 50);
@@ -369,7 +370,7 @@ int cmd_top(int argc, char **argv)
 			v.error = "reading samples failed; q quits";
 			dirty = true;
 		}
-		double now = cli_now();
+		double now = mono_seconds();
 		if (now >= next) {
 			if (topstats_tick(ts, session_profile(s)))
 				v.error = "out of memory; q quits";

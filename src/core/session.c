@@ -20,6 +20,7 @@
 #include "core/session.h"
 #include "profile/symbolize.h"
 #include "core/walkerr.h"
+#include "util/clock.h"
 
 /* How long an unclassified young process is re-examined: its loader may not
  * have mapped libpython yet when it is first seen. */
@@ -68,13 +69,6 @@ struct session {
 	uint64_t epoch;		/* of s->prof: frame ids cached before another are void */
 	bool ksyms_failed;
 };
-
-static uint64_t now_ns(clockid_t c)
-{
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static struct sproc *sproc_get(struct session *s, pid_t pid)
 {
@@ -154,7 +148,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		    size_t errlen)
 {
 	char msg[512];
-	p->classified_ns = now_ns(CLOCK_MONOTONIC);
+	p->classified_ns = clock_ns(CLOCK_MONOTONIC);
 	int ret = pyproc_inspect_cached(s->cache, p->pid, &p->pp, msg, sizeof(msg));
 	if (!ret)
 		procfs_cgroup(p->pid, &p->cg); /* none when it fails: "" */
@@ -453,7 +447,7 @@ static int on_event(void *ctx, void *data, size_t size)
 		if (p && !p->exited_ns) {
 			/* Samples taken just before the exit may still be in the
 			 * ring behind this event: keep the symbols a little. */
-			p->exited_ns = now_ns(CLOCK_MONOTONIC);
+			p->exited_ns = clock_ns(CLOCK_MONOTONIC);
 		}
 		if (p && p->state == SP_PYTHON)
 			account_early(s, p);
@@ -561,8 +555,8 @@ int session_start(struct session *s, char *err, size_t errlen)
 	if (s->opts.system_wide)
 		scan_proc(s);
 	uint64_t period = 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
-	s->start_ns = now_ns(CLOCK_MONOTONIC);
-	profile_set_timing(s->prof, period, now_ns(CLOCK_REALTIME), 0);
+	s->start_ns = clock_ns(CLOCK_MONOTONIC);
+	profile_set_timing(s->prof, period, clock_ns(CLOCK_REALTIME), 0);
 	return s->sm.ops->start(s->sm.impl, err, errlen);
 }
 
@@ -615,14 +609,14 @@ void session_stop(struct session *s)
 		return;
 	if (s->sm.ops->stop)
 		s->sm.ops->stop(s->sm.impl);
-	s->stop_ns = now_ns(CLOCK_MONOTONIC);
+	s->stop_ns = clock_ns(CLOCK_MONOTONIC);
 }
 
 /* Re-examines young processes that were not Python yet, and forgets
  * exited ones once their last samples had time to arrive. */
 static void housekeeping(struct session *s)
 {
-	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
 	struct sproc *p, *tmp;
 	char err[512];
 	HASH_ITER(hh, s->procs, p, tmp)
@@ -646,7 +640,7 @@ int session_poll(struct session *s, int timeout_ms)
 		return n;
 	housekeeping(s);
 	profile_set_timing(s->prof, profile_period_ns(s->prof), profile_start_ns(s->prof),
-			   (s->stop_ns ? s->stop_ns : now_ns(CLOCK_MONOTONIC)) - s->start_ns);
+			   (s->stop_ns ? s->stop_ns : clock_ns(CLOCK_MONOTONIC)) - s->start_ns);
 	return 0;
 }
 
@@ -660,7 +654,7 @@ struct profile *session_take_profile(struct session *s)
 	struct profile *fresh = profile_new();
 	if (!fresh)
 		return NULL;
-	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
 	struct profile *old = s->prof;
 	profile_set_timing(old, profile_period_ns(old), profile_start_ns(old), now - s->start_ns);
 	/* The next window starts now, in wall-clock time as pprof wants. */

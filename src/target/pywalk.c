@@ -27,6 +27,7 @@ struct tpw_host {
 #define tpw_tstate_lookup(st, tid) ((void)(st), (void)(tid), 0ULL)
 #define tpw_tstate_store(st, tid, ts) ((void)(st), (void)(tid), (void)(ts))
 #include "walk/python.h"
+#include "util/clock.h"
 
 /* glibc's struct pthread on x86-64 starts with tcbhead_t (704 bytes) and a
  * list_t (16 bytes); tid follows, at 0x2d0, in every glibc since 2.x that
@@ -217,13 +218,6 @@ static void walk_rest(struct tpw_state *st)
 	tpw_cut(st);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
-}
-
 static struct tpw_state *state_new(const struct pyproc *pp)
 {
 	struct tpw_state *st = calloc(1, sizeof(*st));
@@ -247,7 +241,7 @@ static void walk_tstate(struct tpw_state *st, uint64_t ts)
  * failures end the walk and are recorded in t->err. */
 static int walk_frames(struct tpw_state *st, struct pywalk_thread *t)
 {
-	st->s.time_ns = now_ns();
+	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
 	tpw_begin(st);
 	walk_tstate(st, t->tstate);
 	t->err = st->s.err;
@@ -268,7 +262,7 @@ int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct 
 		return -ENOMEM;
 	st->s.pid = (uint32_t)(id >> 32);
 	st->s.tid = (uint32_t)id;
-	st->s.time_ns = now_ns();
+	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
 	tpw_begin(st);
 	uint64_t ts = 0;
 	if (!fsbase)
