@@ -245,37 +245,34 @@ static struct conn *conn_of(struct MHD_Connection *c)
 static bool admitted(struct httpd *h, struct MHD_Connection *c, struct conn *cn,
 		     enum MHD_Result *ret)
 {
-	if (h->is_unix) {
-		bool ok = false;
-		for (unsigned int i = 0; cn && cn->peer_known && i < h->nallow; i++)
-			ok |= cn->uid == h->allow[i];
-		if (!ok) {
-			pthread_mutex_lock(&h->mu);
-			h->counts.denied++;
-			pthread_mutex_unlock(&h->mu);
-			long uid = cn && cn->peer_known ? (long)cn->uid : -1;
-			agentlog_limited(&h->lim, "uid",
-					 "refused a request from uid %ld: not allowed "
-					 "(--allow-uid)",
-					 uid);
-			*ret = respond_text(c, MHD_HTTP_FORBIDDEN,
-					    "this user may not use the agent; see --allow-uid\n");
-			return false;
-		}
-	}
-	if (h->o.token && !httpd_bearer_ok(MHD_lookup_connection_value(
-					       c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-					   h->o.token)) {
-		pthread_mutex_lock(&h->mu);
-		h->counts.denied++;
-		pthread_mutex_unlock(&h->mu);
+	unsigned int status;
+	const char *body;
+	bool ok = !h->is_unix;
+	for (unsigned int i = 0; !ok && cn && cn->peer_known && i < h->nallow; i++)
+		ok = cn->uid == h->allow[i];
+	if (!ok) {
+		agentlog_limited(&h->lim, "uid",
+				 "refused a request from uid %ld: not allowed "
+				 "(--allow-uid)",
+				 cn && cn->peer_known ? (long)cn->uid : -1L);
+		status = MHD_HTTP_FORBIDDEN;
+		body = "this user may not use the agent; see --allow-uid\n";
+	} else if (h->o.token &&
+		   !httpd_bearer_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+								MHD_HTTP_HEADER_AUTHORIZATION),
+				    h->o.token)) {
 		agentlog_limited(&h->lim, "token",
 				 "refused a request without the bearer token (--auth-token-file)");
-		*ret = respond_text(c, MHD_HTTP_UNAUTHORIZED,
-				    "send Authorization: Bearer TOKEN (--auth-token-file)\n");
-		return false;
+		status = MHD_HTTP_UNAUTHORIZED;
+		body = "send Authorization: Bearer TOKEN (--auth-token-file)\n";
+	} else {
+		return true;
 	}
-	return true;
+	pthread_mutex_lock(&h->mu);
+	h->counts.denied++;
+	pthread_mutex_unlock(&h->mu);
+	*ret = respond_text(c, status, body);
+	return false;
 }
 
 /* GET /debug/pprof/profile: suspended until the main loop answers. */
