@@ -113,13 +113,19 @@ def test_short_lived_processes_keep_their_names(taipan, tmp_path):
     assert named >= 0.6 * every, "%d of %d samples in short_lived_work" % (named, every)
 
 
-def test_comm_filter(taipan, tmp_path):
+def named_pythons(tmp_path, *names):
+    """Links to pyenv 3.12 under other names: processes whose comm differs."""
     py = pyenv("pyenv-3.12")
     links = []
-    for name in ("pyalpha", "pybeta"):
+    for name in names:
         link = tmp_path / name
         os.symlink(py, link)
         links.append(str(link))
+    return links
+
+
+def test_comm_filter(taipan, tmp_path):
+    links = named_pythons(tmp_path, "pyalpha", "pybeta")
     alpha, beta = (Workload(l, "chain.py", 30).wait_ready() for l in links)
     try:
         record(taipan, tmp_path / "f.folded", None, rate=100, quiet=False,
@@ -169,12 +175,7 @@ def test_filtered_and_other_processes_are_not_lost(taipan, tmp_path):
     """With --comm, processes filtered out and processes that are not Python,
     started during the recording, are not "lost": lost means samples of a
     profiled Python process that the profile does not hold."""
-    py = pyenv("pyenv-3.12")
-    links = []
-    for name in ("pyalpha", "pybeta"):
-        link = tmp_path / name
-        os.symlink(py, link)
-        links.append(str(link))
+    links = named_pythons(tmp_path, "pyalpha", "pybeta")
     alpha = Workload(links[0], "chain.py", 30).wait_ready()
     out = tmp_path / "f.folded"
     rec = start_record(taipan, out, 4, "--comm", "pyalpha")
