@@ -2,7 +2,7 @@
 """bench/agent_churn.py - the agent's memory and CPU over a long run with churn.
 
 Runs `taipan agent` (system-wide) while:
-  - a new short-lived Python process starts every second (busy 100-300 ms in
+  - a new short-lived Python process starts every second (busy 100-300 ms of CPU in
     tests/workloads/short.py), so processes keep arriving and leaving;
   - one steady Python process starts and stops threads all the time (a few
     at once, each busy for a while under its own name, then joined);

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import time
 
@@ -72,7 +73,9 @@ def test_short_lived_processes_keep_their_names(taipan, tmp_path):
     at least 95% of their samples are symbolized, the rest counted as lost."""
     py = pyenv("pyenv-3.12")
     out = tmp_path / "churn.folded"
-    rec = start_record(taipan, out, 26)
+    # Until the churn is over, however long a loaded machine makes it (each
+    # process runs 100-300 ms of CPU): stopped with Ctrl-C below.
+    rec = start_record(taipan, out, 300)
     try:
         wait_attached(rec)
         driver = subprocess.Popen([py, os.path.join(WORKLOADS, "churn.py"), py, "200", "10"],
@@ -87,6 +90,7 @@ def test_short_lived_processes_keep_their_names(taipan, tmp_path):
         # Exited processes are gone from taipan's maps.
         assert not (pids & map_keys("procs")), "exited processes left in the procs map"
         assert not (pids & map_keys("unknown_samples"))
+        rec.send_signal(signal.SIGINT)
         _, err = rec.communicate(timeout=60)
     finally:
         if rec.poll() is None:

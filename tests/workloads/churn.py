@@ -1,5 +1,5 @@
 # churn.py - starts COUNT short-lived Python processes, RATE per second, each
-# busy for 100-300 ms (short.py), and prints "pid PID" for each as it starts.
+# busy for 100-300 ms of CPU (short.py), and prints "pid PID" for each as it starts.
 # Usage: python churn.py INTERPRETER COUNT RATE. Prints "ready" first.
 import random
 import subprocess
