@@ -46,7 +46,7 @@ endif
 # The libraries' flags come from pkg-config (uthash is headers only). Errors
 # are kept quiet here, where make deps must still run on a machine that
 # lacks the packages; pkg-check says what is missing before a compile.
-PKGS := libbpf libelf zlib libprotobuf-c jansson ncursesw libmicrohttpd libcurl
+PKGS := libbpf libelf libdw zlib libprotobuf-c jansson ncursesw libmicrohttpd libcurl
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)

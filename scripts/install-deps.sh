@@ -9,6 +9,7 @@ pkgs=(
   bpftool                           # BPF skeletons; make vmlinux
   libbpf-dev                        # loading BPF, CO-RE relocation, ring buffer
   libelf-dev                        # ELF symbols, sections, program headers
+  libdw-dev                         # call-frame information (.eh_frame) for native unwinding
   zlib1g-dev                        # gzip of pprof output
   libprotobuf-c-dev protobuf-c-compiler  # pprof encoding from profile.proto
   libjansson-dev                    # JSON output
@@ -24,6 +25,9 @@ pkgs=(
   gdb                               # tools/gen_offsets.py reads DWARF with it
   xxd                               # embeds the flame-graph page (src/output/html/) in the binary
   chromium                          # the flame-graph tests open the page in headless Chromium
+  linux-perf                        # perf record --call-graph dwarf: the native frames' ground truth
+  libc6-dbg                         # libc's separate debug files, found by build-id in the tests
+  stress-ng                         # load on every core for make test-load
   debootstrap                       # Debian roots with the test matrix's other Pythons (make roots)
 )
 

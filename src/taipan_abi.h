@@ -223,6 +223,44 @@ struct tp_sample {
 	struct tp_frame frames[TP_MAX_FRAMES];
 };
 
+/* Native unwinding (doc/DESIGN.md "Native frames"). User space turns each
+ * mapped file's call-frame information (.eh_frame, .debug_frame) into rows;
+ * BPF follows them from the sampled thread's user registers. x86-64 only: the
+ * return address is always at CFA - 8 there, so a row does not hold it. */
+
+/* Native frames per sample. */
+#define TP_USTACK_MAX 128
+/* Rows are found through a page index: a table's first TP_UPAGE_SHIFT-sized
+ * page of code starts at its base, and index entry i holds the first row
+ * that covers page i. */
+#define TP_UPAGE_SHIFT 12
+
+/* How a row finds the canonical frame address (CFA: the caller's stack
+ * pointer before the call). */
+enum tp_cfa_kind {
+	TP_CFA_INVALID = 0, /* CFI this unwinder cannot follow: stop, marked */
+	TP_CFA_SP = 1,	    /* CFA = sp + cfa_off */
+	TP_CFA_FP = 2,	    /* CFA = fp + cfa_off */
+	TP_CFA_PLT = 3,	    /* a PLT stub: sp + cfa_off, + 8 when (ip & 15) >= 11 */
+	TP_CFA_END = 4,	    /* the outermost frame: the return address is undefined */
+	TP_CFA_NOCFI = 5,   /* no CFI covers it: follow the frame pointer */
+};
+
+/* Where the caller's frame pointer (rbp) is. */
+enum tp_fp_rule {
+	TP_FP_SAME = 0, /* unchanged in this frame */
+	TP_FP_AT = 1,	/* saved at CFA + fp_off */
+};
+
+/* One row of an unwind table: from pc up to the next row's pc. */
+struct tp_urow {
+	__u32 pc;      /* link-time virtual address (files above 4 GiB are refused) */
+	__s32 cfa_off; /* enum tp_cfa_kind says from what */
+	__s16 fp_off;  /* TP_FP_AT: offset from the CFA */
+	__u8 cfa;      /* enum tp_cfa_kind */
+	__u8 fp;       /* enum tp_fp_rule */
+};
+
 /* Per-CPU counters, read by --stats. */
 enum tp_stat {
 	TP_STAT_SAMPLES = 0,   /* perf samples in tracked processes */
@@ -250,6 +288,7 @@ _Static_assert(sizeof(struct tp_frame) == 32, "tp_frame layout");
 _Static_assert(sizeof(struct tp_py_offsets) == 40, "tp_py_offsets layout");
 _Static_assert(sizeof(struct tp_proc) == 56, "tp_proc layout");
 _Static_assert(sizeof(struct tp_event) == 24, "tp_event layout");
+_Static_assert(sizeof(struct tp_urow) == 12, "tp_urow layout");
 _Static_assert(__builtin_offsetof(struct tp_sample, kstack) == 64, "tp_sample header");
 _Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample frames alignment");
 _Static_assert(TP_MAX_FRAMES <= TP_WALK_STEPS, "the tail-call budget cannot reach TP_MAX_FRAMES");
