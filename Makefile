@@ -46,14 +46,15 @@ endif
 # The libraries' flags come from pkg-config (uthash is headers only). Errors
 # are kept quiet here, where make deps must still run on a machine that
 # lacks the packages; pkg-check says what is missing before a compile.
-PKGS := libbpf libelf libdw zlib libprotobuf-c jansson ncursesw libmicrohttpd libcurl
+PKGS := libbpf libelf libdw zlib liblzma libprotobuf-c jansson ncursesw libmicrohttpd libcurl
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(HARDEN) $(SANFLAGS) \
 	  -Isrc -I$(GEN) $(PKG_CFLAGS) -MMD -MP
-LDLIBS += $(PKG_LIBS) -lpthread
+# libstdc++ for __cxa_demangle alone (C++ names of native frames).
+LDLIBS += $(PKG_LIBS) -lstdc++ -lpthread
 LDFLAGS += $(SANFLAGS)
 
 # The kernel's types come from a vendored vmlinux.h (src/bpf/vmlinux/), not
@@ -153,6 +154,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(wildcard tests/unit/*.h) $(BUILD)/libtaipan.a
 # Tools that work beside taipan: taipan-capture writes the captured-memory
 # fixtures of tests/unit/test_captures.c.
 $(BUILD)/tools/taipan-capture: tools/capture.c $(BUILD)/libtaipan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
+
+# taipan-nsym names addresses of ELF files as native frames are named, and
+# times it (doc/BENCHMARKS.md).
+$(BUILD)/tools/taipan-nsym: tools/nsym.c $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
 

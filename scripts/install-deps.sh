@@ -10,6 +10,8 @@ pkgs=(
   libbpf-dev                        # loading BPF, CO-RE relocation, ring buffer
   libelf-dev                        # ELF symbols, sections, program headers
   libdw-dev                         # call-frame information (.eh_frame) for native unwinding
+  liblzma-dev                       # MiniDebugInfo (.gnu_debugdata, xz) for native frame names
+  g++                               # libstdc++'s __cxa_demangle: C++ names of native frames
   zlib1g-dev                        # gzip of pprof output
   libprotobuf-c-dev protobuf-c-compiler  # pprof encoding from profile.proto
   libjansson-dev                    # JSON output

@@ -39,7 +39,8 @@ struct sym {
 };
 
 struct elf_file {
-	int fd;
+	int fd;	     /* -1 for an image in memory */
+	void *image; /* that image, freed by elf_file_close() */
 	Elf *elf;
 	bool have_shstrndx;
 	size_t shstrndx;
@@ -84,20 +85,52 @@ static bool layout_fits(Elf *elf, const GElf_Ehdr *eh, uint64_t fsize)
 
 		if (!gelf_getphdr(elf, i, &ph))
 			return false;
-		if (ph.p_type == PT_LOAD &&
+		/* A segment with no bytes in the file may point past its
+		 * end: separate debug files and MiniDebugInfo keep the
+		 * program headers with p_filesz 0. */
+		if (ph.p_type == PT_LOAD && ph.p_filesz &&
 		    (ph.p_offset > fsize || ph.p_filesz > fsize - ph.p_offset))
 			return false;
 	}
 	return true;
 }
 
-int elf_file_open(const char *path, struct elf_file **out)
+/* Checks that elf is a 64-bit little-endian ET_EXEC/ET_DYN file whose
+ * tables fit in fsize bytes, and wraps it. Returns 0 or -ENOEXEC/-ENOMEM;
+ * on failure the caller still owns elf, fd and image. */
+static int elf_wrap(Elf *elf, int fd, void *image, uint64_t fsize, struct elf_file **out)
 {
 	struct elf_file *ef;
 	const char *ident;
 	GElf_Ehdr ehdr;
-	struct stat st;
 	size_t identsz;
+
+	if (elf_kind(elf) != ELF_K_ELF)
+		return -ENOEXEC;
+	ident = elf_getident(elf, &identsz);
+	if (!ident || identsz < EI_NIDENT || ident[EI_CLASS] != ELFCLASS64 ||
+	    ident[EI_DATA] != ELFDATA2LSB)
+		return -ENOEXEC;
+	if (!gelf_getehdr(elf, &ehdr) || (ehdr.e_type != ET_EXEC && ehdr.e_type != ET_DYN) ||
+	    !layout_fits(elf, &ehdr, fsize))
+		return -ENOEXEC;
+
+	ef = calloc(1, sizeof(*ef));
+	if (!ef)
+		return -ENOMEM;
+	ef->fd = fd;
+	ef->image = image;
+	ef->elf = elf;
+	/* A file without usable section names still has segments: keep it
+	 * open, and let the section-based lookups answer -ENOENT. */
+	ef->have_shstrndx = elf_getshdrstrndx(elf, &ef->shstrndx) == 0;
+	*out = ef;
+	return 0;
+}
+
+int elf_file_open(const char *path, struct elf_file **out)
+{
+	struct stat st;
 	Elf *elf;
 	int fd, err;
 
@@ -124,33 +157,9 @@ int elf_file_open(const char *path, struct elf_file **out)
 		err = -ENOEXEC;
 		goto err_fd;
 	}
-	if (elf_kind(elf) != ELF_K_ELF) {
-		err = -ENOEXEC;
+	err = elf_wrap(elf, fd, NULL, st.st_size, out);
+	if (err)
 		goto err_elf;
-	}
-	ident = elf_getident(elf, &identsz);
-	if (!ident || identsz < EI_NIDENT || ident[EI_CLASS] != ELFCLASS64 ||
-	    ident[EI_DATA] != ELFDATA2LSB) {
-		err = -ENOEXEC;
-		goto err_elf;
-	}
-	if (!gelf_getehdr(elf, &ehdr) || (ehdr.e_type != ET_EXEC && ehdr.e_type != ET_DYN) ||
-	    !layout_fits(elf, &ehdr, st.st_size)) {
-		err = -ENOEXEC;
-		goto err_elf;
-	}
-
-	ef = calloc(1, sizeof(*ef));
-	if (!ef) {
-		err = -ENOMEM;
-		goto err_elf;
-	}
-	ef->fd = fd;
-	ef->elf = elf;
-	/* A file without usable section names still has segments: keep it
-	 * open, and let the section-based lookups answer -ENOENT. */
-	ef->have_shstrndx = elf_getshdrstrndx(elf, &ef->shstrndx) == 0;
-	*out = ef;
 	return 0;
 
 err_elf:
@@ -160,13 +169,32 @@ err_fd:
 	return err;
 }
 
+int elf_file_open_mem(void *image, size_t size, struct elf_file **out)
+{
+	Elf *elf;
+	int err;
+
+	pthread_once(&libelf_once, libelf_init);
+	if (!libelf_ok)
+		return -ENOEXEC;
+	elf = elf_memory(image, size);
+	if (!elf)
+		return -ENOEXEC;
+	err = elf_wrap(elf, -1, image, size, out);
+	if (err)
+		elf_end(elf);
+	return err;
+}
+
 void elf_file_close(struct elf_file *ef)
 {
 	if (!ef)
 		return;
 	free(ef->syms);
 	elf_end(ef->elf);
-	close(ef->fd);
+	if (ef->fd >= 0)
+		close(ef->fd);
+	free(ef->image);
 	free(ef);
 }
 
@@ -242,6 +270,47 @@ int elf_file_read(struct elf_file *ef, uint64_t vaddr, void *buf, size_t len)
 		return 0;
 	}
 	return -ENOENT;
+}
+
+int elf_file_section_bytes(struct elf_file *ef, const char *name, const void **data, size_t *len)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn;
+	Elf_Data *d;
+
+	scn = find_scn(ef, name, &sh);
+	if (!scn || sh.sh_type == SHT_NOBITS || (sh.sh_flags & SHF_COMPRESSED))
+		return -ENOENT;
+	d = elf_rawdata(scn, NULL);
+	if (!d || !d->d_buf)
+		return -ENOENT;
+	*data = d->d_buf;
+	*len = d->d_size;
+	return 0;
+}
+
+int elf_file_loads(struct elf_file *ef, struct elf_load *out, size_t max, size_t *n)
+{
+	size_t phnum;
+
+	*n = 0;
+	if (elf_getphdrnum(ef->elf, &phnum) != 0)
+		return -ENOEXEC;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(ef->elf, i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (*n == max)
+			return -E2BIG;
+		out[*n].offset = ph.p_offset;
+		out[*n].vaddr = ph.p_vaddr;
+		out[*n].filesz = ph.p_filesz;
+		out[*n].memsz = ph.p_memsz;
+		out[*n].exec = ph.p_flags & PF_X;
+		(*n)++;
+	}
+	return 0;
 }
 
 uint64_t elf_file_base_vaddr(struct elf_file *ef)
@@ -385,6 +454,55 @@ int elf_file_symbol(struct elf_file *ef, const char *name, uint64_t *value, uint
 			hi = mid;
 	}
 	return -ENOENT;
+}
+
+int elf_file_funcs(struct elf_file *ef, int (*fn)(const struct elf_func *f, void *ctx), void *ctx)
+{
+	size_t entsz = gelf_fsize(ef->elf, ELF_T_SYM, 1, EV_CURRENT);
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	if (!entsz)
+		return 0;
+	while ((scn = elf_nextscn(ef->elf, scn))) {
+		Elf_Data *d;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &sh) ||
+		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d)
+			continue; /* unreadable table: as if absent */
+		n = d->d_size / entsz;
+		for (size_t i = 0; i < n; i++) {
+			struct elf_func f;
+			GElf_Sym gs;
+			int type, r;
+
+			if (!gelf_getsym(d, i, &gs) || gs.st_name == 0)
+				continue;
+			/* Defined code only: SHN_UNDEF are imports, and
+			 * SHN_ABS/SHN_COMMON and reserved indices have no
+			 * address in a section. */
+			if (gs.st_shndx == SHN_UNDEF || gs.st_shndx >= SHN_LORESERVE)
+				continue;
+			type = GELF_ST_TYPE(gs.st_info);
+			if (type != STT_FUNC && type != STT_GNU_IFUNC)
+				continue;
+			f.name = elf_strptr(ef->elf, sh.sh_link, gs.st_name);
+			if (!f.name || !*f.name)
+				continue;
+			f.value = gs.st_value;
+			f.size = gs.st_size;
+			f.bind = GELF_ST_BIND(gs.st_info);
+			f.dynsym = sh.sh_type == SHT_DYNSYM;
+			r = fn(&f, ctx);
+			if (r)
+				return r;
+		}
+	}
+	return 0;
 }
 
 /* --- dynamic section ------------------------------------------------------ */

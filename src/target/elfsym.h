@@ -2,6 +2,7 @@
 #ifndef TAIPAN_ELFSYM_H
 #define TAIPAN_ELFSYM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,11 @@ struct elf_file;
  * ET_EXEC/ET_DYN ELF (truncated files included). Never executes anything.
  * The file is mapped: truncating it while it is open raises SIGBUS. */
 int elf_file_open(const char *path, struct elf_file **out);
+/* elf_file_open() on an image in memory (an ELF unpacked from another
+ * file's .gnu_debugdata). On success ef owns image, which must come from
+ * malloc() and is freed by elf_file_close(); on failure (-ENOEXEC, -ENOMEM,
+ * the same checks as elf_file_open()) the caller still owns it. */
+int elf_file_open_mem(void *image, size_t size, struct elf_file **out);
 /* Closes it. Accepts NULL. */
 void elf_file_close(struct elf_file *ef);
 
@@ -34,6 +40,36 @@ int elf_file_section(struct elf_file *ef, const char *name, uint64_t *addr, uint
  * whole range). Returns 0, or -ENOENT when the range is not wholly backed by
  * one such section (e.g. it runs into .bss); buf is then untouched. */
 int elf_file_read(struct elf_file *ef, uint64_t vaddr, void *buf, size_t len);
+
+/* The raw bytes of a section that has them in the file (not SHT_NOBITS,
+ * not SHF_COMPRESSED), allocated or not: e.g. .gnu_debugdata. *data is
+ * owned by ef. Returns 0, or -ENOENT. */
+int elf_file_section_bytes(struct elf_file *ef, const char *name, const void **data, size_t *len);
+
+/* One PT_LOAD segment. */
+struct elf_load {
+	uint64_t offset, vaddr, filesz, memsz;
+	bool exec;
+};
+
+/* The PT_LOAD segments, in file order, into out[0..max). Returns 0 with *n,
+ * -E2BIG when there are more than max (*n == max, out filled), or -ENOEXEC. */
+int elf_file_loads(struct elf_file *ef, struct elf_load *out, size_t max, size_t *n);
+
+/* A defined function symbol (STT_FUNC or STT_GNU_IFUNC). */
+struct elf_func {
+	const char *name; /* owned by the elf_file */
+	uint64_t value;	  /* link-time virtual address */
+	uint64_t size;	  /* 0 when the object did not say */
+	int bind;	  /* STB_LOCAL, STB_GLOBAL, STB_WEAK, ... */
+	bool dynsym;	  /* from .dynsym, else .symtab */
+};
+
+/* Calls fn for each defined, named function symbol of .symtab and .dynsym,
+ * in table order (the same function may come twice, once from each). Stops
+ * when fn returns non-zero and returns that, else 0 (also when there is no
+ * symbol table). */
+int elf_file_funcs(struct elf_file *ef, int (*fn)(const struct elf_func *f, void *ctx), void *ctx);
 
 /* The lowest p_vaddr of a PT_LOAD segment, rounded down to its p_align; the
  * load bias of a mapped file is (address of its offset-0 mapping) - this.

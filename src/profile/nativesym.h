@@ -1,0 +1,118 @@
+/* nativesym.h - names for native code addresses: ELF symbols, separate debug
+ * files and MiniDebugInfo, C++ demangled, cached per file.
+ *
+ * Addresses are link-time virtual addresses (what nm, readelf -s, addr2line
+ * and gdb's "info symbol" use for a file on its own). nativesym_vaddr()
+ * turns the file offset of a sampled address into one. An address is named
+ * only when a function symbol covers it; otherwise it stays unnamed and is
+ * shown as module+0xVADDR (nativesym_format()), never as a neighbour.
+ */
+#ifndef TAIPAN_NATIVESYM_H
+#define TAIPAN_NATIVESYM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A cache of indexed files, keyed by build-id (else device and inode), so
+ * that every process mapping one libpython shares one index. Bounded (LRU).
+ * Not thread-safe. */
+struct nativesym;
+
+/* A new, empty cache with the default bounds. NULL when out of memory. */
+struct nativesym *nativesym_new(void);
+/* Frees it and every index. Accepts NULL. */
+void nativesym_free(struct nativesym *ns);
+
+/* Changes the bounds: at most max_files indexed files and max_bytes of
+ * index memory (each at least one file is kept). Evicts at once if needed. */
+void nativesym_set_limits(struct nativesym *ns, size_t max_files, size_t max_bytes);
+
+/* How many files are indexed and the bytes their indexes hold. */
+void nativesym_counts(const struct nativesym *ns, size_t *files, size_t *bytes);
+
+/* A mapped file, as the caller knows it from /proc/PID/maps. */
+struct nativesym_file {
+	/* Where taipan opens it: "/proc/PID/root/usr/lib/libc.so.6" for a
+	 * process in another mount namespace, or /proc/PID/map_files/... */
+	const char *path;
+	/* The process's root as taipan opens it ("/proc/PID/root"); NULL or
+	 * "" for the host's. Debug files are looked for under it, then on the
+	 * host. */
+	const char *root;
+	/* The file as the process names it; NULL: path without the root
+	 * prefix. */
+	const char *module;
+	/* From maps; both 0 when unknown (then path is stat()ed). */
+	uint64_t dev, ino;
+};
+
+/* Which table named an address. */
+enum nativesym_source {
+	NATIVESYM_SRC_NONE = 0, /* unnamed */
+	NATIVESYM_SRC_SYMTAB,	/* the file's own .symtab */
+	NATIVESYM_SRC_DYNSYM,	/* the file's .dynsym */
+	NATIVESYM_SRC_DEBUG,	/* /usr/lib/debug/.build-id/xx/rest.debug */
+	NATIVESYM_SRC_MINIDEBUG /* .gnu_debugdata (MiniDebugInfo) */
+};
+
+/* What an address is. */
+struct nativesym_sym {
+	const char *name;     /* demangled function name; NULL when unnamed */
+	uint64_t offset;      /* vaddr minus the function's start, when named */
+	uint64_t vaddr;	      /* the address looked up */
+	const char *module;   /* the file as the process names it (caller's string) */
+	const char *build_id; /* lowercase hex, "" when the file has none */
+	enum nativesym_source source;
+};
+
+/* Names link-time address vaddr of file f. Returns 0 with *out filled (its
+ * name NULL when no function symbol covers vaddr), or a negative errno
+ * naming why the file could not be read: -ENOENT/-EACCES/... from open(2),
+ * -ENOEXEC for a file that is not a readable 64-bit ELF (truncated ones
+ * included), -ENOMEM. out->module is filled even on failure, and build_id
+ * is then "". Strings of *out other than module belong to ns and live until
+ * the next nativesym_lookup() or nativesym_vaddr() call (the file's index
+ * may be evicted then): copy or intern them. */
+int nativesym_lookup(struct nativesym *ns, const struct nativesym_file *f, uint64_t vaddr,
+		     struct nativesym_sym *out);
+
+/* The link-time address of file offset off of f (what a sampled address is
+ * in its mapping: addr - map start + map offset), through the PT_LOAD
+ * segment holding it. Returns 0, -ERANGE when no segment maps off, or
+ * nativesym_lookup()'s errors. */
+int nativesym_vaddr(struct nativesym *ns, const struct nativesym_file *f, uint64_t off,
+		    uint64_t *vaddr);
+
+/* Writes s's frame name into buf: "name" when it is named (offsets are not
+ * part of a frame's name), else "MODULE+0xVADDR" with MODULE the base name
+ * of s->module. Returns snprintf()'s value. */
+int nativesym_format(const struct nativesym_sym *s, char *buf, size_t size);
+
+/* Whether a function name is CPython's eval loop, the frame that runs
+ * Python frames: _PyEval_EvalFrameDefault (3.6+), PyEval_EvalFrameEx
+ * (2.7), and their compiler-split parts and clones (".cold", ".part.N",
+ * ".constprop.N", ...). */
+bool nativesym_is_eval_loop(const char *name);
+
+/* Whether module (as the process names it) is the interpreter: equal to
+ * interp_binary (struct pyproc's binary: the executable or libpython that
+ * holds the interpreter) when that is given, else by name, a base name
+ * "libpython*" or "python*" (which misses renamed interpreters). */
+bool nativesym_is_interpreter(const char *module, const char *interp_binary);
+
+/* Whether a named native frame is the interpreter's own call machinery, the
+ * frames that only get a call from one Python frame to the next or into a
+ * builtin. The rule: the frame is in the interpreter (in_interpreter, from
+ * nativesym_is_interpreter()), it is named, it is not the eval loop, and its
+ * name is a C-API or private entry point ("Py*", "_Py*": PyObject_Vectorcall,
+ * _PyFunction_Vectorcall, _PyEval_Vector, ...) or one of the static
+ * trampolines of Objects/ and Python/ (cfunction_*, method_vectorcall_*,
+ * call_function, ...). A builtin's implementation (list_sort,
+ * sre_ucs1_match, time_sleep) is not machinery; neither is an unnamed frame
+ * (a stripped interpreter's statics): what cannot be identified is shown.
+ * The filtered view hides machinery frames that lie between an eval loop and
+ * the next frame that is not machinery. */
+bool nativesym_is_call_machinery(const char *name, bool in_interpreter);
+
+#endif /* TAIPAN_NATIVESYM_H */
