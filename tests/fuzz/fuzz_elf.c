@@ -1,5 +1,5 @@
-/* fuzz_elf.c - libFuzzer target: every query of elfsym.h on an ELF file
- * whose bytes are the input.
+/* fuzz_elf.c - libFuzzer target: every query of elfsym.h, and the native
+ * symbolizer of nativesym.h, on an ELF file whose bytes are the input.
  *
  * elf_file_open() takes a path, as taipan opens binaries through
  * /proc/PID/map_files, so the input is written to a memfd and opened as
@@ -12,11 +12,53 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "profile/nativesym.h"
 #include "target/elfsym.h"
 
 static int memfd = -1;
 static char path[64];
 static volatile size_t sink;
+
+static int each_func(const struct elf_func *f, void *ctx)
+{
+	size_t *n = ctx;
+
+	sink += strlen(f->name) + f->value + f->size;
+	return ++*n == 1000000;
+}
+
+/* What the native symbolizer does with the file: index it (symbols, and
+ * .gnu_debugdata unpacked and parsed as an ELF in memory), then look up
+ * addresses around each function and convert file offsets. A new cache per
+ * input: the memfd keeps one inode. */
+static void native_names(struct elf_file *ef)
+{
+	struct nativesym_file f = {.path = path};
+	struct nativesym *ns = nativesym_new();
+	struct elf_load loads[16];
+	struct nativesym_sym s;
+	uint64_t v;
+	char buf[128];
+	size_t n;
+
+	if (!ns)
+		abort();
+	if (nativesym_lookup(ns, &f, 0, &s) == 0) {
+		nativesym_format(&s, buf, sizeof(buf));
+		if (elf_file_loads(ef, loads, 16, &n) == 0 || n == 16) {
+			for (size_t i = 0; i < n; i++) {
+				nativesym_lookup(ns, &f, loads[i].vaddr + 1, &s);
+				nativesym_vaddr(ns, &f, loads[i].offset, &v);
+				nativesym_vaddr(ns, &f, loads[i].offset + loads[i].filesz, &v);
+			}
+		}
+		nativesym_lookup(ns, &f, UINT64_MAX, &s);
+		if (s.name)
+			sink += strlen(s.name) + nativesym_is_eval_loop(s.name) +
+				nativesym_is_call_machinery(s.name, true);
+	}
+	nativesym_free(ns);
+}
 
 /* Names taipan looks up (pyproc.c), and a few that real files have. */
 static const char *const symbols[] = {
@@ -90,6 +132,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sink += strlen(id);
 	elf_file_build_id(ef, small, sizeof(small));
 	elf_file_rodata_strings(ef, each_string, &n);
+	n = 0;
+	elf_file_funcs(ef, each_func, &n);
+	{
+		const void *data;
+		size_t len;
+
+		if (!elf_file_section_bytes(ef, ".gnu_debugdata", &data, &len) && len)
+			sink += ((const unsigned char *)data)[len - 1];
+	}
+	native_names(ef);
 	elf_file_close(ef);
 	return 0;
 }
