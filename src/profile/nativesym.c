@@ -69,7 +69,7 @@ struct nmod {
 };
 
 struct akey {
-	uint64_t dev, ino;
+	uint64_t dev, ino, size, mtime_ns;
 };
 
 struct nalias {
@@ -530,6 +530,8 @@ static int get_mod(struct nativesym *ns, const struct nativesym_file *f, struct 
 
 	key.dev = f->dev;
 	key.ino = f->ino;
+	key.size = f->size;
+	key.mtime_ns = f->mtime_ns;
 	if (!key.dev && !key.ino) {
 		struct stat st;
 
@@ -537,6 +539,8 @@ static int get_mod(struct nativesym *ns, const struct nativesym_file *f, struct 
 			return -errno;
 		key.dev = st.st_dev;
 		key.ino = st.st_ino;
+		key.size = st.st_size;
+		key.mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + st.st_mtim.tv_nsec;
 	}
 	HASH_FIND(hh, ns->by_inode, &key, sizeof(key), a);
 	if (a) {

@@ -43,8 +43,13 @@ struct nativesym_file {
 	/* The file as the process names it; NULL: path without the root
 	 * prefix. */
 	const char *module;
-	/* From maps; both 0 when unknown (then path is stat()ed). */
+	/* From maps; both 0 when unknown (then path is stat()ed, and size
+	 * and mtime come from there too). */
 	uint64_t dev, ino;
+	/* Optional (0 when unknown): the file's size and st_mtim in ns. Part
+	 * of the key with dev and ino, so that a file deleted and replaced
+	 * under a reused inode number (a package upgrade) is indexed anew. */
+	uint64_t size, mtime_ns;
 };
 
 /* Which table named an address. */
