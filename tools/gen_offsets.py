@@ -52,6 +52,9 @@ FO = "PyFrameObject"
 IF = "_PyInterpreterFrame"
 CO = "PyCodeObject"
 SIZEOF = None  # marks a sizeof(type) rule
+# The py_layout fields whose HOW is TABLE: 3.13+ takes them from the
+# supplementary rows (py_layout_supp_table), as _Py_DebugOffsets lacks them.
+TABLE_FIELDS = []
 
 # For each struct py_layout field, where it lives in each range of versions, as
 # (first, last, type, member path); last None means "and every later version".
@@ -130,6 +133,47 @@ RULES = {
     "unicode_state": [((3, 3), None, "PyASCIIObject", "state")],
     "unicode_ascii_size": [((3, 3), None, "PyASCIIObject", SIZEOF)],
     "unicode_compact_size": [((3, 3), None, "PyCompactUnicodeObject", SIZEOF)],
+    # Thread names (src/target/pythreads.c): sys.modules, dicts, instance
+    # attributes and ints. 3.12 grouped the import state into `imports`
+    # (gh-101660).
+    "interp_modules": [((2, 7), (3, 11), IS, "modules"), ((3, 12), None, IS, "imports.modules")],
+    "module_dict": [((2, 7), None, "PyModuleObject", "md_dict")],
+    # 3.6 made dicts compact: an index table, then the entries in insertion
+    # order (bpo-27350).
+    "dict_mask": [((2, 7), (2, 7), "PyDictObject", "ma_mask")],
+    "dict_table": [((2, 7), (2, 7), "PyDictObject", "ma_table")],
+    "dict_keys": [((3, 6), None, "PyDictObject", "ma_keys")],
+    "dict_values": [((3, 6), None, "PyDictObject", "ma_values")],
+    # 3.11 keeps log2 sizes and a kind, with unicode-only entries that have
+    # no hash (bpo-46675, bpo-44914).
+    "dk_size": [((3, 6), (3, 10), "PyDictKeysObject", "dk_size")],
+    "dk_log2_size": [((3, 11), None, "PyDictKeysObject", "dk_log2_size")],
+    "dk_log2_index_bytes": [((3, 11), None, "PyDictKeysObject", "dk_log2_index_bytes")],
+    "dk_kind": [((3, 11), None, "PyDictKeysObject", "dk_kind")],
+    "dk_nentries": [((3, 6), None, "PyDictKeysObject", "dk_nentries")],
+    "dk_indices": [((3, 6), None, "PyDictKeysObject", "dk_indices")],
+    "entry_size": [((2, 7), (2, 7), "PyDictEntry", SIZEOF), ((3, 6), None, "PyDictKeyEntry", SIZEOF)],
+    "entry_key": [((2, 7), (2, 7), "PyDictEntry", "me_key"), ((3, 6), None, "PyDictKeyEntry", "me_key")],
+    "entry_value": [((2, 7), (2, 7), "PyDictEntry", "me_value"),
+                    ((3, 6), None, "PyDictKeyEntry", "me_value")],
+    "uentry_size": [((3, 11), None, "PyDictUnicodeEntry", SIZEOF)],
+    "uentry_key": [((3, 11), None, "PyDictUnicodeEntry", "me_key")],
+    "uentry_value": [((3, 11), None, "PyDictUnicodeEntry", "me_value")],
+    # Before 3.11 ma_values is the PyObject *[] itself.
+    "values_values": [((3, 11), None, "PyDictValues", "values")],
+    # 3.13 embeds the values in the object, with their capacity and a valid
+    # flag (gh-115776).
+    "values_capacity": [((3, 13), None, "PyDictValues", "capacity")],
+    "values_valid": [((3, 13), None, "PyDictValues", "valid")],
+    "type_basicsize": [((2, 7), None, "PyTypeObject", "tp_basicsize")],
+    "type_dictoffset": [((2, 7), None, "PyTypeObject", "tp_dictoffset")],
+    "heaptype_cached_keys": [((3, 6), None, "PyHeapTypeObject", "ht_cached_keys")],
+    "int_ival": [((2, 7), (2, 7), "PyIntObject", "ob_ival")],
+    # 3.12 replaced ob_size by lv_tag (gh-101291).
+    "long_digit": [((3, 0), (3, 11), "PyLongObject", "ob_digit"),
+                   ((3, 12), None, "PyLongObject", "long_value.ob_digit")],
+    "long_tag": [((3, 12), None, "PyLongObject", "long_value.lv_tag")],
+    "long_digit_size": [((3, 0), None, "digit", SIZEOF)],
 }
 
 
@@ -142,26 +186,30 @@ RULES = {
 # the layout it describes.
 CAPS = [
     # PyFrameObject chain; co_lnotab with unsigned line increments.
-    ((2, 7), ["TP_LF_SELF_CLASS"], "PY_LT_LNOTAB_U8", False),
+    ((2, 7), ["TP_LF_SELF_CLASS"], "PY_LT_LNOTAB_U8", False, "PY_OD_DICTOFFSET"),
     # co_lnotab line increments become signed (What's New in 3.6).
-    ((3, 6), ["TP_LF_SELF_CLASS"], "PY_LT_LNOTAB", False),
+    ((3, 6), ["TP_LF_SELF_CLASS"], "PY_LT_LNOTAB", False, "PY_OD_DICTOFFSET"),
     # PEP 626 replaces co_lnotab by co_linetable, and f_lasti counts code
     # units instead of bytes (bpo-27129).
-    ((3, 10), ["TP_LF_SELF_CLASS"], "PY_LT_LINETABLE", True),
+    ((3, 10), ["TP_LF_SELF_CLASS"], "PY_LT_LINETABLE", True, "PY_OD_DICTOFFSET"),
     # Frames become _PyInterpreterFrame, reached through tstate->cframe; the
     # position is the prev_instr pointer; PEP 657's location table;
     # co_qualname exists, so no class lookup (bpo-44590, bpo-44530).
+    # Instance attributes in a managed dict or values array (bpo-45340).
     ((3, 11), ["TP_LF_INTERP_FRAME", "TP_LF_CFRAME", "TP_LF_LASTI_PTR", "TP_LF_IS_ENTRY"],
-     "PY_LT_LOCATIONS", False),
+     "PY_LT_LOCATIONS", False, "PY_OD_MANAGED_VALUES_PTR"),
     # is_entry is gone; the eval loop pushes shim frames owned by the C
-    # stack, owner 3 (gh-96421).
+    # stack, owner 3 (gh-96421). The managed dict and values share one
+    # tagged pointer (gh-95245).
     ((3, 12), ["TP_LF_INTERP_FRAME", "TP_LF_CFRAME", "TP_LF_LASTI_PTR", "TP_LF_OWNER"],
-     "PY_LT_LOCATIONS", False),
+     "PY_LT_LOCATIONS", False, "PY_OD_MANAGED_TAGGED"),
     # _PyCFrame is gone: tstate->current_frame (gh-108035); instr_ptr.
-    ((3, 13), ["TP_LF_INTERP_FRAME", "TP_LF_LASTI_PTR", "TP_LF_OWNER"], "PY_LT_LOCATIONS", False),
+    # Values inline in the object (gh-115776).
+    ((3, 13), ["TP_LF_INTERP_FRAME", "TP_LF_LASTI_PTR", "TP_LF_OWNER"], "PY_LT_LOCATIONS", False,
+     "PY_OD_MANAGED_INLINE"),
     # f_executable is a tagged _PyStackRef (gh-117139).
     ((3, 14), ["TP_LF_INTERP_FRAME", "TP_LF_LASTI_PTR", "TP_LF_OWNER", "TP_LF_STACKREF"],
-     "PY_LT_LOCATIONS", False),
+     "PY_LT_LOCATIONS", False, "PY_OD_MANAGED_INLINE"),
 ]
 
 
@@ -189,6 +237,17 @@ def check_caps(b, layout):
             raise GenError(f"{b.name}: CAPS row {row[0]} says {flag} is "
                            f"{'set' if flag in flags else 'clear'}, but the DWARF "
                            f"{'shows' if fact else 'lacks'} {what}")
+    od = row[4]
+    od_facts = [
+        ("PY_OD_DICTOFFSET", layout["values_values"] < 0, "no PyDictValues"),
+        ("PY_OD_MANAGED_INLINE", layout["values_valid"] >= 0, "PyDictValues.valid"),
+        ("PY_OD_MANAGED_TAGGED", layout["long_tag"] >= 0 and layout["values_valid"] < 0,
+         "lv_tag and no PyDictValues.valid"),
+    ]
+    for kind, fact, what in od_facts:
+        if (od == kind) != fact:
+            raise GenError(f"{b.name}: CAPS row {row[0]} says {od}, but the DWARF "
+                           f"{'shows' if fact else 'lacks'} {what}")
     if (lt in ("PY_LT_LNOTAB_U8", "PY_LT_LNOTAB")) != (b.version < (3, 10)):
         raise GenError(f"{b.name}: CAPS row {row[0]} says {lt}, RULES read co_"
                        f"{'lnotab' if b.version < (3, 10) else 'linetable'}")
@@ -212,6 +271,8 @@ def layout_fields():
         raise GenError("src/target/pyoffsets.h: PY_LAYOUT_FIELDS not found")
     body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
     fields = re.findall(r"\bX\((\w+),", body)
+    global TABLE_FIELDS
+    TABLE_FIELDS = re.findall(r"\bX\((\w+),\s*TABLE\b", body)
     if not fields:
         raise GenError("src/target/pyoffsets.h: struct py_layout has no int32_t fields")
     missing = [f for f in fields if f not in RULES]
@@ -340,7 +401,9 @@ class HeaderBuild:
             src, exe = os.path.join(tmp, "do.c"), os.path.join(tmp, "do")
             for _ in range(len(exprs) + 1):
                 lines = ["#define Py_BUILD_CORE 1", "#include <Python.h>",
-                         "#include <internal/pycore_debug_offsets.h>", "#include <stdio.h>",
+                         "#include <internal/pycore_debug_offsets.h>",
+                         "#include <internal/pycore_dict.h>",
+                         "#include <internal/pycore_moduleobject.h>", "#include <stdio.h>",
                          "int main(void)", "{"]
                 first = len(lines) + 1
                 for i in live:
@@ -390,10 +453,13 @@ def expr_for(typ, member):
     return f"&(({typ} *)0)->{member}"
 
 
-def read_layout(b, fields):
-    """{field: offset or -1} for one build, following RULES."""
+def read_layout(b, fields, only=None):
+    """{field: offset or -1} for one build, following RULES; with only, just
+    those fields (the others -1)."""
     want = {}
     for f in fields:
+        if only is not None and f not in only:
+            continue
         rules = [r for r in RULES[f] if in_range(b.version, r[0], r[1])]
         if len(rules) > 1:
             raise GenError(f"field {f}: overlapping rules for {b.name}")
@@ -402,9 +468,10 @@ def read_layout(b, fields):
     # Cross-checks of the version: the interpreter's own record of it, read
     # from the file's initialised data, must agree with patchlevel.h.
     checks = []
-    if b.version >= (3, 11):
+    # Headers only (HeaderBuild): there is no data to cross-check.
+    if b.version >= (3, 11) and not isinstance(b, HeaderBuild):
         checks.append("Py_Version")
-    if b.version >= DEBUG_OFFSETS_SINCE:
+    if b.version >= DEBUG_OFFSETS_SINCE and not isinstance(b, HeaderBuild):
         checks.append("_PyRuntime.debug_offsets.version")
     vals = b.eval(list(want.values()) + checks)
     for c in checks:
@@ -515,12 +582,22 @@ def gen_layouts(bs, out_path):
             out += layout_block(b, fields, layout, 1)
     out += ["};", "",
             "const unsigned int py_layout_table_len = sizeof(py_layout_table) / sizeof(py_layout_table[0]);",
+            "", "/* 3.13+: the fields _Py_DebugOffsets lacks (TABLE in PY_LAYOUT_FIELDS). */",
+            "const struct py_layout_entry py_layout_supp_table[] = {"]
+    supp = [b for b in bs if b.version >= DEBUG_OFFSETS_SINCE]
+    supp += header_builds(ROOTS, {b.version for b in supp})
+    for b in supp:
+        out += layout_block(b, fields, read_layout(b, fields, TABLE_FIELDS), 1)
+    out += ["};", "",
+            "const unsigned int py_layout_supp_table_len =",
+            "\tsizeof(py_layout_supp_table) / sizeof(py_layout_supp_table[0]);",
             "", "/* From tools/gen_offsets.py's CAPS: each row applies from its version on. */",
             "const struct py_caps py_caps_table[] = {"]
-    for (major, minor), flags, lt, units in CAPS:
+    for (major, minor), flags, lt, units, od in CAPS:
         out += ["\t{", f"\t\t.major = {major},", f"\t\t.minor = {minor},",
                 f"\t\t.lflags = {' | '.join(flags)},", f"\t\t.linetable = {lt},",
-                f"\t\t.lasti_in_units = {'true' if units else 'false'},", "\t},"]
+                f"\t\t.lasti_in_units = {'true' if units else 'false'},", f"\t\t.objdict = {od},",
+                "\t},"]
     out += ["};", "",
             "const unsigned int py_caps_table_len = sizeof(py_caps_table) / sizeof(py_caps_table[0]);",
             "", "/* clang-format on */", ""]

@@ -14,6 +14,7 @@
 #include "util/log.h"
 #include "target/procfs.h"
 #include "target/pyproc.h"
+#include "target/pythreads.h"
 #include "target/pywalk.h"
 #include "core/walkerr.h"
 #include "profile/symbolize.h"
@@ -28,15 +29,17 @@ void cmd_dump_usage(FILE *out)
 		"Prints the Python stack of every thread of process PID as it is right now,\n"
 		"innermost frame first, like a traceback. The process keeps running: its\n"
 		"memory is read with process_vm_readv, it is never stopped or written to.\n"
-		"Each thread shows its OS thread id and name (/proc/PID/task/TID/comm).\n"
+		"Each thread shows its OS thread id and its name: the Python one\n"
+		"(threading.Thread(name=...), \"MainThread\"), else the OS one\n"
+		"(/proc/PID/task/TID/comm).\n"
 		"Stacks are read to %d frames; a deeper (or looping) one ends in a\n"
 		"\"[truncated]\" line.\n"
 		"\n"
 		"options:\n"
 		"  -p, --pid PID   the process to read (required)\n"
 		"  -j, --json      print JSON: {pid, comm, python_version, threads: [{tid,\n"
-		"                  name, thread_id, interpreter, error, frames: [{name, file,\n"
-		"                  line, first_line}]}]}, frames innermost first\n"
+		"                  name, os_name, thread_id, interpreter, error, frames:\n"
+		"                  [{name, file, line, first_line}]}]}, frames innermost first\n"
 		"  -v, --verbose   also say how the process was recognised, how threads were\n"
 		"                  matched with OS threads, and how long the read took\n"
 		"  -h, --help      this text\n"
@@ -101,12 +104,26 @@ static int parse_args(int argc, char **argv, struct dump_args *a)
 	return 0;
 }
 
-/* The name of thread tid, or "" when it is gone or unknown (tid 0). */
-static void thread_name(pid_t pid, pid_t tid, char *buf, size_t len)
+/* The Python names of the threads, read once. */
+struct names {
+	struct pythread_name *v;
+	size_t n;
+};
+
+/* The OS name of thread tid, or "" when it is gone or unknown (tid 0). */
+static void os_name(pid_t pid, pid_t tid, char *buf, size_t len)
 {
 	buf[0] = 0;
 	if (tid)
 		procfs_comm(pid, tid, buf, len);
+}
+
+/* A thread's name: its Python name, else its OS name; NULL with neither. */
+static const char *thread_name(const struct names *nm, const struct pywalk_thread *t,
+			       const char *os)
+{
+	const char *py = pythreads_find(nm->v, nm->n, t->thread_id);
+	return py ? py : t->tid ? os : NULL;
 }
 
 /* What JSON says of a walk that stopped short: its key, or null. */
@@ -143,7 +160,7 @@ static void put_esc(const char *s)
 	free(all);
 }
 
-static void print_text(const struct pyproc *pp, struct symbolizer *sz,
+static void print_text(const struct pyproc *pp, struct symbolizer *sz, const struct names *nm,
 		       struct pywalk_thread *const *th, size_t n, int list_err)
 {
 	printf("Process %d (", pp->pid);
@@ -154,17 +171,21 @@ static void print_text(const struct pyproc *pp, struct symbolizer *sz,
 		       walkerr_desc((unsigned int)list_err));
 	for (size_t i = 0; i < n; i++) {
 		const struct pywalk_thread *t = th[i];
-		char name[TP_COMM_LEN + 1];
-		thread_name(pp->pid, t->tid, name, sizeof(name));
+		char os[TP_COMM_LEN + 1];
+		os_name(pp->pid, t->tid, os, sizeof(os));
+		const char *name = thread_name(nm, t, os);
 		printf("\n");
-		if (t->tid) {
-			printf("Thread %d \"", t->tid);
+		if (t->tid)
+			printf("Thread %d", t->tid);
+		else
+			printf("Thread 0x%llx", (unsigned long long)t->thread_id);
+		if (name) {
+			printf(" \"");
 			put_esc(name);
 			putchar('"');
-		} else {
-			printf("Thread 0x%llx (no OS thread found)",
-			       (unsigned long long)t->thread_id);
 		}
+		if (!t->tid)
+			printf(" (no OS thread found)");
 		if (t->interp)
 			printf(" in interpreter %u", t->interp);
 		printf(" (most recent call first):\n");
@@ -198,7 +219,7 @@ static json_t *jstr(const char *s)
 	return j ? j : json_null();
 }
 
-static int print_json(const struct pyproc *pp, struct symbolizer *sz,
+static int print_json(const struct pyproc *pp, struct symbolizer *sz, const struct names *nm,
 		      struct pywalk_thread *const *th, size_t n, int list_err)
 {
 	json_t *root = NULL, *threads = NULL;
@@ -209,7 +230,7 @@ static int print_json(const struct pyproc *pp, struct symbolizer *sz,
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const struct pywalk_thread *t = th[i];
-		char name[TP_COMM_LEN + 1], tid_hex[32];
+		char os[TP_COMM_LEN + 1], tid_hex[32];
 		json_t *frames = json_array(), *jt;
 		if (!frames)
 			goto out;
@@ -228,13 +249,14 @@ static int print_json(const struct pyproc *pp, struct symbolizer *sz,
 				goto out;
 			}
 		}
-		thread_name(pp->pid, t->tid, name, sizeof(name));
+		os_name(pp->pid, t->tid, os, sizeof(os));
+		const char *name = thread_name(nm, t, os);
 		snprintf(tid_hex, sizeof(tid_hex), "0x%llx", (unsigned long long)t->thread_id);
-		jt = json_pack("{s:o, s:o, s:s, s:i, s:o, s:o}", "tid",
+		jt = json_pack("{s:o, s:o, s:o, s:s, s:i, s:o, s:o}", "tid",
 			       t->tid ? json_integer(t->tid) : json_null(), "name",
-			       t->tid ? jstr(name) : json_null(), "thread_id", tid_hex,
-			       "interpreter", (int)t->interp, "error", walk_err_json(t->err),
-			       "frames", frames);
+			       name ? jstr(name) : json_null(), "os_name",
+			       t->tid ? jstr(os) : json_null(), "thread_id", tid_hex, "interpreter",
+			       (int)t->interp, "error", walk_err_json(t->err), "frames", frames);
 		if (!jt || json_array_append_new(threads, jt))
 			goto out;
 	}
@@ -262,6 +284,7 @@ int cmd_dump(int argc, char **argv)
 	struct pywalk w = {0};
 	struct symbolizer *sz = NULL;
 	struct pywalk_thread **th = NULL;
+	struct names nm = {0};
 	char err[512];
 	int ret, status = 1;
 
@@ -293,6 +316,15 @@ int cmd_dump(int argc, char **argv)
 			  a.pid, (unsigned long long)pp.tp.interp_head_addr, strerror(-ret));
 		goto out;
 	}
+	/* Names are a nicety: without them threads keep their OS names. */
+	if ((nm.v = calloc(PYTHREADS_MAX, sizeof(*nm.v)))) {
+		int n = pythreads_read(&pp, nm.v, PYTHREADS_MAX);
+		if (n < 0)
+			log_debug("pid %d: no Python thread names: %s", pp.pid,
+				  n == -ENOENT ? "the threading module is not imported"
+					       : strerror(-n));
+		nm.n = n > 0 ? (size_t)n : 0;
+	}
 	double t_walk = (mono_seconds() * 1e3);
 	if (w.nthreads) {
 		th = calloc(w.nthreads, sizeof(*th));
@@ -306,13 +338,13 @@ int cmd_dump(int argc, char **argv)
 	if (w.nthreads)
 		qsort(th, w.nthreads, sizeof(*th), by_tid);
 	if (a.json) {
-		ret = print_json(&pp, sz, th, w.nthreads, w.err);
+		ret = print_json(&pp, sz, &nm, th, w.nthreads, w.err);
 		if (ret) {
 			log_error("cannot write JSON: %s", strerror(-ret));
 			goto out;
 		}
 	} else {
-		print_text(&pp, sz, th, w.nthreads, w.err);
+		print_text(&pp, sz, &nm, th, w.nthreads, w.err);
 	}
 	if (fflush(stdout) == EOF) {
 		log_error("cannot write the output: %s", strerror(errno));
@@ -330,6 +362,7 @@ int cmd_dump(int argc, char **argv)
 	status = 0;
 out:
 	free(th);
+	free(nm.v);
 	pywalk_free(&w);
 	symbolizer_free(sz);
 	return status;

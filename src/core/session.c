@@ -17,6 +17,7 @@
 #include "util/log.h"
 #include "target/procfs.h"
 #include "target/pyproc.h"
+#include "target/pythreads.h"
 #include "core/session.h"
 #include "profile/symbolize.h"
 #include "core/walkerr.h"
@@ -47,7 +48,8 @@ struct sproc {
 	struct procfs_cgroup cg; /* its cgroup path and container id */
 	struct symbolizer *sz;
 	struct fcache_ent *fcache;
-	uint64_t classified_ns; /* CLOCK_MONOTONIC, like the BPF events' time_ns */
+	struct pythreads *threads; /* its threads' Python names */
+	uint64_t classified_ns;	   /* CLOCK_MONOTONIC, like the BPF events' time_ns */
 	uint64_t exited_ns;
 	bool warned;
 };
@@ -81,6 +83,7 @@ static void sproc_drop(struct session *s, struct sproc *p)
 {
 	HASH_DEL(s->procs, p);
 	symbolizer_free(p->sz);
+	pythreads_free(p->threads);
 	free(p->fcache);
 	free(p);
 }
@@ -358,14 +361,19 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 			return id;
 		s->ids[n++] = (uint32_t)id;
 	}
+	/* The Python name of the thread, else its OS name. */
 	char thread[TP_COMM_LEN + 1];
 	memcpy(thread, smp->comm, TP_COMM_LEN);
 	thread[TP_COMM_LEN] = 0;
+	if (!p->threads)
+		p->threads = pythreads_new(); /* none: OS names */
+	const char *pyname =
+	    pythreads_name(p->threads, &p->pp, smp->tid, smp->tstate, clock_ns(CLOCK_MONOTONIC));
 	struct prof_labels lb = {
 	    .pid = smp->pid,
 	    .tid = smp->tid,
 	    .ns_pid = p->pp.ns_pid,
-	    .thread_name = thread,
+	    .thread_name = pyname ? pyname : thread,
 	    .comm = p->pp.comm,
 	    .python_version = p->pp.version,
 	    .cgroup = p->cg.path,

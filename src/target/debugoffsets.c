@@ -62,6 +62,7 @@ struct member_use {
 /* From PY_LAYOUT_FIELDS (target/pyoffsets.h), which says for each field
  * which member fills it and how. */
 #define USE_AS_NONE(field, member)
+#define USE_AS_TABLE(field, member) /* from py_layout_supplement() */
 #define USE_AS_OFFSET(field, member) {PY_DO_##member, FIELD(field), USE_OFFSET, false},
 #define USE_AS_SIZEOF(field, member) {PY_DO_##member, FIELD(field), USE_SIZEOF, false},
 /* Only 3.15+ has compactunicodeobject_size; see the fallback in
@@ -289,6 +290,10 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 	if (get_field(out, FIELD(unicode_compact_size)) < 0)
 		set_field(out, FIELD(unicode_compact_size),
 			  get_field(out, FIELD(unicode_ascii_size)) + 2 * 8);
+
+	/* What _Py_DebugOffsets lacks comes from the generated row of this
+	 * minor, never another's: without one those fields stay -1. */
+	py_layout_supplement(major, minor, out);
 
 	if (fallback && err && errlen)
 		snprintf(err, errlen,

@@ -21,8 +21,10 @@
  * X(field, HOW, MEMBER): HOW is how 3.13+ fills the field from the
  * _Py_DebugOffsets member PY_DO_MEMBER: OFFSET (an offset inside the member's
  * struct), SIZEOF (the size of a related struct), SIZEOF_OPTIONAL (the same,
- * but a version may lack the member), or NONE (no 3.13+ build has the field:
- * it stays -1, and MEMBER is NONE). */
+ * but a version may lack the member), NONE (no 3.13+ build has the field:
+ * it stays -1, and MEMBER is NONE), or TABLE (_Py_DebugOffsets lacks it:
+ * 3.13+ takes it from the generated row of the same minor,
+ * py_layout_supp_table, and without one it stays -1; MEMBER is NONE). */
 #define PY_LAYOUT_FIELDS(X)                                                                        \
 	/* _PyRuntimeState (3.7+) */                                                               \
 	X(rt_interp_head, OFFSET, RUNTIME_INTERPRETERS_HEAD) /* interpreters.head */               \
@@ -70,7 +72,37 @@
 	X(unicode_state, OFFSET, UNICODE_STATE)			/* PyASCIIObject.state (3.x) */    \
 	X(unicode_ascii_size, SIZEOF, UNICODE_ASCIIOBJECT_SIZE) /* sizeof(PyASCIIObject) (3.x) */  \
 	X(unicode_compact_size, SIZEOF_OPTIONAL,                                                   \
-	  UNICODE_COMPACTUNICODEOBJECT_SIZE) /* sizeof(PyCompactUnicodeObject) (3.x) */
+	  UNICODE_COMPACTUNICODEOBJECT_SIZE) /* sizeof(PyCompactUnicodeObject) (3.x) */            \
+	/* What thread names need (src/target/pythreads.c): sys.modules, dicts, */                 \
+	/* instance attributes and ints. From the table for every version. */                      \
+	X(interp_modules, TABLE, NONE)	    /* modules (<= 3.11) / imports.modules */              \
+	X(module_dict, TABLE, NONE)	    /* PyModuleObject.md_dict */                           \
+	X(dict_mask, TABLE, NONE)	    /* PyDictObject.ma_mask (2.7) */                       \
+	X(dict_table, TABLE, NONE)	    /* PyDictObject.ma_table (2.7) */                      \
+	X(dict_keys, TABLE, NONE)	    /* PyDictObject.ma_keys (3.6+) */                      \
+	X(dict_values, TABLE, NONE)	    /* PyDictObject.ma_values (3.6+) */                    \
+	X(dk_size, TABLE, NONE)		    /* PyDictKeysObject.dk_size (3.6-3.10) */              \
+	X(dk_log2_size, TABLE, NONE)	    /* dk_log2_size (3.11+) */                             \
+	X(dk_log2_index_bytes, TABLE, NONE) /* dk_log2_index_bytes (3.11+) */                      \
+	X(dk_kind, TABLE, NONE)		    /* dk_kind (3.11+) */                                  \
+	X(dk_nentries, TABLE, NONE)	    /* dk_nentries (3.6+) */                               \
+	X(dk_indices, TABLE, NONE)	    /* dk_indices (3.6+) */                                \
+	X(entry_size, TABLE, NONE)	/* sizeof(PyDictKeyEntry) / sizeof(PyDictEntry) (2.7) */   \
+	X(entry_key, TABLE, NONE)	/* me_key */                                               \
+	X(entry_value, TABLE, NONE)	/* me_value */                                             \
+	X(uentry_size, TABLE, NONE)	/* sizeof(PyDictUnicodeEntry) (3.11+) */                   \
+	X(uentry_key, TABLE, NONE)	/* PyDictUnicodeEntry.me_key (3.11+) */                    \
+	X(uentry_value, TABLE, NONE)	/* PyDictUnicodeEntry.me_value (3.11+) */                  \
+	X(values_values, TABLE, NONE)	/* PyDictValues.values (3.11+) */                          \
+	X(values_capacity, TABLE, NONE) /* PyDictValues.capacity (3.13+) */                        \
+	X(values_valid, TABLE, NONE)	/* PyDictValues.valid (3.13+) */                           \
+	X(type_basicsize, TABLE, NONE)	/* PyTypeObject.tp_basicsize */                            \
+	X(type_dictoffset, TABLE, NONE) /* PyTypeObject.tp_dictoffset */                           \
+	X(heaptype_cached_keys, TABLE, NONE) /* PyHeapTypeObject.ht_cached_keys (3.6+) */          \
+	X(int_ival, TABLE, NONE)	     /* PyIntObject.ob_ival (2.7) */                       \
+	X(long_digit, TABLE, NONE)	     /* PyLongObject ob_digit (3.x) */                     \
+	X(long_tag, TABLE, NONE)	     /* PyLongObject long_value.lv_tag (3.12+) */          \
+	X(long_digit_size, TABLE, NONE)	     /* sizeof(digit) (3.x): 4 for 30-bit digits */
 
 struct py_layout {
 #define PY_LAYOUT_FIELD(name, how, member) int32_t name;
@@ -88,16 +120,43 @@ struct py_layout_entry {
 extern const struct py_layout_entry py_layout_table[];
 extern const unsigned int py_layout_table_len;
 
+/* For 3.13+, one row per minor with the TABLE fields (the rest -1): what
+ * _Py_DebugOffsets does not say. */
+extern const struct py_layout_entry py_layout_supp_table[];
+extern const unsigned int py_layout_supp_table_len;
+
+/* Copies the TABLE fields of major.minor's supplementary row into *l; fields
+ * of a minor with no row stay as they are. Returns whether there was one. */
+bool py_layout_supplement(unsigned int major, unsigned int minor, struct py_layout *l);
+
 /* What a version's walk needs beyond its offsets: the walker's TP_LF_* flags,
  * the line-table format, and whether the frame position counts code units.
  * Generated with the layouts, from tools/gen_offsets.py's CAPS, which checks
  * each row against the DWARF of the builds it covers. A row applies from its
  * version up to the next row of the same major. */
+/* Where a Python object's instance attributes are (its __dict__). */
+enum py_objdict {
+	/* A PyDictObject * at tp_dictoffset (<= 3.10, and every type without
+	 * Py_TPFLAGS_MANAGED_DICT later). */
+	PY_OD_DICTOFFSET = 0,
+	/* Py_TPFLAGS_MANAGED_DICT (bpo-45340): the dict pointer 3 words before
+	 * the object, the values pointer 4 words before it (3.11). */
+	PY_OD_MANAGED_VALUES_PTR,
+	/* One PyDictOrValues 3 words before the object: a dict, or values
+	 * tagged with bit 0 set (gh-95245, 3.12). */
+	PY_OD_MANAGED_TAGGED,
+	/* The dict pointer 3 words before the object; values inline after it,
+	 * at tp_basicsize, when the type has Py_TPFLAGS_INLINE_VALUES
+	 * (gh-115776, 3.13+). */
+	PY_OD_MANAGED_INLINE,
+};
+
 struct py_caps {
 	unsigned int major, minor;
 	uint32_t lflags;
 	enum py_linetable_kind linetable;
 	bool lasti_in_units;
+	enum py_objdict objdict;
 };
 
 extern const struct py_caps py_caps_table[];

@@ -434,6 +434,7 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	pp->tp.kind = TP_PROC_PYTHON;
 	pp->linetable = caps->linetable;
 	pp->lasti_in_units = caps->lasti_in_units;
+	pp->objdict = caps->objdict;
 	return 0;
 }
 

@@ -32,8 +32,9 @@ struct pyproc {
 	uint64_t code_type_addr;    /* &PyCode_Type in the target, 0 if unknown */
 	struct py_layout layout;
 	enum py_linetable_kind linetable;
-	bool lasti_in_units; /* f_lasti counts code units (3.10), not bytes */
-	struct tp_proc tp;   /* what BPF gets */
+	bool lasti_in_units;	 /* f_lasti counts code units (3.10), not bytes */
+	enum py_objdict objdict; /* where instance attributes live */
+	struct tp_proc tp;	 /* what BPF gets */
 	/* Where its memory is read: NULL for the live process (pid), else a
 	 * captured image's reader (src/target/capture.h). */
 	mem_reader read;

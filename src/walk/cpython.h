@@ -26,4 +26,20 @@
 #define PY_STATE_COMPACT_SHIFT 5
 #define PY_STATE_ASCII_SHIFT 6
 
+/* Include/object.h: Py_TPFLAGS_MANAGED_DICT (3.11+, bpo-45340) and
+ * Py_TPFLAGS_INLINE_VALUES (3.13+, gh-115776). Used only with the layouts
+ * that have them (enum py_objdict). */
+#define PY_TPFLAGS_MANAGED_DICT (1UL << 4)
+#define PY_TPFLAGS_INLINE_VALUES (1UL << 2)
+/* Include/internal/pycore_object.h: MANAGED_DICT_OFFSET of a GIL build,
+ * the managed dict (or 3.12's dict-or-values) 3 words before the object
+ * (3.11+), and 3.11's values pointer 4 words before it
+ * (_PyObject_ValuesPointer). */
+#define PY_MANAGED_DICT_OFFSET (-3 * 8)
+#define PY_MANAGED_VALUES_OFFSET_311 (-4 * 8)
+
+/* Include/internal/pycore_dict.h (3.11+): dk_kind DICT_KEYS_GENERAL, whose
+ * entries have a hash; unicode and split keys have none. */
+#define PY_DICT_KEYS_GENERAL 0
+
 #endif /* TAIPAN_WALK_CPYTHON_H */

@@ -68,7 +68,9 @@ def test_call_chain_innermost_first(taipan, interp, workload):
     threads = parse_dump(res.stdout)
     assert list(threads) == [w.pid], res.stdout
     main = threads[w.pid]
-    assert main["name"] == open("/proc/%d/comm" % w.pid).read().strip()
+    # Its Python name once anything imported threading (3.11's site may),
+    # else the OS one.
+    assert main["name"] in ("MainThread", open("/proc/%d/comm" % w.pid).read().strip()), main
     assert not main["notes"], main
     got = main["frames"]
     assert [f[0] for f in got] == [e[0] for e in expected], res.stdout
@@ -114,6 +116,9 @@ def test_fifty_blocked_threads_matched(taipan, interp, workload):
         BLOCKED_THREADS + 1, interp.id, 1e3 * min(times), 1e3 * min(cpu), ["%.1f" % (1e3 * t) for t in times]))
 
     threads = parse_dump(res.stdout)
+    # The name shown is the Python one (Thread-N); the OS one, which the
+    # thread gave itself and so tells which OS thread it is, is in --json.
+    os_names = {t["tid"]: t["os_name"] for t in json.loads(dump(taipan, w.pid, "-j").stdout)["threads"]}
     assert len(threads) == BLOCKED_THREADS + 1, sorted(threads)
     assert all(isinstance(k, int) for k in threads), "threads without an OS tid: %s" % sorted(threads, key=str)
     tasks = {int(t) for t in os.listdir("/proc/%d/task" % w.pid)}
@@ -124,8 +129,8 @@ def test_fifty_blocked_threads_matched(taipan, interp, workload):
     for tid, t in threads.items():
         if tid == w.pid:
             continue
-        m = re.match(r"^blk-(\d\d)$", t["name"])
-        assert m, "thread %d is named %r" % (tid, t["name"])
+        m = re.match(r"^blk-(\d\d)$", os_names.get(tid) or "")
+        assert m, "thread %d is named %r by the OS" % (tid, os_names.get(tid))
         i = int(m.group(1))
         seen.add(i)
         assert not t["notes"], t
@@ -140,7 +145,7 @@ def test_fifty_blocked_threads_matched(taipan, interp, workload):
     assert sorted(t["tid"] for t in doc["threads"]) == sorted(tasks)
     for t in doc["threads"]:
         if t["tid"] != w.pid:
-            assert t["frames"][0]["name"] == "blocked_" + t["name"][4:], t
+            assert t["frames"][0]["name"] == "blocked_" + t["os_name"][4:], t
 
 
 @pytest.mark.parametrize("ident", ["pyenv-3.12", "pyenv-3.9"])
@@ -183,9 +188,12 @@ def test_process_in_its_own_pid_namespace(taipan, ident):
         assert nspid == [str(pid), "1"], nspid
         threads = parse_dump(dump(taipan, pid).stdout)
         assert set(threads) == {int(t) for t in os.listdir("/proc/%d/task" % pid)}, sorted(threads, key=str)
+        # Each thread named itself blk-NN in the OS: that name says which
+        # OS thread it is (the one shown is the Python name, Thread-N).
+        os_names = {t["tid"]: t["os_name"] for t in json.loads(dump(taipan, pid, "-j").stdout)["threads"]}
         for tid, t in threads.items():
             if tid != pid:
-                assert t["frames"][0][0] == "blocked_" + t["name"][4:], (tid, t)
+                assert t["frames"][0][0] == "blocked_" + os_names[tid][4:], (tid, t, os_names[tid])
     finally:
         proc.kill()
         proc.wait()

@@ -67,7 +67,35 @@
 	X(unicode_length)                                                                          \
 	X(unicode_state)                                                                           \
 	X(unicode_ascii_size)                                                                      \
-	X(unicode_compact_size)
+	X(unicode_compact_size)                                                                    \
+	X(interp_modules)                                                                          \
+	X(module_dict)                                                                             \
+	X(dict_mask)                                                                               \
+	X(dict_table)                                                                              \
+	X(dict_keys)                                                                               \
+	X(dict_values)                                                                             \
+	X(dk_size)                                                                                 \
+	X(dk_log2_size)                                                                            \
+	X(dk_log2_index_bytes)                                                                     \
+	X(dk_kind)                                                                                 \
+	X(dk_nentries)                                                                             \
+	X(dk_indices)                                                                              \
+	X(entry_size)                                                                              \
+	X(entry_key)                                                                               \
+	X(entry_value)                                                                             \
+	X(uentry_size)                                                                             \
+	X(uentry_key)                                                                              \
+	X(uentry_value)                                                                            \
+	X(values_values)                                                                           \
+	X(values_capacity)                                                                         \
+	X(values_valid)                                                                            \
+	X(type_basicsize)                                                                          \
+	X(type_dictoffset)                                                                         \
+	X(heaptype_cached_keys)                                                                    \
+	X(int_ival)                                                                                \
+	X(long_digit)                                                                              \
+	X(long_tag)                                                                                \
+	X(long_digit_size)
 
 struct field {
 	const char *name;
