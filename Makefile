@@ -163,7 +163,7 @@ $(BUILD)/tools/taipan-nsym: tools/nsym.c $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
 
-unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
+unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp $(UNWTAB_FIXTURES)
 	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
 
 # test_html.py writes its 100,000-stack page with the unit-test binary.

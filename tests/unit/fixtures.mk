@@ -14,3 +14,20 @@ $(BUILD)/fixtures/stamp: tests/fixtures/gen_fixtures.sh tests/fixtures/dump_line
 	TAIPAN_CAPTURE=$(abspath $(BUILD)/tools/taipan-capture) \
 		tests/fixtures/gen_fixtures.sh $(BUILD)/fixtures
 	touch $@
+
+# Small libraries for test_unwtab: mixed.so has eh.c's CFI in .eh_frame and
+# dbg.c's only in .debug_frame (-g, no unwind tables); nocfi.so has none.
+UNWTAB_FIXTURES := $(BUILD)/fixtures/unwtab/mixed.so $(BUILD)/fixtures/unwtab/nocfi.so
+UNWTAB_FIX_CC = $(CC) -O1 -fPIC -fno-omit-frame-pointer -fcf-protection=none
+
+$(BUILD)/fixtures/unwtab/mixed.so: tests/fixtures/unwtab/eh.c tests/fixtures/unwtab/dbg.c
+	@mkdir -p $(dir $@)
+	$(UNWTAB_FIX_CC) -fasynchronous-unwind-tables -c tests/fixtures/unwtab/eh.c -o $@.eh.o
+	$(UNWTAB_FIX_CC) -g -fno-asynchronous-unwind-tables -fno-unwind-tables \
+		-c tests/fixtures/unwtab/dbg.c -o $@.dbg.o
+	$(CC) -shared -nostdlib -Wl,-z,max-page-size=4096 -o $@ $@.eh.o $@.dbg.o
+
+$(BUILD)/fixtures/unwtab/nocfi.so: tests/fixtures/unwtab/dbg.c
+	@mkdir -p $(dir $@)
+	$(UNWTAB_FIX_CC) -fno-asynchronous-unwind-tables -fno-unwind-tables -c $< -o $@.o
+	$(CC) -shared -nostdlib -o $@ $@.o

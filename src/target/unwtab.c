@@ -1,0 +1,755 @@
+/* unwtab.c - native unwind tables from .eh_frame and .debug_frame, through libdw.
+ *
+ * libdw interprets the CFA programs (dwarf_cfi_addrframe); this file only
+ * lists the FDEs (dwarf_next_cfi gives their bytes, and their address range
+ * is decoded here from the CIE's 'R' pointer encoding), walks each FDE's
+ * range row by row, and turns libdw's rules into struct tp_urow. The files
+ * may be hostile: every length comes from libdw or is checked here, every
+ * loop advances, and the work of one build is capped (rows, and the bytes of
+ * CFA program libdw interprets), so a corrupt file ends in an error or a
+ * partial table.
+ */
+#include "target/unwtab.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* x86-64 DWARF registers. */
+#define REG_RBP 6
+#define REG_RSP 7
+#define REG_RA 16
+
+/* dwarf_cfi_addrframe interprets the FDE's program from its start on each
+ * call, so a row costs about the FDE's bytes. libpython3.12 needs about 40M
+ * such bytes in all; past this budget the build stops with a partial table,
+ * which a corrupt FDE of many tiny rows would otherwise make quadratic. */
+#define WORK_BUDGET (1ull << 31)
+
+/* An address range one FDE covers (or the part of a .debug_frame FDE that
+ * .eh_frame leaves uncovered). */
+struct span {
+	uint64_t start, end;
+	uint32_t cost; /* bytes of CFA program behind it */
+	bool debug;    /* from .debug_frame */
+};
+
+struct build {
+	Elf *elf;
+	const unsigned char *ident;
+	uint64_t lo, hi; /* the executable segments' span: FDEs must lie inside */
+	struct span *spans;
+	size_t nspans, spans_cap;
+	struct tp_urow *rows;
+	size_t nrows, rows_cap;
+	uint64_t work;
+	struct unwtab *t;
+};
+
+static pthread_once_t libelf_once = PTHREAD_ONCE_INIT;
+static bool libelf_ok;
+
+static void libelf_init(void)
+{
+	libelf_ok = elf_version(EV_CURRENT) != EV_NONE;
+}
+
+/* --- FDE address ranges ------------------------------------------------------ */
+
+/* Reads one value of DW_EH_PE format fmt (the low 4 bits) at *p, below end.
+ * Returns 0 and advances *p, or -1. */
+static int read_value(const uint8_t **p, const uint8_t *end, uint8_t fmt, uint64_t *v)
+{
+	const uint8_t *q = *p;
+	size_t n;
+
+	switch (fmt & 0x0f) {
+	case DW_EH_PE_uleb128:
+	case DW_EH_PE_sleb128: {
+		unsigned int shift = 0;
+		uint8_t byte;
+
+		*v = 0;
+		do {
+			if (q >= end || shift >= 64)
+				return -1;
+			byte = *q++;
+			*v |= (uint64_t)(byte & 0x7f) << shift;
+			shift += 7;
+		} while (byte & 0x80);
+		if ((fmt & 0x0f) == DW_EH_PE_sleb128 && shift < 64 && (byte & 0x40))
+			*v |= ~0ull << shift;
+		*p = q;
+		return 0;
+	}
+	case DW_EH_PE_absptr:
+	case DW_EH_PE_udata8:
+	case DW_EH_PE_sdata8:
+		n = 8;
+		break;
+	case DW_EH_PE_udata4:
+	case DW_EH_PE_sdata4:
+		n = 4;
+		break;
+	case DW_EH_PE_udata2:
+	case DW_EH_PE_sdata2:
+		n = 2;
+		break;
+	default:
+		return -1;
+	}
+	if ((size_t)(end - q) < n)
+		return -1;
+	*v = 0;
+	for (size_t i = 0; i < n; i++) /* little-endian: the file was checked */
+		*v |= (uint64_t)q[i] << (8 * i);
+	if ((fmt & DW_EH_PE_signed) && n < 8 && (*v >> (8 * n - 1)) & 1)
+		*v |= ~0ull << (8 * n);
+	*p = q + n;
+	return 0;
+}
+
+/* The pointer encoding of the CIE's FDEs: absptr unless its 'z'
+ * augmentation has an 'R'. Returns 0, or -1 for an augmentation that hides
+ * it (unknown letters before the 'R', a non-'z' augmentation). */
+static int fde_encoding(const Dwarf_CIE *cie, uint8_t *enc)
+{
+	const char *a = cie->augmentation;
+	const uint8_t *p = cie->augmentation_data;
+	const uint8_t *end = p ? p + cie->augmentation_data_size : NULL;
+	uint64_t skip;
+
+	*enc = DW_EH_PE_absptr;
+	if (!a || a[0] == '\0')
+		return 0;
+	if (a[0] != 'z' || !p)
+		return -1;
+	/* libdw checked that the string ends inside the section; 16 letters
+	 * is more than any producer writes. */
+	for (int i = 1; i < 16 && a[i]; i++) {
+		switch (a[i]) {
+		case 'R':
+			if (p >= end)
+				return -1;
+			*enc = *p;
+			return 0;
+		case 'L':
+			if (p >= end)
+				return -1;
+			p++;
+			break;
+		case 'P':
+			if (p >= end)
+				return -1;
+			p++;
+			if (read_value(&p, end, p[-1], &skip))
+				return -1;
+			break;
+		case 'S':
+		case 'B':
+		case 'G':
+			break;
+		default:
+			return -1;
+		}
+	}
+	return 0; /* no 'R': absptr */
+}
+
+static int add_span(struct build *b, uint64_t start, uint64_t end, uint32_t cost, bool debug)
+{
+	if (b->nspans == b->spans_cap) {
+		size_t cap = b->spans_cap ? 2 * b->spans_cap : 1024;
+		struct span *n;
+
+		if (cap > UNWTAB_MAX_ROWS)
+			return -E2BIG;
+		n = realloc(b->spans, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		b->spans = n;
+		b->spans_cap = cap;
+	}
+	b->spans[b->nspans++] = (struct span){start, end, cost, debug};
+	return 0;
+}
+
+/* Lists the FDEs of one CFI section (data at link-time address addr) as
+ * spans. A corrupt entry is counted and skipped where libdw can tell where
+ * the next one starts, else the listing stops there. */
+static int list_fdes(struct build *b, Elf_Data *data, uint64_t addr, bool eh, bool debug)
+{
+	const uint8_t *sec = data->d_buf;
+	Dwarf_Off off = 0, next;
+	Dwarf_CFI_Entry e, c;
+	int err;
+
+	while (off < data->d_size) {
+		const uint8_t *p, *end;
+		uint64_t loc, len;
+		uint8_t enc;
+		int rc;
+
+		next = (Dwarf_Off)-1;
+		rc = dwarf_next_cfi(b->ident, data, eh, off, &next, &e);
+		if (rc > 0)
+			break;
+		/* Each entry takes at least its 4-byte length: next > off
+		 * bounds the loop by the section's size. */
+		if (next == (Dwarf_Off)-1 || next <= off)
+			break;
+		off = next;
+		if (rc < 0) {
+			b->t->fdes_bad++;
+			continue;
+		}
+		if (dwarf_cfi_cie_p(&e))
+			continue;
+		if (dwarf_next_cfi(b->ident, data, eh, e.fde.CIE_pointer, &next, &c) != 0 ||
+		    !dwarf_cfi_cie_p(&c) || fde_encoding(&c.cie, &enc)) {
+			b->t->fdes_bad++;
+			continue;
+		}
+		p = e.fde.start;
+		end = e.fde.end;
+		if (p < sec || p > end || (size_t)(end - sec) > data->d_size ||
+		    read_value(&p, end, enc, &loc)) {
+			b->t->fdes_bad++;
+			continue;
+		}
+		switch (enc & 0x70) {
+		case DW_EH_PE_absptr:
+			break;
+		case DW_EH_PE_pcrel:
+			loc += addr + (uint64_t)(e.fde.start - sec);
+			break;
+		default: /* textrel, datarel, funcrel, aligned: not on x86-64 */
+			b->t->fdes_bad++;
+			continue;
+		}
+		if ((enc & DW_EH_PE_indirect) || read_value(&p, end, enc & 0x0f, &len) || !len ||
+		    loc < b->lo || loc >= b->hi || len > b->hi - loc) {
+			b->t->fdes_bad++;
+			continue;
+		}
+		err = add_span(
+		    b, loc, loc + len,
+		    (uint32_t)(end - e.fde.start) +
+			(uint32_t)(c.cie.initial_instructions_end - c.cie.initial_instructions),
+		    debug);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct span *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Sorts the .eh_frame spans [0, neh) and cuts their overlaps (the first one
+ * keeps the bytes: libdw answers with one FDE per address anyway). Then adds
+ * the parts of the .debug_frame spans [neh, nspans) that .eh_frame leaves
+ * uncovered, and sorts the lot. */
+static int arrange_spans(struct build *b, size_t neh)
+{
+	size_t ndbg = b->nspans - neh, n = 0, i;
+	struct span *dbg = NULL;
+	uint64_t covered = 0;
+	int err = 0;
+
+	qsort(b->spans, neh, sizeof(*b->spans), span_cmp);
+	for (i = 0; i < neh; i++) {
+		struct span s = b->spans[i];
+
+		if (n && s.start < covered)
+			s.start = covered;
+		if (s.start >= s.end)
+			continue;
+		b->spans[n++] = s;
+		covered = s.end;
+	}
+	if (ndbg) {
+		dbg = malloc(ndbg * sizeof(*dbg));
+		if (!dbg)
+			return -ENOMEM;
+		memcpy(dbg, b->spans + neh, ndbg * sizeof(*dbg));
+		qsort(dbg, ndbg, sizeof(*dbg), span_cmp);
+	}
+	b->nspans = n;
+	neh = n;
+	/* Walk the debug spans against the (sorted, disjoint) eh ones. */
+	size_t j = 0;
+	covered = 0;
+	for (i = 0; i < ndbg && !err; i++) {
+		uint64_t s = dbg[i].start > covered ? dbg[i].start : covered;
+
+		while (s < dbg[i].end && !err) {
+			while (j < neh && b->spans[j].end <= s)
+				j++;
+			if (j < neh && b->spans[j].start <= s) {
+				s = b->spans[j].end;
+				continue;
+			}
+			uint64_t e = j < neh && b->spans[j].start < dbg[i].end ? b->spans[j].start
+									       : dbg[i].end;
+			err = add_span(b, s, e, dbg[i].cost, true);
+			s = e;
+		}
+		if (dbg[i].end > covered)
+			covered = dbg[i].end;
+	}
+	free(dbg);
+	if (!err)
+		qsort(b->spans, b->nspans, sizeof(*b->spans), span_cmp);
+	return err;
+}
+
+/* --- rows ---------------------------------------------------------------------- */
+
+static bool op_is_cfa_offset(const Dwarf_Op *ops, size_t nops, int64_t *off)
+{
+	if (nops == 1 && ops[0].atom == DW_OP_call_frame_cfa) {
+		*off = 0;
+		return true;
+	}
+	if (nops == 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[1].atom == DW_OP_plus_uconst) {
+		*off = (int64_t)ops[1].number;
+		return true;
+	}
+	return false;
+}
+
+/* The x86-64 PLT's CFA, as binutils writes it for .plt (threshold 11) and
+ * .plt.sec / lazy stubs (10): sp + 8, + 8 more once (rip & 15) >= threshold. */
+static bool is_plt_expr(const Dwarf_Op *o, size_t n, int *threshold)
+{
+	static const uint8_t shape[] = {DW_OP_breg7, DW_OP_breg16, DW_OP_lit15, DW_OP_and, 0,
+					DW_OP_ge,    DW_OP_lit3,   DW_OP_shl,	DW_OP_plus};
+
+	if (n != sizeof(shape))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (shape[i] && o[i].atom != shape[i])
+			return false;
+	if (o[0].number != 8 || o[1].number != 0 ||
+	    (o[4].atom != DW_OP_lit11 && o[4].atom != DW_OP_lit10))
+		return false;
+	*threshold = o[4].atom - DW_OP_lit0;
+	return true;
+}
+
+/* libdw's rules for one row, as a tp_urow. Anything it cannot follow (see
+ * doc/DESIGN.md) is TP_CFA_INVALID. */
+static void convert(Dwarf_Frame *f, struct tp_urow *r)
+{
+	Dwarf_Op mem[3], *ops;
+	size_t nops;
+	bool signal;
+	int64_t off;
+	int ra, threshold;
+
+	*r = (struct tp_urow){.cfa = TP_CFA_INVALID, .fp = TP_FP_SAME};
+	ra = dwarf_frame_info(f, NULL, NULL, &signal);
+	if (ra != REG_RA || signal)
+		return;
+	/* The return address: undefined ends the stack; else at CFA - 8. */
+	if (dwarf_frame_register(f, REG_RA, mem, &ops, &nops))
+		return;
+	if (nops == 0) {
+		if (ops) /* undefined (ops == mem); same_value has ops NULL */
+			r->cfa = TP_CFA_END;
+		return;
+	}
+	if (!op_is_cfa_offset(ops, nops, &off) || off != -8)
+		return;
+
+	/* The caller's rbp: same_value and undefined leave it; offset(N) saved it. */
+	if (dwarf_frame_register(f, REG_RBP, mem, &ops, &nops))
+		return;
+	if (nops) {
+		if (!op_is_cfa_offset(ops, nops, &off) || off < INT16_MIN || off > INT16_MAX)
+			return;
+		r->fp = TP_FP_AT;
+		r->fp_off = (int16_t)off;
+	}
+
+	if (dwarf_frame_cfa(f, &ops, &nops) || nops == 0)
+		goto invalid;
+	if (nops == 1) {
+		uint64_t reg;
+
+		if (ops[0].atom == DW_OP_bregx) {
+			reg = ops[0].number;
+			off = (int64_t)ops[0].number2;
+		} else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
+			reg = ops[0].atom - DW_OP_breg0;
+			off = (int64_t)ops[0].number;
+		} else {
+			goto invalid;
+		}
+		if (off < INT32_MIN || off > INT32_MAX || (reg != REG_RSP && reg != REG_RBP))
+			goto invalid;
+		r->cfa = reg == REG_RSP ? TP_CFA_SP : TP_CFA_FP;
+		r->cfa_off = (int32_t)off;
+		return;
+	}
+	if (is_plt_expr(ops, nops, &threshold) && r->fp == TP_FP_SAME) {
+		r->cfa = TP_CFA_PLT;
+		r->cfa_off = 8;
+		r->fp_off = (int16_t)threshold;
+		return;
+	}
+invalid:
+	*r = (struct tp_urow){.cfa = TP_CFA_INVALID, .fp = TP_FP_SAME};
+}
+
+static bool row_eq(const struct tp_urow *a, const struct tp_urow *b)
+{
+	return a->cfa == b->cfa && a->cfa_off == b->cfa_off && a->fp == b->fp &&
+	       a->fp_off == b->fp_off;
+}
+
+/* Appends the row r from pc on, merging it into an equal predecessor.
+ * Returns 0, -E2BIG at UNWTAB_MAX_ROWS, or -ENOMEM. */
+static int push_row(struct build *b, uint64_t pc, struct tp_urow r)
+{
+	r.pc = (uint32_t)pc;
+	if (r.cfa == TP_CFA_INVALID)
+		b->t->rows_invalid++;
+	if (b->nrows && b->rows[b->nrows - 1].pc >= r.pc) {
+		if (b->rows[b->nrows - 1].pc > r.pc)
+			return 0; /* cannot happen with disjoint sorted spans */
+		b->nrows--;	  /* an empty row before: this one replaces it */
+	}
+	if (b->nrows && row_eq(&b->rows[b->nrows - 1], &r))
+		return 0;
+	if (b->nrows == b->rows_cap) {
+		size_t cap = b->rows_cap ? 2 * b->rows_cap : 4096;
+		struct tp_urow *n;
+
+		if (b->nrows >= UNWTAB_MAX_ROWS)
+			return -E2BIG;
+		if (cap > UNWTAB_MAX_ROWS)
+			cap = UNWTAB_MAX_ROWS;
+		n = realloc(b->rows, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		b->rows = n;
+		b->rows_cap = cap;
+	}
+	b->rows[b->nrows++] = r;
+	return 0;
+}
+
+/* The rows of one span, one dwarf_cfi_addrframe call per row of libdw's. */
+static int walk_span(struct build *b, Dwarf_CFI *cfi, const struct span *s)
+{
+	const struct tp_urow bad = {.cfa = TP_CFA_INVALID, .fp = TP_FP_SAME};
+	uint64_t pc = s->start;
+	int err;
+
+	while (pc < s->end) {
+		Dwarf_Addr start, end;
+		struct tp_urow r;
+		Dwarf_Frame *f;
+
+		b->work += s->cost + 64u;
+		if (b->work > WORK_BUDGET)
+			return -E2BIG;
+		if (dwarf_cfi_addrframe(cfi, pc, &f))
+			return push_row(b, pc, bad);
+		if (dwarf_frame_info(f, &start, &end, NULL) < 0 || end <= pc) {
+			free(f);
+			return push_row(b, pc, bad);
+		}
+		convert(f, &r);
+		free(f);
+		err = push_row(b, pc, r);
+		if (err)
+			return err;
+		pc = end;
+	}
+	return 0;
+}
+
+static int make_rows(struct build *b, Dwarf_CFI *eh, Dwarf_CFI *dbg)
+{
+	const struct tp_urow nocfi = {.cfa = TP_CFA_NOCFI, .fp = TP_FP_SAME};
+	uint64_t prev_end = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < b->nspans && !err; i++) {
+		const struct span *s = &b->spans[i];
+
+		if (i && s->start > prev_end)
+			err = push_row(b, prev_end, nocfi);
+		if (!err)
+			err = walk_span(b, s->debug ? dbg : eh, s);
+		if (!err) {
+			b->t->fdes++;
+			b->t->from_debug_frame += s->debug;
+		}
+		prev_end = s->end;
+	}
+	if (!err && b->nspans)
+		err = push_row(b, prev_end, nocfi);
+	if (err == -E2BIG) { /* a limit: keep what there is */
+		b->t->truncated = 1;
+		err = 0;
+	}
+	return err;
+}
+
+static int make_pages(struct unwtab *t)
+{
+	const uint32_t mask = (1u << TP_UPAGE_SHIFT) - 1;
+	uint32_t j = 0;
+
+	t->base = t->rows[0].pc & ~mask;
+	t->npages = ((t->rows[t->nrows - 1].pc - t->base) >> TP_UPAGE_SHIFT) + 1;
+	t->pages = malloc((size_t)t->npages * sizeof(*t->pages));
+	if (!t->pages)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->npages; i++) {
+		uint32_t at = t->base + (i << TP_UPAGE_SHIFT);
+
+		while (j + 1 < t->nrows && t->rows[j + 1].pc <= at)
+			j++;
+		t->pages[i] = j;
+	}
+	return 0;
+}
+
+/* --- the file ------------------------------------------------------------------ */
+
+/* The span of the executable PT_LOAD segments, or -ENOEXEC when any segment
+ * reaches 4 GiB (rows hold 32-bit addresses) or none is executable. */
+static int exec_span(Elf *elf, uint64_t *lo, uint64_t *hi)
+{
+	size_t phnum;
+
+	*lo = UINT64_MAX;
+	*hi = 0;
+	if (elf_getphdrnum(elf, &phnum))
+		return -ENOEXEC;
+	for (size_t i = 0; i < phnum && i < 65536; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (ph.p_vaddr >= (1ull << 32) || ph.p_memsz > (1ull << 32) - ph.p_vaddr)
+			return -ENOEXEC;
+		if (!(ph.p_flags & PF_X) || !ph.p_memsz)
+			continue;
+		if (ph.p_vaddr < *lo)
+			*lo = ph.p_vaddr;
+		if (ph.p_vaddr + ph.p_memsz > *hi)
+			*hi = ph.p_vaddr + ph.p_memsz;
+	}
+	return *hi ? 0 : -ENOEXEC;
+}
+
+/* The section called name with bytes in the file, or NULL. */
+static Elf_Scn *find_section(Elf *elf, const char *name, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *n;
+
+		if (!gelf_getshdr(scn, sh) || sh->sh_type != SHT_PROGBITS)
+			continue;
+		n = elf_strptr(elf, shstrndx, sh->sh_name);
+		if (n && !strcmp(n, name))
+			return scn;
+	}
+	return NULL;
+}
+
+static int build(Elf *elf, struct unwtab *out)
+{
+	struct build b = {.elf = elf, .t = out};
+	Dwarf_CFI *eh = NULL, *dbg = NULL;
+	Dwarf *dw = NULL;
+	Elf_Data *data;
+	Elf_Scn *scn;
+	GElf_Ehdr eh_hdr;
+	GElf_Shdr sh;
+	size_t identsz, neh;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (elf_kind(elf) != ELF_K_ELF)
+		return -ENOEXEC;
+	b.ident = (const unsigned char *)elf_getident(elf, &identsz);
+	if (!b.ident || identsz < EI_NIDENT || b.ident[EI_CLASS] != ELFCLASS64 ||
+	    b.ident[EI_DATA] != ELFDATA2LSB || !gelf_getehdr(elf, &eh_hdr) ||
+	    eh_hdr.e_machine != EM_X86_64 || (eh_hdr.e_type != ET_EXEC && eh_hdr.e_type != ET_DYN))
+		return -ENOEXEC;
+	err = exec_span(elf, &b.lo, &b.hi);
+	if (err)
+		return err;
+
+	/* .eh_frame first: what the program itself unwinds with. */
+	scn = find_section(elf, ".eh_frame", &sh);
+	if (scn && (data = elf_getdata(scn, NULL)) && data->d_buf && data->d_size &&
+	    (eh = dwarf_getcfi_elf(elf))) {
+		err = list_fdes(&b, data, sh.sh_addr, true, false);
+		if (err)
+			goto out;
+	}
+	neh = b.nspans;
+	/* .debug_frame for the rest (dwarf_begin_elf decompresses it). */
+	if (find_section(elf, ".debug_frame", &sh) || find_section(elf, ".zdebug_frame", &sh)) {
+		dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+		dbg = dw ? dwarf_getcfi(dw) : NULL;
+		scn = dbg ? find_section(elf, ".debug_frame", &sh) : NULL;
+		if (scn && (sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+			scn = NULL;
+		if (scn && (data = elf_getdata(scn, NULL)) && data->d_buf && data->d_size) {
+			err = list_fdes(&b, data, sh.sh_addr, false, true);
+			if (err)
+				goto out;
+		}
+	}
+	err = arrange_spans(&b, neh);
+	if (err)
+		goto out;
+	if (!b.nspans) {
+		err = -ENODATA;
+		goto out;
+	}
+	err = make_rows(&b, eh, dbg);
+	if (err)
+		goto out;
+	if (!b.nrows) {
+		err = -ENODATA;
+		goto out;
+	}
+	out->rows = b.rows;
+	out->nrows = (uint32_t)b.nrows;
+	b.rows = NULL;
+	err = make_pages(out);
+out:
+	if (eh)
+		dwarf_cfi_end(eh);
+	if (dw)
+		dwarf_end(dw);
+	free(b.spans);
+	free(b.rows);
+	if (err)
+		unwtab_free(out);
+	return err;
+}
+
+int unwtab_build(const char *path, struct unwtab *out)
+{
+	struct stat st;
+	Elf *elf;
+	int fd, err;
+
+	memset(out, 0, sizeof(*out));
+	pthread_once(&libelf_once, libelf_init);
+	if (!libelf_ok)
+		return -ENOEXEC;
+	/* O_NONBLOCK: a FIFO planted at the path must not block the open. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = -ENOEXEC;
+		goto out;
+	}
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf) {
+		err = -ENOEXEC;
+		goto out;
+	}
+	err = build(elf, out);
+	elf_end(elf);
+out:
+	close(fd);
+	return err;
+}
+
+int unwtab_build_mem(const void *image, size_t len, struct unwtab *out)
+{
+	char *copy;
+	Elf *elf;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	pthread_once(&libelf_once, libelf_init);
+	if (!libelf_ok)
+		return -ENOEXEC;
+	/* libelf may write into the image (byte order, decompression): a copy. */
+	copy = malloc(len ? len : 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, image, len);
+	elf = elf_memory(copy, len);
+	if (!elf) {
+		free(copy);
+		return -ENOEXEC;
+	}
+	err = build(elf, out);
+	elf_end(elf);
+	free(copy);
+	return err;
+}
+
+void unwtab_free(struct unwtab *t)
+{
+	free(t->pages);
+	free(t->rows);
+	memset(t, 0, sizeof(*t));
+}
+
+size_t unwtab_bytes(const struct unwtab *t)
+{
+	return (size_t)t->nrows * sizeof(*t->rows) + (size_t)t->npages * sizeof(*t->pages);
+}
+
+const struct tp_urow *unwtab_find(const struct unwtab *t, uint32_t pc)
+{
+	uint32_t page, lo, hi;
+
+	if (!t->nrows || pc < t->rows[0].pc)
+		return NULL;
+	page = (pc - t->base) >> TP_UPAGE_SHIFT;
+	if (page >= t->npages)
+		page = t->npages - 1;
+	lo = t->pages[page];
+	hi = page + 1 < t->npages ? t->pages[page + 1] + 1 : t->nrows;
+	/* rows[lo].pc <= pc: the last row in [lo, hi) that starts at or before pc. */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (t->rows[mid].pc <= pc)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &t->rows[lo];
+}

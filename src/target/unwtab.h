@@ -1,0 +1,59 @@
+/* unwtab.h - native unwind tables: an ELF file's call-frame information as
+ * the compact rows (struct tp_urow) that BPF follows.
+ *
+ * A table covers [rows[0].pc, ∞) in the file's link-time addresses: each row
+ * holds from its pc up to the next row's pc, and the last row (TP_CFA_NOCFI,
+ * after the last FDE) holds for everything beyond. Rows are sorted by pc,
+ * strictly increasing, and no two adjacent rows are equal. See doc/DESIGN.md
+ * ("Native unwind tables").
+ */
+#ifndef TAIPAN_UNWTAB_H
+#define TAIPAN_UNWTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "taipan_abi.h"
+
+/* Most rows one table holds (libpython3.12 needs about 100,000): beyond it
+ * the table stops, and `truncated` says so. */
+#define UNWTAB_MAX_ROWS (4u << 20)
+
+struct unwtab {
+	uint32_t base;	 /* rows[0].pc rounded down to 1 << TP_UPAGE_SHIFT */
+	uint32_t npages; /* pages up to and including the last row's */
+	uint32_t *pages; /* pages[i]: the row covering base + (i << TP_UPAGE_SHIFT) */
+	uint32_t nrows;
+	struct tp_urow *rows;
+	/* What the build met, for --stats and the tests. */
+	uint32_t fdes;		   /* FDEs turned into rows */
+	uint32_t fdes_bad;	   /* FDEs skipped: undecodable, empty, outside the file */
+	uint32_t from_debug_frame; /* of fdes, those taken from .debug_frame */
+	uint32_t rows_invalid;	   /* TP_CFA_INVALID rows (before merging) */
+	uint32_t truncated;	   /* 1 when a limit stopped the build: a partial table */
+};
+
+/* Builds the table of the ELF file at path. Returns 0 and fills *out (free it
+ * with unwtab_free()), or: -ENOENT/-EACCES/... from open(2); -ENOEXEC when it
+ * is not a regular file holding a 64-bit x86-64 ET_EXEC/ET_DYN ELF, or its
+ * segments reach 4 GiB; -ENODATA when it has no usable CFI at all; -ENOMEM.
+ * Corrupt CFI gives an error or a partial table (invalid rows, a counter),
+ * never a crash or a hang. The file is mapped while it is read. */
+int unwtab_build(const char *path, struct unwtab *out);
+
+/* The same from an ELF image in memory (copied; image is not kept). */
+int unwtab_build_mem(const void *image, size_t len, struct unwtab *out);
+
+/* Frees what a build allocated and zeroes *t. Accepts a zeroed table. */
+void unwtab_free(struct unwtab *t);
+
+/* Bytes of the rows and the page index: what BPF maps would hold. */
+size_t unwtab_bytes(const struct unwtab *t);
+
+/* The row covering pc: the last row whose pc is <= pc, found through the
+ * page index then a binary search inside the page's rows. NULL below the
+ * first row (or for an empty table). This is the reference the BPF lookup
+ * mirrors. */
+const struct tp_urow *unwtab_find(const struct unwtab *t, uint32_t pc);
+
+#endif /* TAIPAN_UNWTAB_H */
