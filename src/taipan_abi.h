@@ -17,6 +17,8 @@
 #define TP_COMM_LEN 16
 /* Kernel frames per sample: the kernel's own default cap (PERF_MAX_STACK_DEPTH). */
 #define TP_KSTACK_MAX 127
+/* Native user frames per sample; a power of two (masked in BPF). */
+#define TP_USTACK_MAX 128
 /* Python frames per sample. A power of two so the BPF side can mask indices. */
 #define TP_MAX_FRAMES 2048
 /* Frames walked by one BPF program before it tail-calls the next. */
@@ -99,6 +101,7 @@ struct tp_py_offsets {
 enum tp_walker {
 	TP_WALK_FRAME_OBJECTS = 0, /* <= 3.10: PyFrameObject */
 	TP_WALK_INTERP_FRAMES = 1, /* 3.11+: _PyInterpreterFrame */
+	TP_WALK_NATIVE = 2,	   /* the native unwinder (walk/native.h) */
 	TP_NWALKERS
 };
 
@@ -185,12 +188,17 @@ enum tp_event_kind {
 	TP_EV_EXEC = 3,	    /* a tracked process called exec: forget what we knew */
 	TP_EV_EXIT = 4,	    /* a tracked process exited */
 	TP_EV_FORK = 5,	    /* a tracked process forked one that BPF gave its layout */
+	TP_EV_UNMAPPED = 6, /* a tracked process ran code in a mapping BPF does not know:
+			       read its maps again (tid: the thread, ppid: 0) */
 };
 
 /* Sample flags. */
 enum tp_sample_flags {
 	TP_SF_PYTHON = 1 << 0,	  /* a Python walk was attempted */
 	TP_SF_TRUNCATED = 1 << 1, /* frames were dropped at TP_MAX_FRAMES */
+	TP_SF_NATIVE = 1 << 2,	  /* native unwinding was attempted: ustack and uerr hold it */
+	TP_SF_TOP_SHIM = 1 << 3,  /* the innermost frame was a shim (3.12+): the innermost eval
+				     loop runs no Python frame yet, or none any more */
 };
 
 /* Small events: discover, exec, exit, fork. */
@@ -210,16 +218,19 @@ struct tp_sample {
 	__u32 tid;
 	__u32 cpu;
 	__u64 time_ns;
-	__u64 tstate;	  /* PyThreadState address, 0 if none */
-	__u16 nframes;	  /* Python frames in frames[], innermost first */
-	__u16 nkstack;	  /* kernel frames in kstack[], innermost first */
-	__u16 err;	  /* enum tp_walk_err */
-	__u16 flags;	  /* enum tp_sample_flags */
-	__u32 walk_calls; /* tail calls the walk took (for diagnosis) */
-	__u32 pad;
+	__u64 tstate;		/* PyThreadState address, 0 if none */
+	__u16 nframes;		/* Python frames in frames[], innermost first */
+	__u16 nkstack;		/* kernel frames in kstack[], innermost first */
+	__u16 err;		/* enum tp_walk_err */
+	__u16 flags;		/* enum tp_sample_flags */
+	__u32 walk_calls;	/* tail calls the walk took (for diagnosis) */
+	__u16 nustack;		/* native frames in ustack[], innermost first (TP_SF_NATIVE) */
+	__u16 uerr;		/* enum tp_native_err (TP_SF_NATIVE) */
 	char comm[TP_COMM_LEN]; /* thread name */
 	__u64 kstack[TP_KSTACK_MAX];
 	__u64 pad2;
+	/* Instruction pointers: the sampled one, then each return address. */
+	__u64 ustack[TP_USTACK_MAX];
 	struct tp_frame frames[TP_MAX_FRAMES];
 };
 
@@ -228,8 +239,6 @@ struct tp_sample {
  * BPF follows them from the sampled thread's user registers. x86-64 only: the
  * return address is always at CFA - 8 there, so a row does not hold it. */
 
-/* Native frames per sample. */
-#define TP_USTACK_MAX 128
 /* Rows are found through a page index: a table's first TP_UPAGE_SHIFT-sized
  * page of code starts at its base, and index entry i holds the first row
  * that covers page i. */
@@ -261,18 +270,92 @@ struct tp_urow {
 	__u8 fp;       /* enum tp_fp_rule */
 };
 
+/* Files with an unwind table in BPF at once, and the address ranges of
+ * every tracked process that lead to them. */
+#define TP_MAX_UFILES 4096
+#define TP_MAX_URANGES (1 << 18)
+/* Native frames unwound by one BPF program before it tail-calls the next;
+ * a row is found in at most TP_USEARCH steps within its page. */
+#define TP_UFRAMES_PER_PROG 16
+#define TP_USEARCH 13
+
+/* A file's unwind table as BPF holds it: one array whose first npages
+ * entries are the page index (entry i's pc holds the index, among the rows,
+ * of the row that covers base + (i << TP_UPAGE_SHIFT)) and whose next nrows
+ * entries are the rows. */
+struct tp_ufile {
+	__u32 base;
+	__u32 npages;
+	__u32 nrows;
+	__u32 pad;
+};
+
+/* The umaps LPM trie's key: a tracked process's address range, as a prefix
+ * of (tgid, big-endian address). prefixlen counts bits from tgid's first. */
+struct tp_umap_key {
+	__u32 prefixlen;
+	__u32 tgid;
+	__u64 addr_be;
+};
+
+enum tp_umap_flags {
+	TP_UM_FP = 1 << 0, /* no unwind table (anonymous or JIT code, or a table that failed):
+			      follow the frame pointer */
+};
+
+/* What an executable mapping of a process is: runtime address - bias is the
+ * file's link-time virtual address, whose rows are in table file. */
+struct tp_umap {
+	__u64 bias;
+	__u32 file;  /* slot in ufiles and ufile_info; 0 with TP_UM_FP */
+	__u32 flags; /* enum tp_umap_flags */
+};
+
+/* Every place native unwinding can stop short, as TP_WALK_ERRORS is for the
+ * Python walk: X(ID, MARKER, KEY, DESCRIPTION). The marker goes at the root
+ * of the native part. */
+#define TP_NATIVE_ERRORS(X)                                                                        \
+	X(NONE, "", "ok", "the native stack was unwound to the thread's root")                     \
+	X(REGS, "[native: no user registers]", "regs",                                             \
+	  "the user registers of the sampled thread could not be read")                            \
+	X(UNMAPPED, "[native: unknown code]", "unmapped",                                          \
+	  "an address outside every mapping taipan has read: code mapped since (dlopen), which "   \
+	  "taipan reads again, or a corrupt return address")                                       \
+	X(TABLE, "[native: no unwind table]", "table",                                             \
+	  "the mapping's unwind table could not be read from the BPF maps")                        \
+	X(CFI, "[native: unsupported CFI]", "cfi",                                                 \
+	  "the call-frame information at the address uses a rule the unwinder does not follow")    \
+	X(READ, "[native: stack unreadable]", "read",                                              \
+	  "a return address or a saved frame pointer could not be read from the stack")            \
+	X(NO_FP, "[native: no frame pointer]", "no_fp",                                            \
+	  "code without call-frame information and without a frame pointer")                       \
+	X(BAD_STEP, "[native: bad step]", "bad_step",                                              \
+	  "an unwinding step did not move up the stack: a wrong rule or a corrupt stack")          \
+	X(DEPTH, "[native: truncated]", "depth", "more native frames than a sample holds")         \
+	X(STEPS, "[native: truncated]", "steps",                                                   \
+	  "the BPF tail-call budget ran out before the native stack did")
+
+enum tp_native_err {
+#define TP_X_ENUM(id, marker, key, desc) TP_UERR_##id,
+	TP_NATIVE_ERRORS(TP_X_ENUM)
+#undef TP_X_ENUM
+	    TP_UERR__COUNT
+};
+
 /* Per-CPU counters, read by --stats. */
 enum tp_stat {
-	TP_STAT_SAMPLES = 0,   /* perf samples in tracked processes */
-	TP_STAT_SENT,	       /* samples written to the ring */
-	TP_STAT_UNKNOWN_PROC,  /* samples of a tgid not yet classified */
-	TP_STAT_DISCOVER_SENT, /* discover events written */
-	TP_STAT_NOT_PYTHON,    /* samples of known non-Python processes */
-	TP_STAT_TSTATE_CACHED, /* PyThreadState found through the per-thread cache */
-	TP_STAT_TSTATE_WALKED, /* PyThreadState found by walking the thread list */
-	TP_STAT_RING_FULL,     /* events dropped: ring buffer full */
-	TP_STAT_ERR_BASE,      /* + enum tp_walk_err */
-	TP_STAT__COUNT = TP_STAT_ERR_BASE + TP_ERR__COUNT
+	TP_STAT_SAMPLES = 0,	      /* perf samples in tracked processes */
+	TP_STAT_SENT,		      /* samples written to the ring */
+	TP_STAT_UNKNOWN_PROC,	      /* samples of a tgid not yet classified */
+	TP_STAT_DISCOVER_SENT,	      /* discover events written */
+	TP_STAT_NOT_PYTHON,	      /* samples of known non-Python processes */
+	TP_STAT_TSTATE_CACHED,	      /* PyThreadState found through the per-thread cache */
+	TP_STAT_TSTATE_WALKED,	      /* PyThreadState found by walking the thread list */
+	TP_STAT_RING_FULL,	      /* events dropped: ring buffer full */
+	TP_STAT_NATIVE_UNMAPPED_SENT, /* unmapped events written */
+	TP_STAT_ERR_BASE,	      /* + enum tp_walk_err */
+	TP_STAT_UERR_BASE = TP_STAT_ERR_BASE + TP_ERR__COUNT, /* + enum tp_native_err */
+	TP_STAT__COUNT = TP_STAT_UERR_BASE + TP_UERR__COUNT
 };
 
 /* Settings that user space writes into .rodata before load. */
@@ -281,6 +364,7 @@ struct tp_config {
 	__u32 kernel_stacks;   /* collect kernel stacks */
 	__u32 follow_children; /* tgids forked by a target become targets */
 	__u32 self_tgid;       /* never sample taipan itself */
+	__u32 native;	       /* unwind native stacks */
 };
 
 #ifndef __BPF__
@@ -294,6 +378,7 @@ _Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample
 _Static_assert(TP_MAX_FRAMES <= TP_WALK_STEPS, "the tail-call budget cannot reach TP_MAX_FRAMES");
 _Static_assert((TP_MAX_FRAMES & (TP_MAX_FRAMES - 1)) == 0, "TP_MAX_FRAMES is masked");
 _Static_assert(TP_ERR__COUNT < 65536, "tp_sample.err is a __u16");
+_Static_assert(sizeof(struct tp_umap_key) == 16 && sizeof(struct tp_umap) == 16, "umaps layout");
 #endif
 
 #endif /* TAIPAN_ABI_H */

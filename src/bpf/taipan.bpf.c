@@ -106,6 +106,83 @@ static __always_inline void tpw_tstate_store(void *st, __u32 tid, __u64 ts)
 
 #include "walk/python.h"
 
+/* Native unwinding (walk/native.h): each file's unwind table is an inner
+ * array sized by user space; ufile_info says how it is laid out; umaps leads
+ * from a process's address range to its file. */
+struct urows {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_INNER_MAP);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct tp_urow));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, TP_MAX_UFILES);
+	__type(key, __u32);
+	__array(values, struct urows);
+} ufiles SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TP_MAX_UFILES);
+	__type(key, __u32);
+	__type(value, struct tp_ufile);
+} ufile_info SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, TP_MAX_URANGES);
+	__type(key, struct tp_umap_key);
+	__type(value, struct tp_umap);
+} umaps SEC(".maps");
+
+/* When each tracked tgid last reported code in an unknown mapping. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, TP_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} unmapped_sent SEC(".maps");
+
+static __always_inline int tpn_mapping(struct tpw_state *st, __u64 ip, struct tp_umap *out)
+{
+	struct tp_umap_key k = {
+	    .prefixlen = 96,
+	    .tgid = st->s.pid,
+	    .addr_be = __builtin_bswap64(ip),
+	};
+	struct tp_umap *m = bpf_map_lookup_elem(&umaps, &k);
+	if (!m)
+		return -1;
+	*out = *m;
+	return 0;
+}
+
+static __always_inline void *tpn_table(struct tpw_state *st, __u32 file)
+{
+	return bpf_map_lookup_elem(&ufiles, &file);
+}
+
+static __always_inline int tpn_file(struct tpw_state *st, __u32 file, struct tp_ufile *out)
+{
+	struct tp_ufile *f = bpf_map_lookup_elem(&ufile_info, &file);
+	if (!f)
+		return -1;
+	*out = *f;
+	return 0;
+}
+
+#define tpn_entry(st, t, i)                                                                        \
+	({                                                                                         \
+		__u32 idx_ = (i);                                                                  \
+		(const struct tp_urow *)bpf_map_lookup_elem((t), &idx_);                           \
+	})
+
+#include "walk/native.h"
+
 /* The walk under construction, one slot per CPU (user space sets
  * max_entries to the number of possible CPUs). Not a per-CPU array because
  * the value is larger than per-CPU maps allow. Perf samples do not nest on
@@ -177,6 +254,60 @@ static __always_inline void submit(struct tpw_state *st)
 		stat_inc(TP_STAT_SENT);
 	if (st->s.err)
 		stat_inc(TP_STAT_ERR_BASE + (st->s.err < TP_ERR__COUNT ? st->s.err : 0));
+	if (st->s.uerr)
+		stat_inc(TP_STAT_UERR_BASE + (st->s.uerr < TP_UERR__COUNT ? st->s.uerr : 0));
+}
+
+/* Tells user space that tgid ran code in a mapping it has not given BPF (a
+ * library loaded since it read the process), at most once per
+ * TP_ANNOUNCE_NS / 10. */
+static __always_inline void report_unmapped(__u32 tgid, __u32 tid)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *last = bpf_map_lookup_elem(&unmapped_sent, &tgid);
+	if (last && now - *last < TP_ANNOUNCE_NS / 10)
+		return;
+	bpf_map_update_elem(&unmapped_sent, &tgid, &now, BPF_ANY);
+	send_event(TP_EV_UNMAPPED, tgid, tid);
+	stat_inc(TP_STAT_NATIVE_UNMAPPED_SENT);
+}
+
+/* The Python walk is over: unwind the native stack, if asked to, then send
+ * the sample. */
+static __always_inline void finish(struct bpf_perf_event_data *ctx, struct tpw_state *st)
+{
+	if (cfg.native) {
+		struct pt_regs regs;
+		struct task_struct *task = bpf_get_current_task_btf();
+		if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)bpf_task_pt_regs(task))) {
+			st->s.flags |= TP_SF_NATIVE;
+			st->s.uerr = TP_UERR_REGS;
+		} else {
+			tpn_begin(st, regs.ip, regs.sp, regs.bp);
+			bpf_tail_call(ctx, &progs, TP_WALK_NATIVE);
+			st->s.uerr = TP_UERR_STEPS;
+		}
+	}
+	submit(st);
+}
+
+/* The native unwinder: a step, then the next program or the sample. */
+SEC("perf_event")
+int walk_native(struct bpf_perf_event_data *ctx)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct tpw_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	if (!st)
+		return 0;
+	if (tpn_step(st)) {
+		st->s.walk_calls++;
+		bpf_tail_call(ctx, &progs, TP_WALK_NATIVE);
+		st->s.uerr = TP_UERR_STEPS;
+	}
+	if (st->s.uerr == TP_UERR_UNMAPPED)
+		report_unmapped(st->s.pid, st->s.tid);
+	submit(st);
+	return 0;
 }
 
 /* One walker program: a step of the walk, then the next program or the
@@ -193,7 +324,7 @@ static __always_inline int walker_prog(struct bpf_perf_event_data *ctx, __u32 wa
 		bpf_tail_call(ctx, &progs, walker);
 	}
 	tpw_cut(st);
-	submit(st);
+	finish(ctx, st);
 	return 0;
 }
 
@@ -282,7 +413,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	s->err = TP_ERR_NO_WALKER;
 	s->flags |= TP_SF_TRUNCATED;
 out:
-	submit(st);
+	finish(ctx, st);
 	return 0;
 }
 
@@ -326,6 +457,27 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		bpf_map_delete_elem(&procs, &ctgid);
 		stat_inc(TP_STAT_RING_FULL);
 	}
+	return 0;
+}
+
+/* include/uapi/asm-generic/mman-common.h */
+#define PROT_EXEC 0x4
+
+/* A Python process maps code (dlopen, import of an extension module): user
+ * space reads its mappings again, before the first sample that needs them,
+ * if it can. Samples that come first end their native part with
+ * TP_UERR_UNMAPPED, which asks too. */
+SEC("tracepoint/syscalls/sys_enter_mmap")
+int on_mmap(struct trace_event_raw_sys_enter *ctx)
+{
+	if (!cfg.native || !(ctx->args[2] & PROT_EXEC))
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc || proc->kind != TP_PROC_PYTHON)
+		return 0;
+	send_event(TP_EV_UNMAPPED, tgid, (__u32)id);
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cmd/cli.h"
+#include "core/session.h"
 #include "target/procfs.h"
 #include "util/log.h"
 
@@ -48,6 +49,22 @@ int cli_rate(const char *arg, unsigned int *out)
 	}
 	*out = (unsigned int)v;
 	return 0;
+}
+
+int cli_native(const char *arg, int *out)
+{
+	static const char *const modes[] = {
+	    [SESSION_NATIVE_NONE] = "none",
+	    [SESSION_NATIVE_FILTERED] = "filtered",
+	    [SESSION_NATIVE_ALL] = "all",
+	};
+	for (int i = 0; i < 3; i++)
+		if (!strcmp(arg, modes[i])) {
+			*out = i;
+			return 0;
+		}
+	log_error("--native wants none, filtered or all, not '%s'", arg);
+	return -EINVAL;
 }
 
 int cli_comm(const char *arg, const char **comms, int *n)

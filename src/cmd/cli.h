@@ -17,6 +17,10 @@ pid_t cli_process_of(pid_t pid);
  * after logging what it wants. */
 int cli_rate(const char *arg, unsigned int *out);
 
+/* Parses the argument of --native: none, filtered or all, into an enum
+ * session_native. Returns 0, or -EINVAL after logging what it wants. */
+int cli_native(const char *arg, int *out);
+
 /* How many --comm options record and the agent take. */
 #define CLI_MAX_COMMS 32
 

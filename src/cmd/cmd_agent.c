@@ -100,6 +100,8 @@ void cmd_agent_usage(FILE *out)
 	    "      --backlog N         windows kept for a push that fails, at most (default\n"
 	    "                          8); older ones are dropped and counted\n"
 	    "      --no-kernel         leave out kernel frames\n"
+	    "      --native MODE       native (C) frames: filtered (default), all or none,\n"
+	    "                          as in taipan record\n"
 	    "      --log FILE          log here instead of stderr (appended to; SIGHUP\n"
 	    "                          reopens it, for log rotation)\n"
 	    "      --stats             log the counters at exit\n"
@@ -144,6 +146,7 @@ struct agent_args {
 	const char *log;
 	unsigned int backlog;
 	bool kernel, stats;
+	int native; /* enum session_native */
 };
 
 /* --allow-uid 1000,1001: numeric uids, added to a's. */
@@ -233,6 +236,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	    {"cgroup", required_argument, NULL, 'G'},
 	    {"backlog", required_argument, NULL, 'B'},
 	    {"no-kernel", no_argument, NULL, 'K'},
+	    {"native", required_argument, NULL, 'N'},
 	    {"log", required_argument, NULL, 'L'},
 	    {"stats", no_argument, NULL, 'S'},
 	    {"verbose", no_argument, NULL, 'v'},
@@ -253,6 +257,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	a->app = "taipan";
 	a->backlog = 8;
 	a->kernel = true;
+	a->native = SESSION_NATIVE_FILTERED;
 	optind = 1;
 	while ((c = cli_getopt("agent", argc, argv, "l:w:r:vh", longopts)) != -1) {
 		switch (c) {
@@ -308,6 +313,10 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			break;
 		case 'K':
 			a->kernel = false;
+			break;
+		case 'N':
+			if (cli_native(optarg, &a->native))
+				return -EINVAL;
 			break;
 		case 'L':
 			a->log = optarg;
@@ -564,6 +573,17 @@ static char *stats_json(void *ctx, const struct httpd_counts *hc)
 		bad |= json_object_set_new(walk, walkerr_key(i),
 					   json_integer((json_int_t)sn.st.walk_errors[i]));
 	bad |= !walk || json_object_set_new(o, "walk_errors", walk);
+	json_t *nat = json_object();
+	for (unsigned int i = 0; nat && i < TP_UERR__COUNT; i++)
+		bad |= json_object_set_new(nat, walkerr_native_key(i),
+					   json_integer((json_int_t)sn.st.native_errors[i]));
+	bad |= !nat || json_object_set_new(o, "native_walks", nat);
+	bad |= json_object_set_new(o, "native_merge_failures",
+				   json_integer((json_int_t)sn.st.merge_failures));
+	bad |= json_object_set_new(o, "native_table_files",
+				   json_integer((json_int_t)sn.st.native_files));
+	bad |= json_object_set_new(o, "native_table_bytes",
+				   json_integer((json_int_t)sn.st.native_table_bytes));
 	bad |= json_object_set_new(o, "processes_tracked", json_integer(sn.live));
 	bad |= json_object_set_new(o, "processes_seen", json_integer(sn.st.processes));
 	bad |= json_object_set_new(o, "processes_unsupported", json_integer(sn.st.unsupported));
@@ -750,6 +770,7 @@ int cmd_agent(int argc, char **argv)
 	    .comms = args.ncomms ? args.comms : NULL,
 	    .cgroup = args.cgroup,
 	    .kernel_stacks = args.kernel,
+	    .native = (enum session_native)args.native,
 	    .rate_hz = args.rate,
 	};
 	ret = session_new(&so, &a.s, err, sizeof(err));

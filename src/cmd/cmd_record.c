@@ -70,6 +70,10 @@ void cmd_record_usage(FILE *out)
 		"  -f, --format FMT     html, speedscope, pprof or folded, whatever the\n"
 		"                       extension says\n"
 		"      --no-kernel      leave out kernel frames\n"
+		"      --native MODE    native (C) frames: filtered (the default) hides the\n"
+		"                       interpreter's own call machinery between Python frames\n"
+		"                       and the native frames above the first Python one; all\n"
+		"                       keeps every frame; none: Python and kernel frames only\n"
 		"      --folded-lines   folded: name each frame \"function (file:line)\"\n"
 		"      --folded-threads folded: start each stack with its process and thread\n"
 		"      --stats          print the sampler's counters at the end\n"
@@ -102,6 +106,7 @@ struct record_args {
 	enum output_format format;
 	struct output_opts oo;
 	bool kernel, stats, subprocesses;
+	int native; /* enum session_native */
 	char **cmd;
 };
 
@@ -117,28 +122,21 @@ static bool has_pid(const struct record_args *a, pid_t pid)
 static int parse_args(int argc, char **argv, struct record_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},
-	    {"all", no_argument, NULL, 'a'},
-	    {"comm", required_argument, NULL, 'C'},
-	    {"cgroup", required_argument, NULL, 'G'},
-	    {"duration", required_argument, NULL, 'd'},
-	    {"rate", required_argument, NULL, 'r'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"no-kernel", no_argument, NULL, 'K'},
-	    {"folded-lines", no_argument, NULL, 'L'},
-	    {"folded-threads", no_argument, NULL, 'T'},
-	    {"stats", no_argument, NULL, 'S'},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"subprocesses", no_argument, NULL, 's'},
-	    {0},
+	    {"pid", required_argument, NULL, 'p'},	{"all", no_argument, NULL, 'a'},
+	    {"comm", required_argument, NULL, 'C'},	{"cgroup", required_argument, NULL, 'G'},
+	    {"duration", required_argument, NULL, 'd'}, {"rate", required_argument, NULL, 'r'},
+	    {"output", required_argument, NULL, 'o'},	{"format", required_argument, NULL, 'f'},
+	    {"no-kernel", no_argument, NULL, 'K'},	{"native", required_argument, NULL, 'N'},
+	    {"folded-lines", no_argument, NULL, 'L'},	{"folded-threads", no_argument, NULL, 'T'},
+	    {"stats", no_argument, NULL, 'S'},		{"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},	{"help", no_argument, NULL, 'h'},
+	    {"subprocesses", no_argument, NULL, 's'},	{0},
 	};
 	char *end;
 	int c;
 	a->rate = 100;
 	a->kernel = true;
+	a->native = SESSION_NATIVE_FILTERED;
 	optind = 1;
 	while ((c = cli_getopt("record", argc, argv, "+p:ad:r:o:f:qvh", longopts)) != -1) {
 		switch (c) {
@@ -194,6 +192,10 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			break;
 		case 'K':
 			a->kernel = false;
+			break;
+		case 'N':
+			if (cli_native(optarg, &a->native))
+				return -EINVAL;
 			break;
 		case 'L':
 			a->oo.folded_lines = true;
@@ -279,6 +281,24 @@ static void print_stats(const struct session_stats *st)
 			fprintf(stderr, "taipan: stats: %llu samples: %s %s: %s\n",
 				(unsigned long long)st->walk_errors[i], walkerr_marker(i),
 				walkerr_key(i), walkerr_desc(i));
+	uint64_t walks = 0;
+	for (unsigned int i = 0; i < TP_UERR__COUNT; i++)
+		walks += st->native_errors[i];
+	if (!walks)
+		return;
+	fprintf(stderr,
+		"taipan: stats: native: %llu of %llu stacks unwound to the thread's root, %llu "
+		"where the native and Python stacks disagreed; unwind tables of %llu files "
+		"(%.1f MiB, built in %llu ms), %llu files followed by frame pointer\n",
+		(unsigned long long)st->native_errors[TP_UERR_NONE], (unsigned long long)walks,
+		(unsigned long long)st->merge_failures, (unsigned long long)st->native_files,
+		(double)st->native_table_bytes / (1 << 20), (unsigned long long)st->native_build_ms,
+		(unsigned long long)st->native_files_failed);
+	for (unsigned int i = 1; i < TP_UERR__COUNT; i++)
+		if (st->native_errors[i])
+			fprintf(stderr, "taipan: stats: %llu samples: %s native %s: %s\n",
+				(unsigned long long)st->native_errors[i], walkerr_native_marker(i),
+				walkerr_native_key(i), walkerr_native_desc(i));
 }
 
 /* COMMAND, started by record. */
@@ -469,6 +489,7 @@ int cmd_record(int argc, char **argv)
 	    .comms = a.ncomms ? a.comms : NULL,
 	    .cgroup = a.cgroup,
 	    .kernel_stacks = a.kernel,
+	    .native = (enum session_native)a.native,
 	    .follow_children = a.cmd != NULL || a.subprocesses,
 	    .rate_hz = a.rate,
 	};

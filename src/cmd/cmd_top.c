@@ -55,6 +55,10 @@ void cmd_top_usage(FILE *out)
 		"  -r, --rate HZ        samples per second per CPU (default 100; 1 to 10000)\n"
 		"  -w, --window SECS    count only the last SECS seconds (1 to %d; default:\n"
 		"                       everything since the start or the last reset)\n"
+		"      --native MODE    native (C) frames: filtered (the default) hides the\n"
+		"                       interpreter's own call machinery between Python frames\n"
+		"                       and the native frames above the first Python one; all\n"
+		"                       keeps every frame; none: Python and kernel frames only\n"
 		"  -h, --help           this text\n"
 		"\n"
 		"keys:\n"
@@ -81,19 +85,25 @@ struct top_args {
 	bool all; /* every Python process on the host */
 	unsigned int rate;
 	unsigned int window;
+	int native; /* enum session_native */
 };
 
 static int parse_args(int argc, char **argv, struct top_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},  {"all", no_argument, NULL, 'a'},
-	    {"rate", required_argument, NULL, 'r'}, {"window", required_argument, NULL, 'w'},
-	    {"help", no_argument, NULL, 'h'},	    {0},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"all", no_argument, NULL, 'a'},
+	    {"rate", required_argument, NULL, 'r'},
+	    {"window", required_argument, NULL, 'w'},
+	    {"native", required_argument, NULL, 'N'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	char *end;
 	long v;
 	int c;
 	a->rate = 100;
+	a->native = SESSION_NATIVE_FILTERED;
 	optind = 1;
 	while ((c = cli_getopt("top", argc, argv, "p:ar:w:h", longopts)) != -1) {
 		switch (c) {
@@ -110,6 +120,10 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 			break;
 		case 'r':
 			if (cli_rate(optarg, &a->rate))
+				return -EINVAL;
+			break;
+		case 'N':
+			if (cli_native(optarg, &a->native))
 				return -EINVAL;
 			break;
 		case 'w':
@@ -327,7 +341,8 @@ int cmd_top(int argc, char **argv)
 		log_error("out of memory");
 		goto out;
 	}
-	struct session_opts so = {.rate_hz = a.rate, .system_wide = a.all};
+	struct session_opts so = {
+	    .rate_hz = a.rate, .system_wide = a.all, .native = (enum session_native)a.native};
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);

@@ -29,6 +29,8 @@ struct bpfrun {
 	int ncpus;
 	int nattached;
 	unsigned int rate_hz;
+	bool native;
+	struct bpf_link *mmap_link;
 };
 
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -103,6 +105,12 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 	br->skel->rodata->cfg.kernel_stacks = o->kernel_stacks;
 	br->skel->rodata->cfg.follow_children = o->follow_children;
 	br->skel->rodata->cfg.self_tgid = (uint32_t)getpid();
+	br->skel->rodata->cfg.native = o->native;
+	/* Attached by hand, and only for native unwinding: a kernel without
+	 * syscall tracepoints still profiles, reading new mappings late. */
+	bpf_program__set_autoload(br->skel->progs.on_mmap, o->native);
+	bpf_program__set_autoattach(br->skel->progs.on_mmap, false);
+	br->native = o->native;
 	ret = bpf_map__set_max_entries(br->skel->maps.scratch, (uint32_t)br->ncpus);
 	if (ret) {
 		snprintf(err, errlen, "cannot size the scratch map: %s", strerror(-ret));
@@ -118,6 +126,7 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 	}
 	int fds[TP_NWALKERS] = {
 	    [TP_WALK_FRAME_OBJECTS] = bpf_program__fd(br->skel->progs.walk_frame_objects),
+	    [TP_WALK_NATIVE] = bpf_program__fd(br->skel->progs.walk_native),
 	    [TP_WALK_INTERP_FRAMES] = bpf_program__fd(br->skel->progs.walk_interp_frames)};
 	for (int slot = 0; slot < TP_NWALKERS && !ret; slot++)
 		ret = bpf_map_update_elem(bpf_map__fd(br->skel->maps.progs), &slot, &fds[slot],
@@ -147,6 +156,14 @@ int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot attach the process tracepoints: %s%s", strerror(-ret),
 			 privilege_hint(ret, true));
 		return ret;
+	}
+	if (br->native) {
+		br->mmap_link = bpf_program__attach(br->skel->progs.on_mmap);
+		if (!br->mmap_link && getenv("TAIPAN_DEBUG"))
+			fprintf(stderr,
+				"taipan: debug: no mmap tracepoint (%s): libraries loaded "
+				"later are found at their first sample\n",
+				strerror(errno));
 	}
 	br->perf_links = calloc((size_t)br->ncpus, sizeof(*br->perf_links));
 	br->perf_fds = malloc((size_t)br->ncpus * sizeof(*br->perf_fds));
@@ -213,6 +230,7 @@ void bpfrun_free(struct bpfrun *br)
 	if (!br)
 		return;
 	bpfrun_stop(br);
+	bpf_link__destroy(br->mmap_link);
 	free(br->perf_links);
 	free(br->perf_fds);
 	ring_buffer__free(br->rb);
@@ -281,6 +299,64 @@ int bpfrun_stats(struct bpfrun *br, uint64_t *out)
 	return 0;
 }
 
+int bpfrun_put_table(struct bpfrun *br, uint32_t slot, const struct tp_ufile *info,
+		     const struct tp_urow *entries)
+{
+	uint32_t n = info->npages + info->nrows;
+	if (!slot || slot >= TP_MAX_UFILES || !n)
+		return -EINVAL;
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP);
+	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "urows", sizeof(uint32_t),
+				sizeof(struct tp_urow), n, &mo);
+	if (fd < 0)
+		return -errno;
+	int ret = 0;
+	uint32_t *keys = malloc((size_t)n * sizeof(*keys));
+	if (!keys) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = i;
+	uint32_t count = n;
+	if (bpf_map_update_batch(fd, keys, entries, &count, NULL)) {
+		/* Kernels without batch updates on arrays: one by one. */
+		for (uint32_t i = 0; i < n && !ret; i++)
+			if (bpf_map_update_elem(fd, &keys[i], &entries[i], BPF_ANY))
+				ret = -errno;
+		if (ret)
+			goto out;
+	}
+	if (bpf_map_update_elem(bpf_map__fd(br->skel->maps.ufile_info), &slot, info, BPF_ANY) ||
+	    bpf_map_update_elem(bpf_map__fd(br->skel->maps.ufiles), &slot, &fd, BPF_ANY))
+		ret = -errno;
+out:
+	free(keys);
+	close(fd); /* the outer map holds it */
+	return ret;
+}
+
+int bpfrun_del_table(struct bpfrun *br, uint32_t slot)
+{
+	if (bpf_map_delete_elem(bpf_map__fd(br->skel->maps.ufiles), &slot) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+int bpfrun_set_range(struct bpfrun *br, const struct tp_umap_key *k, const struct tp_umap *v)
+{
+	if (bpf_map_update_elem(bpf_map__fd(br->skel->maps.umaps), k, v, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int bpfrun_del_range(struct bpfrun *br, const struct tp_umap_key *k)
+{
+	if (bpf_map_delete_elem(bpf_map__fd(br->skel->maps.umaps), k) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
 int bpfrun_ncpus(const struct bpfrun *br)
 {
 	return br->ncpus;
@@ -333,6 +409,27 @@ static int op_stats(void *impl, uint64_t *out)
 	return bpfrun_stats(impl, out);
 }
 
+static int op_put_table(void *impl, uint32_t slot, const struct tp_ufile *info,
+			const struct tp_urow *entries)
+{
+	return bpfrun_put_table(impl, slot, info, entries);
+}
+
+static int op_del_table(void *impl, uint32_t slot)
+{
+	return bpfrun_del_table(impl, slot);
+}
+
+static int op_set_range(void *impl, const struct tp_umap_key *k, const struct tp_umap *v)
+{
+	return bpfrun_set_range(impl, k, v);
+}
+
+static int op_del_range(void *impl, const struct tp_umap_key *k)
+{
+	return bpfrun_del_range(impl, k);
+}
+
 static const struct sampler_ops bpfrun_ops = {
     .start = op_start,
     .stop = op_stop,
@@ -343,6 +440,10 @@ static const struct sampler_ops bpfrun_ops = {
     .take_unknown = op_take_unknown,
     .poll = op_poll,
     .stats = op_stats,
+    .put_table = op_put_table,
+    .del_table = op_del_table,
+    .set_range = op_set_range,
+    .del_range = op_del_range,
 };
 
 int bpfrun_sampler_open(const struct sampler_opts *o, sampler_handler fn, void *ctx,

@@ -43,6 +43,13 @@ int bpfrun_poll(struct bpfrun *br, int timeout_ms);
 /* Sums the per-CPU counters into out[TP_STAT__COUNT]. */
 int bpfrun_stats(struct bpfrun *br, uint64_t *out);
 
+/* Native unwinding's maps: see struct sampler_ops. */
+int bpfrun_put_table(struct bpfrun *br, uint32_t slot, const struct tp_ufile *info,
+		     const struct tp_urow *entries);
+int bpfrun_del_table(struct bpfrun *br, uint32_t slot);
+int bpfrun_set_range(struct bpfrun *br, const struct tp_umap_key *k, const struct tp_umap *v);
+int bpfrun_del_range(struct bpfrun *br, const struct tp_umap_key *k);
+
 /* How many CPUs are sampled. */
 int bpfrun_ncpus(const struct bpfrun *br);
 

@@ -16,6 +16,7 @@ struct sampler_opts {
 	bool system_wide;     /* every process; else only added targets */
 	bool kernel_stacks;   /* collect kernel stacks */
 	bool follow_children; /* children of targets become targets */
+	bool native;	      /* unwind native stacks */
 	unsigned int rate_hz; /* samples per second per CPU */
 };
 
@@ -46,6 +47,16 @@ struct sampler_ops {
 	int (*poll)(void *impl, int timeout_ms);
 	/* The counters, summed over CPUs, into out[TP_STAT__COUNT]. */
 	int (*stats)(void *impl, uint64_t *out);
+	/* Native unwinding (NULL in a sampler without it). put_table gives
+	 * BPF a file's unwind table in slot (1 .. TP_MAX_UFILES - 1):
+	 * info, then entries[0 .. info->npages + info->nrows), the page index
+	 * first. del_table forgets it. set_range and del_range add and remove
+	 * one prefix of a process's address space in the umaps trie. */
+	int (*put_table)(void *impl, uint32_t slot, const struct tp_ufile *info,
+			 const struct tp_urow *entries);
+	int (*del_table)(void *impl, uint32_t slot);
+	int (*set_range)(void *impl, const struct tp_umap_key *k, const struct tp_umap *v);
+	int (*del_range)(void *impl, const struct tp_umap_key *k);
 };
 
 struct sampler {

@@ -13,6 +13,8 @@
 #include <uthash.h>
 
 #include "core/bpfrun.h"
+#include "core/native.h"
+#include "profile/nativesym.h"
 #include "profile/ksyms.h"
 #include "util/log.h"
 #include "target/procfs.h"
@@ -40,6 +42,26 @@ struct fcache_ent {
 };
 #define FCACHE_SIZE 1024 /* per sampled process, allocated at its first sample */
 
+/* The same for native addresses: address (and whether it was the sampled
+ * one, looked up as is, or a return address, looked up a byte before) ->
+ * frame id and what the merge needs to know of it. */
+struct ncache_ent {
+	uint64_t key; /* address << 1 | sampled; 0: empty */
+	uint32_t id;
+	uint8_t kind; /* enum nframe_kind */
+	uint64_t epoch;
+};
+#define NCACHE_SIZE 4096
+
+/* What the merge needs to know of a native frame. */
+enum nframe_kind {
+	NF_OTHER = 0, /* outside the interpreter: libc, an extension module, ... */
+	NF_EVAL,      /* the eval loop: its Python frames go in its place */
+	NF_CALL,      /* in the interpreter, a function that makes a call ("call" in its name:
+			 PyObject_Vectorcall, method_vectorcall_O, call_function, ...) */
+	NF_INTERP,    /* in the interpreter, anything else (unnamed included) */
+};
+
 struct sproc {
 	UT_hash_handle hh;
 	pid_t pid;
@@ -49,7 +71,9 @@ struct sproc {
 	struct symbolizer *sz;
 	struct fcache_ent *fcache;
 	struct pythreads *threads; /* its threads' Python names */
-	uint64_t classified_ns;	   /* CLOCK_MONOTONIC, like the BPF events' time_ns */
+	struct ncache_ent *ncache;
+	struct native_proc np;	/* its executable mappings (native unwinding) */
+	uint64_t classified_ns; /* CLOCK_MONOTONIC, like the BPF events' time_ns */
 	uint64_t exited_ns;
 	bool warned;
 };
@@ -61,6 +85,8 @@ struct session {
 	struct ksyms *ksyms;
 	struct sproc *procs;
 	struct pyproc_cache *cache;
+	struct native *native;	 /* NULL: native unwinding off */
+	struct nativesym *nsyms; /* names of native frames */
 	struct session_stats st;
 	uint32_t *ids; /* scratch: frame ids of one stack */
 	size_t ids_cap;
@@ -82,10 +108,24 @@ static struct sproc *sproc_get(struct session *s, pid_t pid)
 static void sproc_drop(struct session *s, struct sproc *p)
 {
 	HASH_DEL(s->procs, p);
+	if (s->native)
+		native_drop(s->native, p->pid, &p->np);
 	symbolizer_free(p->sz);
 	pythreads_free(p->threads);
 	free(p->fcache);
+	free(p->ncache);
 	free(p);
+}
+
+/* Reads p's executable mappings (again) for native unwinding. */
+static void native_rescan(struct session *s, struct sproc *p)
+{
+	if (!s->native)
+		return;
+	int ret = native_scan(s->native, p->pid, &p->np);
+	if (ret && ret != -ESRCH)
+		log_debug("pid %d: cannot read its mappings for native unwinding: %s", p->pid,
+			  strerror(-ret));
 }
 
 /* Whether a Python process passes the system-wide filters. */
@@ -164,6 +204,9 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		p->sz = symbolizer_new(&p->pp);
 		if (!p->sz)
 			return -ENOMEM;
+		/* Its mappings before its first walk: a native walk finds
+		 * them from its first sample. */
+		native_rescan(s, p);
 		ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)p->pid, &p->pp.tp);
 		if (ret) {
 			snprintf(err, errlen, "pid %d: cannot register with BPF: %s", p->pid,
@@ -319,11 +362,185 @@ static int python_frame(struct session *s, struct sproc *p, const struct tp_fram
 	return id;
 }
 
+/* The profile frame id of native address addr of p, and its enum
+ * nframe_kind in *kind. sampled: the instruction the sample interrupted, not
+ * a return address. */
+static int native_frame(struct session *s, struct sproc *p, uint64_t addr, bool sampled,
+			uint8_t *kind)
+{
+	uint64_t key = addr << 1 | sampled;
+	struct ncache_ent *e = NULL;
+	if (!p->ncache)
+		p->ncache = calloc(NCACHE_SIZE, sizeof(*p->ncache)); /* none: no cache */
+	if (p->ncache) {
+		uint64_t h = key * 0x9e3779b97f4a7c15ULL;
+		e = &p->ncache[(h >> 40) & (NCACHE_SIZE - 1)];
+		if (e->epoch == s->epoch && e->key == key) {
+			*kind = e->kind;
+			return (int)e->id;
+		}
+	}
+	char buf[320];
+	struct prof_frame f = {.kind = PROF_FRAME_NATIVE, .addr = addr, .module = "[unknown]"};
+	const struct native_map *m = native_find(&p->np, addr - !sampled);
+	*kind = NF_OTHER;
+	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
+	f.name = buf;
+	if (m && m->file) {
+		char root[64];
+		snprintf(root, sizeof(root), "/proc/%d/root", p->pid);
+		struct nativesym_file nf = {
+		    .path = native_file_open_path(m->file),
+		    .root = root,
+		    .module = native_file_path(m->file),
+		    .dev = (uint64_t)m->dev_major << 32 | m->dev_minor,
+		    .ino = m->inode,
+		};
+		struct nativesym_sym sym;
+		/* The same function in every process, whatever its load address. */
+		f.addr = addr - m->bias;
+		nativesym_lookup(s->nsyms, &nf, addr - !sampled - m->bias, &sym);
+		nativesym_format(&sym, buf, sizeof(buf));
+		f.module = native_file_path(m->file);
+		f.build_id = sym.build_id && *sym.build_id ? sym.build_id : NULL;
+		/* The eval loop: _PyEval_EvalFrameDefault on 3.x, where
+		 * PyEval_EvalFrameEx is only a wrapper around it. */
+		if (sym.name && nativesym_is_eval_loop(sym.name) &&
+		    (p->pp.version[0] == '2' || strncmp(sym.name, "PyEval_EvalFrameEx", 18)))
+			*kind = NF_EVAL;
+		else if (nativesym_is_interpreter(f.module, p->pp.binary))
+			*kind = sym.name && strcasestr(sym.name, "call") ? NF_CALL : NF_INTERP;
+	} else if (m) {
+		f.module = "[anonymous]";
+	}
+	int id = profile_intern_frame(s->prof, &f);
+	if (id >= 0 && e)
+		*e = (struct ncache_ent){
+		    .key = key, .id = (uint32_t)id, .kind = *kind, .epoch = s->epoch};
+	return id;
+}
+
+static int push_marker(struct session *s, uint32_t *n, const char *text)
+{
+	int id = marker(s, text);
+	if (id >= 0)
+		s->ids[(*n)++] = (uint32_t)id;
+	return id < 0 ? id : 0;
+}
+
+/* Pushes the Python frames smp->frames[from .. to), root first (from > to
+ * is walked down: frames are innermost first). */
+static int push_python(struct session *s, struct sproc *p, const struct tp_sample *smp, uint32_t *n,
+		       int root, int leaf)
+{
+	for (int i = root; i >= leaf; i--) {
+		int id = python_frame(s, p, &smp->frames[i]);
+		if (id < 0)
+			return id;
+		s->ids[(*n)++] = (uint32_t)id;
+	}
+	return 0;
+}
+
+/* The Python frames with the native ones (doc/DESIGN.md, "Merging"): each
+ * eval-loop frame of the native stack is replaced by the Python frames its
+ * call runs. On 3.11+ an eval-loop call runs the frames from the innermost
+ * not yet placed down to the next entry frame; before, one frame each.
+ * Counts that cannot match give the sample a marker and both parts, never a
+ * guess. */
+static int push_merged(struct session *s, struct sproc *p, const struct tp_sample *smp, uint32_t *n)
+{
+	uint32_t nat = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack;
+	int ids[TP_USTACK_MAX];
+	uint8_t kind[TP_USTACK_MAX];
+	bool eval[TP_USTACK_MAX];
+	int nevals = 0, ngroups = 0, ret;
+	for (uint32_t i = 0; i < nat; i++) {
+		ids[i] = native_frame(s, p, smp->ustack[i], i == 0, &kind[i]);
+		if (ids[i] < 0)
+			return ids[i];
+		eval[i] = kind[i] == NF_EVAL;
+		nevals += eval[i];
+	}
+	/* Group ends (innermost first): group g is frames [gend[g-1]+1, gend[g]]. */
+	bool interp = p->pp.tp.off.flags & TP_LF_INTERP_FRAME;
+	int gend[TP_USTACK_MAX + 1];
+	/* The innermost eval loop between its shim and its first frame, or
+	 * after its last one was popped: a group of no frames. */
+	if (smp->flags & TP_SF_TOP_SHIM)
+		gend[ngroups++] = -1;
+	for (int i = 0; i < (int)smp->nframes && ngroups <= TP_USTACK_MAX; i++)
+		if (!interp || (smp->frames[i].flags & TP_FF_ENTRY) || i == (int)smp->nframes - 1) {
+			if (ngroups == TP_USTACK_MAX) {
+				ngroups++;
+				break;
+			}
+			gend[ngroups++] = i;
+		}
+	bool py_cut = smp->err != TP_ERR_NONE, nat_cut = smp->uerr != TP_UERR_NONE;
+	/* Which side may hold more: the one whose root part is complete. */
+	bool ok = ngroups <= TP_USTACK_MAX && (ngroups == nevals || (nat_cut && ngroups > nevals) ||
+					       (py_cut && nevals > ngroups));
+	if (!ok) {
+		s->st.merge_failures++;
+		if ((ret = push_marker(s, n, "[native and Python stacks disagree]")) < 0)
+			return ret;
+		if ((ret = push_python(s, p, smp, n, (int)smp->nframes - 1, 0)) < 0)
+			return ret;
+		for (int i = (int)nat - 1; i >= 0; i--)
+			s->ids[(*n)++] = (uint32_t)ids[i];
+		return 0;
+	}
+	/* Groups no eval frame holds (the native stack was cut): at the root,
+	 * above the native part's marker. */
+	int g = ngroups - 1;
+	for (; g >= nevals; g--) {
+		if ((ret = push_python(s, p, smp, n, gend[g], g ? gend[g - 1] + 1 : 0)) < 0)
+			return ret;
+	}
+	if (nat_cut && smp->uerr < TP_UERR__COUNT) {
+		if ((ret = push_marker(s, n, walkerr_native_marker(smp->uerr))) < 0)
+			return ret;
+	}
+	/* Eval frames from the root: the k-th from the leaf takes group k.
+	 * The filtered view (doc/DESIGN.md, "The filtered view") starts at
+	 * the first Python frame. After each eval loop it hides the
+	 * interpreter running bytecode (long_add, PyObject_GetAttr) and its
+	 * call machinery (PyObject_Vectorcall, method_vectorcall_O), and
+	 * shows what a call reaches: a builtin's C code (sre_ucs1_match,
+	 * list_sort), and anything outside the interpreter. */
+	bool filtered = s->opts.native == SESSION_NATIVE_FILTERED && ngroups > 0;
+	bool hiding = filtered, called = false;
+	int k = nevals - 1;
+	for (int i = (int)nat - 1; i >= 0; i--) {
+		if (!eval[i] || k >= ngroups) {
+			bool root = k == nevals - 1 && nevals > 0;
+			if (hiding && (root || kind[i] == NF_CALL ||
+				       (kind[i] == NF_INTERP && !called) || eval[i])) {
+				called |= kind[i] == NF_CALL;
+				k -= eval[i];
+				continue;
+			}
+			hiding = false;
+			s->ids[(*n)++] = (uint32_t)ids[i];
+			k -= eval[i];
+			continue;
+		}
+		if ((ret = push_python(s, p, smp, n, gend[k], k ? gend[k - 1] + 1 : 0)) < 0)
+			return ret;
+		hiding = filtered;
+		called = false;
+		k--;
+	}
+	return 0;
+}
+
 static int on_sample(struct session *s, const struct tp_sample *smp, size_t size)
 {
 	size_t need = __builtin_offsetof(struct tp_sample, frames) +
 		      (size_t)smp->nframes * sizeof(struct tp_frame);
-	if (size < need || smp->nframes > TP_MAX_FRAMES || smp->nkstack > TP_KSTACK_MAX)
+	if (size < need || smp->nframes > TP_MAX_FRAMES || smp->nkstack > TP_KSTACK_MAX ||
+	    smp->nustack > TP_USTACK_MAX)
 		return 0; /* malformed: cannot happen unless the ABI drifted */
 	struct sproc *p = sproc_get(s, (pid_t)smp->pid);
 	if (!p || p->state != SP_PYTHON) {
@@ -336,7 +553,8 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 			s->sm.ops->del_proc(s->sm.impl, smp->pid);
 		return 0;
 	}
-	if (ensure_ids(s, (size_t)smp->nframes + smp->nkstack + 2))
+	bool native = (smp->flags & TP_SF_NATIVE) && s->native;
+	if (ensure_ids(s, (size_t)smp->nframes + smp->nkstack + (native ? smp->nustack : 0) + 4))
 		return -ENOMEM;
 	uint32_t n = 0;
 	int id;
@@ -351,10 +569,21 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 			return id;
 		s->ids[n++] = (uint32_t)id;
 	}
-	for (int i = (int)smp->nframes - 1; i >= 0; i--) {
-		if ((id = python_frame(s, p, &smp->frames[i])) < 0)
+	if (native && smp->uerr == TP_UERR_UNMAPPED && getenv("TAIPAN_DBG_UNMAPPED")) {
+		uint64_t a = smp->nustack ? smp->ustack[smp->nustack - 1] : 0;
+		const struct native_map *m = native_find(&p->np, a);
+		fprintf(stderr, "UNMAPPED pid %d n=%u ip=0x%llx known=%d %s\n", p->pid,
+			smp->nustack, (unsigned long long)a, m != NULL,
+			m && m->file ? native_file_path(m->file) : "-");
+	}
+	if (native) {
+		if (smp->uerr < TP_UERR__COUNT)
+			s->st.native_errors[smp->uerr]++;
+		if ((id = push_merged(s, p, smp, &n)) < 0)
 			return id;
-		s->ids[n++] = (uint32_t)id;
+	} else {
+		if ((id = push_python(s, p, smp, &n, (int)smp->nframes - 1, 0)) < 0)
+			return id;
 	}
 	for (int i = (int)smp->nkstack - 1; i >= 0; i--) {
 		if ((id = kernel_frame(s, smp->kstack[i])) < 0)
@@ -416,6 +645,8 @@ static void forked(struct session *s, pid_t child, pid_t parent, uint64_t time_n
 		return;
 	}
 	c->state = SP_PYTHON;
+	if (s->native && native_fork(s->native, child, &pp->np, &c->np))
+		native_rescan(s, c);
 	/* As of the fork: an exec after it, read later, still forgets it. */
 	c->classified_ns = time_ns;
 	s->st.processes++;
@@ -438,6 +669,13 @@ static int on_event(void *ctx, void *data, size_t size)
 	case TP_EV_FORK:
 		forked(s, (pid_t)ev->pid, (pid_t)ev->ppid, ev->time_ns);
 		break;
+	case TP_EV_UNMAPPED: {
+		/* Code BPF has no mapping for: a library loaded since. */
+		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
+		if (p && p->state == SP_PYTHON && !p->exited_ns)
+			native_rescan(s, p);
+		break;
+	}
 	case TP_EV_EXEC: {
 		/* What we knew describes the old program, unless we looked at
 		 * the process after the exec (a young process is re-examined on
@@ -489,6 +727,7 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 	    .system_wide = o->system_wide,
 	    .kernel_stacks = o->kernel_stacks,
 	    .follow_children = o->follow_children,
+	    .native = o->native != SESSION_NATIVE_NONE,
 	    .rate_hz = o->rate_hz,
 	};
 	ret = (o->open_sampler ? o->open_sampler : bpfrun_sampler_open)(&bo, on_event, s, &s->sm,
@@ -496,6 +735,15 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 	if (ret) {
 		session_free(s);
 		return ret;
+	}
+	if (o->native != SESSION_NATIVE_NONE && s->sm.ops->put_table) {
+		s->native = native_new(&s->sm);
+		s->nsyms = nativesym_new();
+		if (!s->native || !s->nsyms) {
+			session_free(s);
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
 	}
 	*out = s;
 	return 0;
@@ -508,6 +756,8 @@ void session_free(struct session *s)
 	struct sproc *p, *tmp;
 	HASH_ITER(hh, s->procs, p, tmp)
 	sproc_drop(s, p);
+	native_free(s->native);
+	nativesym_free(s->nsyms);
 	if (s->sm.ops)
 		s->sm.ops->free(s->sm.impl);
 	pyproc_cache_free(s->cache);
@@ -687,6 +937,14 @@ void session_stats(struct session *s, struct session_stats *st)
 		    c[TP_STAT_UNKNOWN_PROC] > early ? c[TP_STAT_UNKNOWN_PROC] - early : 0;
 	}
 	s->st.lost = s->st.lost_ring + s->dropped + s->early_dropped;
+	if (s->native) {
+		struct native_stats ns;
+		native_get_stats(s->native, &ns);
+		s->st.native_files = ns.files;
+		s->st.native_files_failed = ns.files_failed;
+		s->st.native_table_bytes = ns.table_bytes;
+		s->st.native_build_ms = ns.build_ns / 1000000;
+	}
 	*st = s->st;
 }
 

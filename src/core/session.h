@@ -11,10 +11,18 @@
 #include "core/sampler.h"
 #include "taipan_abi.h"
 
+/* Native frames in the stacks (--native). */
+enum session_native {
+	SESSION_NATIVE_NONE = 0, /* Python and kernel frames only */
+	SESSION_NATIVE_FILTERED, /* native frames, without the interpreter's call machinery */
+	SESSION_NATIVE_ALL,	 /* every native frame */
+};
+
 struct session_opts {
 	bool system_wide;
 	bool kernel_stacks;
 	bool follow_children;
+	enum session_native native; /* native frames, merged with the Python ones */
 	unsigned int rate_hz;
 	/* System-wide only: profile just the processes whose comm is one of
 	 * these (NULL-terminated; NULL: all), and whose cgroup v2 path starts
@@ -37,11 +45,17 @@ struct session_stats {
 				* hold (ring full, or read after taipan forgot the process): what
 				* record and top call "lost" */
 	uint64_t bad_frames;   /* Python frames whose code object could not be read */
-	uint64_t walk_errors[TP_ERR__COUNT]; /* by enum tp_walk_err */
-	uint64_t truncated;		     /* stacks deeper than the walk limit */
-	unsigned int processes;		     /* Python processes seen */
-	unsigned int unsupported;	     /* processes refused (version, layout) */
-	uint64_t bpf_samples;		     /* perf samples in tracked processes */
+	uint64_t walk_errors[TP_ERR__COUNT];	/* by enum tp_walk_err */
+	uint64_t truncated;			/* stacks deeper than the walk limit */
+	uint64_t native_errors[TP_UERR__COUNT]; /* native walks, by how they ended */
+	uint64_t merge_failures;      /* samples whose native and Python stacks disagreed */
+	uint64_t native_files;	      /* files with an unwind table in BPF */
+	uint64_t native_files_failed; /* files without one: followed by frame pointer */
+	uint64_t native_table_bytes;  /* of those tables */
+	uint64_t native_build_ms;     /* spent building them */
+	unsigned int processes;	      /* Python processes seen */
+	unsigned int unsupported;     /* processes refused (version, layout) */
+	uint64_t bpf_samples;	      /* perf samples in tracked processes */
 };
 
 struct session;

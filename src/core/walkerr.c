@@ -29,3 +29,25 @@ bool walkerr_is_cut(unsigned int err)
 {
 	return err == TP_ERR_DEPTH || err == TP_ERR_STEPS;
 }
+
+#define X_NMARKER(id, marker, key, desc) [TP_UERR_##id] = marker,
+#define X_NKEY(id, marker, key, desc) [TP_UERR_##id] = key,
+#define X_NDESC(id, marker, key, desc) [TP_UERR_##id] = desc,
+static const char *const nmarkers[TP_UERR__COUNT] = {TP_NATIVE_ERRORS(X_NMARKER)};
+static const char *const nkeys[TP_UERR__COUNT] = {TP_NATIVE_ERRORS(X_NKEY)};
+static const char *const ndescs[TP_UERR__COUNT] = {TP_NATIVE_ERRORS(X_NDESC)};
+
+const char *walkerr_native_marker(unsigned int err)
+{
+	return err < TP_UERR__COUNT ? nmarkers[err] : "[native: unknown error]";
+}
+
+const char *walkerr_native_key(unsigned int err)
+{
+	return err < TP_UERR__COUNT ? nkeys[err] : "unknown";
+}
+
+const char *walkerr_native_desc(unsigned int err)
+{
+	return err < TP_UERR__COUNT ? ndescs[err] : "a failure this taipan does not know";
+}

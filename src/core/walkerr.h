@@ -16,4 +16,9 @@ const char *walkerr_desc(unsigned int err);
 /* Whether err means the stack was cut at a limit rather than a failed read. */
 bool walkerr_is_cut(unsigned int err);
 
+/* The same for the native unwinder's TP_NATIVE_ERRORS. */
+const char *walkerr_native_marker(unsigned int err);
+const char *walkerr_native_key(unsigned int err);
+const char *walkerr_native_desc(unsigned int err);
+
 #endif /* TAIPAN_WALKERR_H */

@@ -194,6 +194,7 @@ int profile_intern_frame(struct profile *p, const struct prof_frame *f)
 	in.name = intern(p, f->name ? f->name : "", &err);
 	in.file = intern(p, f->file, &err);
 	in.module = intern(p, f->module, &err);
+	in.build_id = intern(p, f->build_id, &err);
 	if (err)
 		return err;
 

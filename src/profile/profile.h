@@ -16,12 +16,14 @@ enum prof_frame_kind {
 
 /* A frame as the encoders see it. Strings are owned by the profile once interned. */
 struct prof_frame {
-	const char *name;   /* qualified function name, kernel symbol, or marker text */
-	const char *file;   /* source file, or NULL */
-	const char *module; /* mapping: "[kernel]", a library path, or NULL for Python */
-	int line;	    /* current line, 0 when unknown */
-	int first_line;	    /* the function's first line, 0 when unknown */
-	uint64_t addr;	    /* kernel/native address, 0 for Python */
+	const char *name;     /* qualified function name, kernel symbol, or marker text */
+	const char *file;     /* source file, or NULL */
+	const char *module;   /* mapping: "[kernel]", a library path, or NULL for Python */
+	const char *build_id; /* native: the module's build-id in hex, or NULL */
+	int line;	      /* current line, 0 when unknown */
+	int first_line;	      /* the function's first line, 0 when unknown */
+	uint64_t addr;	      /* kernel: the address; native: the module's link-time address, which
+			       * is the same in every process that maps it; 0 for Python */
 	enum prof_frame_kind kind;
 };
 

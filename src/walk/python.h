@@ -72,6 +72,13 @@ struct tpw_state {
 	__u64 frame; /* next frame to read, 0 when the walk is over */
 	__u64 prev;  /* the frame read before st->frame, 0 if none */
 	struct tp_proc proc;
+	/* The native unwinder's registers (walk/native.h): the frame being
+	 * unwound. */
+	struct {
+		__u64 ip, sp, fp;
+		__u32 frames; /* unwound so far, the sampled one included */
+		__u32 done;   /* the native walk is over */
+	} u;
 	struct tp_sample s; /* s.time_ns must be set: the caches age by it */
 	struct tpw_host host;
 };
@@ -185,6 +192,11 @@ TPW_INLINE void tpw_begin(struct tpw_state *st)
 	st->s.err = TP_ERR_NONE;
 	st->s.flags = TP_SF_PYTHON;
 	st->s.walk_calls = 0;
+	st->s.nustack = 0;
+	st->s.uerr = TP_UERR_NONE;
+	st->u.done = 1;
+	/* The slot a shim on top of the stack marks (see the walker). */
+	st->s.frames[TP_MAX_FRAMES - 1].flags = 0;
 	st->frame = 0;
 	st->prev = 0;
 	st->win_len = 0;
@@ -479,6 +491,10 @@ TPW_INLINE bool tpw_step(struct tpw_state *st, __u32 walker)
  * steps (tail calls). */
 TPW_INLINE void tpw_cut(struct tpw_state *st)
 {
+	/* A shim skipped at the top marked the slot below frames[0]: the
+	 * last one, unused unless the stack fills it. */
+	if (st->s.nframes < TP_MAX_FRAMES && (st->s.frames[TP_MAX_FRAMES - 1].flags & TP_FF_ENTRY))
+		st->s.flags |= TP_SF_TOP_SHIM;
 	if (!st->frame)
 		return;
 	st->s.flags |= TP_SF_TRUNCATED;

@@ -345,6 +345,7 @@ class Frame:
     line: int = None
     kernel: bool = False
     marker: bool = False
+    native: bool = False
 
 
 FRAME_RE = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
@@ -353,6 +354,8 @@ FRAME_RE = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$"
 def parse_frame(text):
     if text.endswith("_[k]"):
         return Frame(text, text[:-4], kernel=True)
+    if text.endswith("_[n]"):
+        return Frame(text, text[:-4], native=True)
     if text.startswith("[") and text.endswith("]"):
         return Frame(text, text, marker=True)
     m = FRAME_RE.match(text)
@@ -373,7 +376,11 @@ class Stack:
 
     @property
     def python(self):
-        return [f for f in self.frames if not f.kernel and not f.marker]
+        return [f for f in self.frames if not f.kernel and not f.marker and not f.native]
+
+    @property
+    def native(self):
+        return [f for f in self.frames if f.native]
 
     @property
     def kernel(self):

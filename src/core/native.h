@@ -1,0 +1,87 @@
+/* native.h - what native unwinding needs of the profiled processes: each
+ * executable mapping, the unwind table of each mapped file, and the BPF
+ * entries that lead from one to the other.
+ *
+ * A file's table is built once (src/target/unwtab.c) and shared by every
+ * process that maps it: files are keyed by device and inode, so 200
+ * processes of one interpreter cost one table. A process holds only its
+ * mappings and their prefixes in the umaps trie. The registry keeps each
+ * file open, so that its frames can still be named after every process that
+ * mapped it has gone.
+ */
+#ifndef TAIPAN_NATIVE_H
+#define TAIPAN_NATIVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/sampler.h"
+
+struct native;
+struct native_file;
+
+/* One executable mapping of a process. */
+struct native_map {
+	uint64_t start, end; /* [start, end) */
+	uint64_t bias;	     /* runtime address - bias = the file's link-time address */
+	uint64_t offset;     /* file offset of start */
+	uint64_t inode;
+	uint32_t dev_major, dev_minor;
+	struct native_file *file; /* NULL for anonymous code */
+	uint32_t nranges;	  /* its prefixes in the umaps trie */
+	bool seen;		  /* scratch for native_scan */
+};
+
+/* A process's executable mappings, sorted by start. */
+struct native_proc {
+	struct native_map *v;
+	size_t n;
+};
+
+/* Totals, for --stats and the benchmarks. */
+struct native_stats {
+	uint64_t files; /* files with a table in BPF now */
+	uint64_t
+	    files_failed;     /* files whose table could not be built (followed by frame pointer) */
+	uint64_t table_bytes; /* of the tables in BPF now */
+	uint64_t build_ns;    /* spent building tables */
+	uint64_t ranges;      /* umaps entries now */
+	uint64_t scans;	      /* reads of a process's maps */
+	uint64_t range_errors; /* umaps entries BPF refused (full) */
+};
+
+/* A registry that tells sm's BPF maps. NULL when out of memory. */
+struct native *native_new(const struct sampler *sm);
+/* Frees it and every table it gave BPF. Accepts NULL. */
+void native_free(struct native *n);
+
+/* Reads pid's executable mappings and brings np and BPF up to date: new
+ * mappings get their file's table (built when no process mapped the file
+ * before) and their trie entries; mappings gone lose theirs. Returns 0, or a
+ * negative errno when the maps cannot be read (-ESRCH: the process is gone);
+ * a file whose table fails is followed by frame pointers, not refused. */
+int native_scan(struct native *n, pid_t pid, struct native_proc *np);
+
+/* child was forked by the process of parent: it has the same mappings, so
+ * it gets them without a look at its maps, which a short child may leave
+ * before taipan reads them. Returns 0 or -ENOMEM. */
+int native_fork(struct native *n, pid_t child, const struct native_proc *parent,
+		struct native_proc *np);
+
+/* Forgets everything of pid: its trie entries and its hold on its files. */
+void native_drop(struct native *n, pid_t pid, struct native_proc *np);
+
+/* The mapping of np holding addr, or NULL. */
+const struct native_map *native_find(const struct native_proc *np, uint64_t addr);
+
+/* A path taipan can open the file at, whatever became of the processes that
+ * mapped it ("/proc/self/fd/N"), and the path as the first process that
+ * mapped it saw it ("[vdso]" for the vDSO). */
+const char *native_file_open_path(const struct native_file *f);
+const char *native_file_path(const struct native_file *f);
+
+void native_get_stats(const struct native *n, struct native_stats *out);
+
+#endif /* TAIPAN_NATIVE_H */

@@ -1,0 +1,200 @@
+/* native.h - the native stack unwinder, one source compiled twice, like
+ * walk/python.h (whose struct tpw_state it shares).
+ *
+ * It follows the rows that user space made of each file's call-frame
+ * information (src/target/unwtab.c, struct tp_urow): from an instruction
+ * pointer, the row that covers it says how to find the canonical frame
+ * address (CFA), below which the return address and, where the function
+ * saved it, the caller's frame pointer lie. Code without rows (no CFI, or an
+ * anonymous mapping) is followed by its frame pointer. Every step is checked:
+ * the stack pointer must move up, every read must succeed, and a rule this
+ * code does not know ends the walk with an error (enum tp_native_err), never
+ * with a guessed frame.
+ *
+ * Before including this file (after walk/python.h), the includer defines:
+ *   tpn_mapping(st, ip, m)    fill struct tp_umap *m for the process's
+ *                             mapping of ip: 0, or -1 when none is known
+ *   tpn_table(st, file)       a handle on file's table (NULL: none)
+ *   tpn_file(st, file, info)  fill struct tp_ufile *info: 0 or -1
+ *   tpn_entry(st, t, i)       a const struct tp_urow * for entry i of table
+ *                             handle t (page index first, then rows), or NULL
+ * and the walk/python.h hooks (tpw_read) for the stack's memory.
+ *
+ * x86-64 only: the return address is at CFA - 8.
+ */
+#ifndef TAIPAN_WALK_NATIVE_H
+#define TAIPAN_WALK_NATIVE_H
+
+#include "taipan_abi.h"
+
+/* Starts a native walk at the registers of the sampled thread's user mode. */
+TPW_INLINE void tpn_begin(struct tpw_state *st, __u64 ip, __u64 sp, __u64 fp)
+{
+	st->s.flags |= TP_SF_NATIVE;
+	st->s.nustack = 0;
+	st->s.uerr = TP_UERR_NONE;
+	st->u.ip = ip;
+	st->u.sp = sp;
+	st->u.fp = fp;
+	st->u.frames = 0;
+	st->u.done = 0;
+}
+
+TPW_INLINE void tpn_fail(struct tpw_state *st, __u16 err)
+{
+	st->s.uerr = err;
+	st->u.done = 1;
+}
+
+/* The row of table t (described by info) that covers vaddr: found through
+ * the page index, then by a bounded binary search among the rows that the
+ * page and the next one delimit. 0 with *row filled, or -1. */
+TPW_INLINE int tpn_find_row(struct tpw_state *st, void *t, const struct tp_ufile *info, __u32 vaddr,
+			    struct tp_urow *row)
+{
+	const struct tp_urow *e;
+	__u32 page, lo, hi;
+	if (vaddr < info->base || !info->nrows || !info->npages)
+		return -1;
+	page = (vaddr - info->base) >> TP_UPAGE_SHIFT;
+	if (page >= info->npages) {
+		/* Past the last page: the last row (the one after every FDE). */
+		lo = hi = info->nrows - 1;
+	} else {
+		e = tpn_entry(st, t, page);
+		if (!e)
+			return -1;
+		lo = e->pc;
+		hi = info->nrows - 1;
+		if (page + 1 < info->npages) {
+			e = tpn_entry(st, t, page + 1);
+			if (!e)
+				return -1;
+			hi = e->pc;
+		}
+	}
+	if (lo >= info->nrows || hi >= info->nrows || lo > hi)
+		return -1;
+	for (int i = 0; i < TP_USEARCH && lo < hi; i++) {
+		__u32 mid = lo + (hi - lo + 1) / 2;
+		e = tpn_entry(st, t, info->npages + mid);
+		if (!e)
+			return -1;
+		if (e->pc <= vaddr)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	if (lo != hi)
+		return -1; /* more rows in one page than the search covers */
+	e = tpn_entry(st, t, info->npages + lo);
+	if (!e || e->pc > vaddr)
+		return -1;
+	*row = *e;
+	return 0;
+}
+
+/* One unwinding step: records the current frame, then moves the registers to
+ * its caller's. */
+TPW_INLINE void tpn_frame(struct tpw_state *st)
+{
+	struct tp_umap m;
+	struct tp_urow row;
+	__u64 ip = st->u.ip, sp = st->u.sp, cfa, ra, fp = st->u.fp;
+	/* A return address points after its call, which may be the last
+	 * instruction of a function: look up the call itself. The sampled
+	 * instruction is where it is. */
+	__u64 at = st->u.frames ? ip - 1 : ip;
+
+	if (st->s.nustack >= TP_USTACK_MAX) {
+		tpn_fail(st, TP_UERR_DEPTH);
+		return;
+	}
+	st->s.ustack[st->s.nustack & (TP_USTACK_MAX - 1)] = ip;
+	st->s.nustack++;
+	st->u.frames++;
+
+	if (tpn_mapping(st, at, &m)) {
+		tpn_fail(st, TP_UERR_UNMAPPED);
+		return;
+	}
+	if (m.flags & TP_UM_FP) {
+		row.cfa = TP_CFA_NOCFI;
+	} else {
+		struct tp_ufile info;
+		void *t = tpn_table(st, m.file);
+		if (!t || tpn_file(st, m.file, &info) ||
+		    tpn_find_row(st, t, &info, (__u32)(at - m.bias), &row)) {
+			tpn_fail(st, TP_UERR_TABLE);
+			return;
+		}
+	}
+
+	switch (row.cfa) {
+	case TP_CFA_SP:
+		cfa = sp + (__s64)row.cfa_off;
+		break;
+	case TP_CFA_FP:
+		cfa = fp + (__s64)row.cfa_off;
+		break;
+	case TP_CFA_PLT:
+		cfa = sp + (__s64)row.cfa_off + ((ip & 15) >= (__u64)row.fp_off ? 8 : 0);
+		row.fp = TP_FP_SAME;
+		break;
+	case TP_CFA_END:
+		st->u.done = 1; /* the thread's root */
+		return;
+	case TP_CFA_NOCFI:
+		if (!fp) {
+			tpn_fail(st, TP_UERR_NO_FP);
+			return;
+		}
+		cfa = fp + 16;
+		row.fp = TP_FP_AT;
+		row.fp_off = -16;
+		break;
+	default:
+		tpn_fail(st, TP_UERR_CFI);
+		return;
+	}
+	if (cfa <= sp) {
+		tpn_fail(st, TP_UERR_BAD_STEP);
+		return;
+	}
+	if (row.fp == TP_FP_AT && row.fp_off == -16) {
+		__u64 pair[2];
+		if (tpw_read(st, pair, sizeof(pair), cfa - 16)) {
+			tpn_fail(st, TP_UERR_READ);
+			return;
+		}
+		fp = pair[0];
+		ra = pair[1];
+	} else {
+		if (tpw_read(st, &ra, sizeof(ra), cfa - 8)) {
+			tpn_fail(st, TP_UERR_READ);
+			return;
+		}
+		if (row.fp == TP_FP_AT && tpw_read(st, &fp, sizeof(fp), cfa + (__s64)row.fp_off)) {
+			tpn_fail(st, TP_UERR_READ);
+			return;
+		}
+	}
+	st->u.ip = ra;
+	st->u.sp = cfa;
+	st->u.fp = fp;
+	if (!ra)
+		st->u.done = 1; /* a zero return address ends a frame-pointer chain */
+}
+
+/* Unwinds up to TP_UFRAMES_PER_PROG frames; says whether more remain. */
+TPW_INLINE bool tpn_step(struct tpw_state *st)
+{
+	for (int i = 0; i < TP_UFRAMES_PER_PROG; i++) {
+		if (st->u.done)
+			break;
+		tpn_frame(st);
+	}
+	return !st->u.done;
+}
+
+#endif /* TAIPAN_WALK_NATIVE_H */

@@ -1,0 +1,238 @@
+"""Native frames merged in place: the kernel, C and Python in one stack,
+unwound in BPF from call-frame information (no frame pointers needed).
+
+Every test runs real interpreters under the real BPF programs and asserts on
+the frames of the stacks they give."""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import (MATRIX, WORKLOADS, interpreter, marked_lines, record_folded, require,
+                      run_taipan, total)
+
+# The interpreters whose headers are on this machine: the test extension
+# is built against them.
+HEADERS = ["pyenv-2.7", "pyenv-3.6", "pyenv-3.7", "pyenv-3.8", "pyenv-3.9", "pyenv-3.10",
+           "pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11-static"]
+EVAL_LOOP = re.compile(r"^(_PyEval_EvalFrameDefault|PyEval_EvalFrameEx)(\.|$)")
+
+
+def names(stack):
+    return [f.name for f in stack.frames]
+
+
+def under(stack, func):
+    """The frames of stack below (leafward of) the Python frame func, or None."""
+    for i, f in enumerate(stack.frames):
+        if not f.native and not f.kernel and not f.marker and f.name == func:
+            return stack.frames[i + 1:]
+    return None
+
+
+def no_eval_loops(stacks):
+    """Merged stacks never keep an eval-loop frame: each one was replaced by
+    its Python frames (a sample whose parts disagree says so with a marker)."""
+    left = [s for s in stacks if any(EVAL_LOOP.match(f.name) for f in s.frames if f.native)
+            and not any(f.name.startswith("[native and Python") for f in s.frames)]
+    assert not left, "eval-loop frames left in: %s" % names(left[0])
+
+
+def build_cmix(interp, tmp_path):
+    """Builds tests/workloads/cmix.c for interp (-O2 -fomit-frame-pointer)
+    into a directory of its own, checks that its functions set up no frame
+    pointer, and returns that directory."""
+    out = tmp_path / "cmix"
+    out.mkdir(exist_ok=True)
+    inc = subprocess.run([interp.path, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"],
+                         stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    require(os.path.join(inc, "Python.h"), "Python.h of " + interp.id)
+    so = out / "cmix.so"
+    subprocess.run(["cc", "-O2", "-fomit-frame-pointer", "-fPIC", "-shared", "-I", inc,
+                    os.path.join(WORKLOADS, "cmix.c"), "-o", str(so)], check=True)
+    dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(so)], stdout=subprocess.PIPE,
+                         text=True, check=True).stdout
+    for func in ("c_b", "c_d", "cmix_spin"):
+        m = re.search(r"<%s(\.[\w.]+)?>:\n((?:.*\n){1,4})" % func, dis)
+        assert m, "%s not in cmix.so" % func
+        head = m.group(2)
+        assert not ("push   %rbp" in head and "mov    %rsp,%rbp" in head), \
+            "%s sets up a frame pointer:\n%s" % (func, head)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["filtered", "all"])
+def test_ctypes_qsort_has_libc_between_python_frames(taipan, tmp_path, workload, interp, mode):
+    """Python -> ctypes and libffi -> qsort (libc) -> the ffi closure -> the
+    Python comparator on its line, in that order."""
+    w = workload(interp, "native_qsort.py")
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", mode])
+    line = marked_lines(os.path.join(WORKLOADS, "native_qsort.py"))
+    hits = [s for s in stacks if s.python and s.python[-1].name == "compare"]
+    assert total(hits) >= 50, "few samples in the comparator: %d" % total(hits)
+    no_eval_loops(stacks)
+    good = 0
+    for s in hits:
+        texts = [f.text for f in s.frames]
+        i = next((k for k, f in enumerate(s.frames) if f.name == "sort_once"), None)
+        j = len(s.frames) - 1 - [f.name for f in reversed(s.frames)].index("compare")
+        if i is None or s.frames[i].line != line["qsort"] or \
+                not line["compare"] <= s.frames[j].line <= line["compare"] + 2:
+            continue
+        between = [t.lower() for t in texts[i + 1:j]]
+        ffi = next((k for k, t in enumerate(between) if "ffi" in t), None)
+        sort = next((k for k, t in enumerate(between) if ("qsort" in t or "msort" in t)
+                     and (ffi is None or k > ffi)), None)
+        closure = next((k for k, t in enumerate(between) if "ffi" in t and sort is not None and k > sort),
+                       None)
+        if ffi is not None and sort is not None and closure is not None:
+            good += s.count
+    assert good >= 0.9 * total(hits), "python/ffi/qsort/closure/python order in %d of %d: %s" % (
+        good, total(hits), [f.text for f in hits[0].frames])
+
+
+@pytest.mark.parametrize("ident", HEADERS)
+@pytest.mark.parametrize("mode", ["filtered", "all"])
+def test_extension_interleaves_python_and_c(taipan, tmp_path, workload, ident, mode):
+    """py_a -> c_b -> py_c -> c_d -> its spin loop, from an extension built
+    without frame pointers: the exact interleaving."""
+    it = interpreter(ident)
+    d = build_cmix(it, tmp_path)
+    w = workload(it, "native_cmix.py", d)
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", mode])
+    line = marked_lines(os.path.join(WORKLOADS, "native_cmix.py"))
+    no_eval_loops(stacks)
+    keep = re.compile(r"^(py_a|py_c|c_b|c_d|cmix_spin)(\.[\w.]+)?$")
+    spinning = [s for s in stacks if any(f.native and f.name.startswith("cmix_spin") for f in s.frames)]
+    assert total(spinning) >= 0.5 * total(stacks), "few samples in the C loop: %d of %d" % (
+        total(spinning), total(stacks))
+    good = 0
+    for s in spinning:
+        seq = [(f.name.split(".")[0], f.native, f.line) for f in s.frames
+               if not f.kernel and keep.match(f.name)]
+        if seq == [("py_a", False, line["py_a"]), ("c_b", True, None), ("py_c", False, line["py_c"]),
+                   ("c_d", True, None), ("cmix_spin", True, None)]:
+            good += s.count
+    assert good >= 0.95 * total(spinning), "exact interleaving in %d of %d: %s" % (
+        good, total(spinning), [f.text for f in spinning[0].frames])
+
+
+def test_extension_imported_during_the_recording(taipan, tmp_path, workload):
+    """A module imported two seconds into a recording gets its native frames,
+    named, though it was not mapped when taipan first read the process."""
+    it = interpreter("pyenv-3.12")
+    d = build_cmix(it, tmp_path)
+    w = workload(it, "native_cmix.py", d, 2)
+    stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=5, extra=["--stats"], quiet=False)
+    spinning = [s for s in stacks if s.python and s.python[-1].name == "py_c"]
+    named = [s for s in spinning if any(f.native and f.name.startswith("c_d") for f in s.frames)]
+    assert total(spinning) >= 100, res.stderr
+    assert total(named) >= 0.95 * total(spinning), "c_d named in %d of %d" % (total(named), total(spinning))
+
+
+@pytest.mark.parametrize("ident", [m[0] for m in MATRIX])
+def test_hot_c_of_the_standard_library(taipan, tmp_path, workload, ident):
+    """zlib's deflate under compress(), the re engine under regex(), SHA-256
+    under digest(): native frames under the Python line that called them."""
+    it = interpreter(ident)
+    w = workload(it, "native_stdlib.py")
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=4)
+    no_eval_loops(stacks)
+    line = marked_lines(os.path.join(WORKLOADS, "native_stdlib.py"))
+    for func, want in [("regex", ("sre", "+0x")), ("compress", ("deflate", "libz", "longest_match")),
+                       ("digest", ("sha", "libcrypto", "hacl"))]:
+        ss = [s for s in stacks if under(s, func) is not None]
+        assert total(ss) >= 20, "few samples in %s: %d" % (func, total(ss))
+        ok = 0
+        for s in ss:
+            f = next(f for f in s.frames if f.name == func and not f.native)
+            assert f.line == line[func], f.text
+            below = [x.text.lower() for x in under(s, func) if x.native]
+            if any(k in t for t in below for k in want):
+                ok += s.count
+        assert ok >= 0.8 * total(ss), "%s: native %s in %d of %d: %s" % (
+            func, want, ok, total(ss), [f.text for f in ss[0].frames])
+    if it.id == "debian-3.11-static":
+        # Stripped and static: the re engine's functions are local symbols
+        # that only .symtab had. They stay addresses, never a neighbour.
+        leaves = {s.native[-1].name for s in stacks if under(s, "regex") and s.native}
+        assert any(n.startswith("python3.11+0x") for n in leaves), leaves
+        assert not any(n.startswith("sre_") for n in leaves), leaves
+
+
+@pytest.mark.parametrize("ident", ["pyenv-2.7", "pyenv-3.9", "pyenv-3.12", "pyenv-3.13",
+                                   "debian-3.11-static"])
+def test_blocked_thread_shows_the_libc_wrapper(taipan, tmp_path, workload, ident):
+    """A thread that enters the kernel from time.sleep or select shows the
+    libc wrapper between its kernel frames and its Python frame."""
+    w = workload(interpreter(ident), "native_sleep.py")
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, rate=1000)
+    sleeping = [s for s in stacks if s.kernel and s.python and s.python[-1].name == "sleeper"]
+    assert total(sleeping) >= 10, "few samples in the kernel under sleeper: %d" % total(sleeping)
+    ok = 0
+    for s in sleeping:
+        k = next(i for i, f in enumerate(s.frames) if f.kernel)
+        wrapper = [f for f in s.frames[:k] if f.native]
+        if wrapper and re.search(r"sleep|select|poll", wrapper[-1].name):
+            ok += s.count
+    assert ok >= 0.9 * total(sleeping), [f.text for f in sleeping[0].frames]
+
+
+def test_libc_internals_named_from_its_debug_file(taipan, tmp_path, workload):
+    """libc6-dbg's separate debug file, found by build-id, names qsort's
+    internal msort_with_tmp, which libc's own symbols lack."""
+    libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+    bid = subprocess.run(["readelf", "-n", libc], stdout=subprocess.PIPE, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", bid)
+    assert m
+    require("/usr/lib/debug/.build-id/%s/%s.debug" % (m.group(1)[:2], m.group(1)[2:]),
+            "libc6-dbg's debug file of libc")
+    w = workload(interpreter("pyenv-3.12"), "native_qsort.py")
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2, extra=["--native", "all"])
+    assert any(f.name.startswith("msort_with_tmp") for s in stacks for f in s.frames), \
+        [f.text for f in stacks[0].frames]
+
+
+def test_native_none_gives_python_and_kernel_frames_only(taipan, tmp_path, workload):
+    w = workload(interpreter("pyenv-3.12"), "native_stdlib.py")
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2, extra=["--native", "none"])
+    assert total(stacks) > 0
+    assert not any(f.native for s in stacks for f in s.frames)
+
+
+def test_bad_native_mode_is_refused(taipan):
+    res = run_taipan(taipan, ["record", "--native", "sometimes", "-d", "1", "-a"])
+    assert res.returncode == 2, res.stderr
+    assert "--native wants none, filtered or all, not 'sometimes'" in res.stderr
+
+
+def test_native_leaves_agree_with_perf(taipan, tmp_path, workload):
+    """The native leaf functions' shares agree with perf record --call-graph
+    dwarf on the same process, within 3 points each."""
+    perf = shutil.which("perf")
+    require(perf, "perf (linux-perf)")
+    w = workload(interpreter("pyenv-3.12"), "native_stdlib.py")
+    data = tmp_path / "perf.data"
+    p = subprocess.Popen([perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--all-user",
+                          "--call-graph", "dwarf", "-o", str(data), "-p", str(w.pid), "--", "sleep", "6"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=5, rate=499, extra=["--no-kernel"])
+    p.wait(timeout=60)
+    rep = subprocess.run([perf, "report", "-i", str(data), "--stdio", "--no-children", "--sort", "sym",
+                          "-q", "-g", "none"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         text=True).stdout
+    theirs = {}
+    for m in re.finditer(r"^\s*([\d.]+)%\s+\[\.\]\s+(\S+)", rep, re.M):
+        theirs[m.group(2)] = theirs.get(m.group(2), 0) + float(m.group(1))
+    ours = {}
+    n = total(stacks)
+    for s in stacks:
+        if s.native:
+            ours[s.native[-1].name] = ours.get(s.native[-1].name, 0) + 100.0 * s.count / n
+    big = [f for f in set(theirs) | set(ours) if max(theirs.get(f, 0), ours.get(f, 0)) >= 5]
+    assert big, (theirs, ours)
+    for f in big:
+        assert abs(theirs.get(f, 0) - ours.get(f, 0)) <= 3, "%s: perf %.1f%%, taipan %.1f%%" % (
+            f, theirs.get(f, 0), ours.get(f, 0))
