@@ -79,14 +79,14 @@ def target_samples(pid, stat=STAT_SAMPLES):
     return None
 
 
-def sample_cost(taipan, python, depth, seconds, rate):
+def sample_cost(taipan, python, depth, seconds, rate, extra=()):
     """ns per sample of the whole BPF walk at this depth."""
     work = subprocess.Popen([python, os.path.join(HERE, "work.py"), str(depth), "400000000"],
                             stdout=subprocess.DEVNULL)
     time.sleep(0.5)
     out = tempfile.mktemp(suffix=".folded")
     rec = subprocess.Popen([taipan, "record", "-q", "--no-kernel", "-r", str(rate), "-p", str(work.pid),
-                            "-d", str(seconds + 2), "-o", out])
+                            "-d", str(seconds + 2), "-o", out] + list(extra))
     time.sleep(1)  # loaded and attached
     first, t1 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
     time.sleep(seconds)
@@ -192,6 +192,28 @@ def compare_builds(args):
         print("  %6d %10.0f %10.0f %8.3f" % (d, a, b, a / b if b else float("nan")))
 
 
+def native_cost(args):
+    """Per-sample BPF cost of one build with native unwinding off and on, at
+    each Python depth, alternating runs; prints medians, their difference
+    and the native frames per sample."""
+    depths = [int(d) for d in args.depths.split(",")]
+    modes = [("python", ["--native", "none"]), ("+native", ["--native", "all"])]
+    got = {(m, d): [] for m, _ in modes for d in depths}
+    for i in range(args.rounds):
+        for d in depths:
+            for m, extra in modes:
+                _, per_py, _, _, _ = sample_cost(args.taipan, args.python, d, args.seconds, 1000, extra)
+                got[(m, d)].append(per_py or 0)
+        sys.stderr.write("  round %d/%d\n" % (i + 1, args.rounds))
+    print("\nper-sample BPF cost at 1 kHz, Python only and Python plus native (--native all),")
+    print("median of %d alternating runs (ns per Python sample), %s:" % (args.rounds, args.taipan))
+    print("  %6s %10s %10s %10s" % ("depth", "python", "+native", "native"))
+    for d in depths:
+        a = statistics.median(got[("python", d)])
+        b = statistics.median(got[("+native", d)])
+        print("  %6d %10.0f %10.0f %10.0f" % (d, a, b, b - a))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--taipan", default=os.path.join(ROOT, "build", "taipan"))
@@ -202,7 +224,9 @@ def main():
     ap.add_argument("--vs", metavar="TAIPAN",
                     help="another taipan build: per-sample costs of both, alternating, "
                          "as a ratio (this build / the other), then stop")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds with --vs")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds with --vs or --native")
+    ap.add_argument("--native", action="store_true",
+                    help="only the per-sample cost with native unwinding off and on, at --depths")
     ap.add_argument("--depths", default="10,50,1000", help="Python depths with --vs")
     args = ap.parse_args()
     ncpu = os.cpu_count()
@@ -214,6 +238,8 @@ def main():
     try:
         if args.vs:
             return compare_builds(args)
+        if args.native:
+            return native_cost(args)
         print("\nper-sample BPF cost: run_time_ns of on_sample (tail calls included) over the samples that\n"
               "landed in the workload, and over all runs of the program (every CPU), at 1 kHz:")
         for depth in (20, 50, 1000):

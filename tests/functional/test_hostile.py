@@ -86,6 +86,24 @@ def test_frame_list_that_loops(taipan, workload, tmp_path, version):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_caller_link_that_skips_a_frame_is_a_merge_failure(taipan, workload, tmp_path, version):
+    """A caller link that leads past a frame to an older real one gives a
+    Python stack that looks whole, but one eval loop's frames short: the
+    native stack shows the loop. The sample keeps both parts, whole, under a
+    marker, and is counted; nothing is spliced by a guess."""
+    bad, mine, st, err = beside_healthy(taipan, workload, tmp_path, version, "frame-skip")
+    assert total(mine) >= 50, err
+    marked = [s for s in mine if s.frames[0].text == "[native and Python stacks disagree]"]
+    assert total(marked) >= 0.9 * total(mine), [[f.text for f in s.frames] for s in mine][:3]
+    for s in marked:
+        py = [f.name for f in s.python]
+        assert py[:3] == ["<module>", "main", "spin_skip"], [f.text for f in s.frames]
+        assert any(f.native and f.name.split(".")[0] in ("_PyEval_EvalFrameDefault", "PyEval_EvalFrameEx")
+                   for f in s.frames), [f.text for f in s.frames]
+    assert st.get("merge", 0) >= total(marked), err
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_frame_whose_caller_is_garbage(taipan, workload, tmp_path, version):
     bad, mine, st, err = beside_healthy(taipan, workload, tmp_path, version, "frame-garbage")
     assert total(mine) >= 50, err

@@ -5,6 +5,11 @@
 #
 #   frame-loop        spin_looped()'s frame is its own caller (f_back / previous)
 #   frame-garbage     spin_cut()'s caller is a garbage pointer
+#   frame-skip        spin_skip(), run from C by map(), skips its caller: its
+#                     caller link leads past runner() (and 3.12+'s shim) to
+#                     main(), a real frame, so the Python stack is whole to
+#                     look at but holds one eval loop's frames fewer than the
+#                     native stack has eval loops
 #   bad-name          victim()'s code object has a garbage co_name (and co_qualname)
 #   random-linetable  victim()'s line table is replaced by random bytes
 #   thread-cut        three threads; the newest thread state's `next` is garbage,
@@ -86,6 +91,22 @@ def spin_looped():
 def spin_cut():
     f = caller_frame()
     poke(f + OFF["frame_back"], GARBAGE)
+    ready()
+    busy()
+    os._exit(0)
+
+
+def runner(_):
+    spin_skip()
+
+
+def spin_skip():
+    f = caller_frame()
+    up = peek(peek(f + OFF["frame_back"]) + OFF["frame_back"])
+    # 3.12+: the shim of the eval loop that map() entered lies below runner.
+    if sys.version_info >= (3, 12) and ctypes.c_ubyte.from_address(up + OFF["frame_owner"]).value >= 3:
+        up = peek(up + OFF["frame_back"])
+    poke(f + OFF["frame_back"], up)
     ready()
     busy()
     os._exit(0)
@@ -180,6 +201,8 @@ def main():
         spin_looped()
     elif MODE == "frame-garbage":
         spin_cut()
+    elif MODE == "frame-skip":
+        list(map(runner, [0]))
     elif MODE == "bad-name":
         code = victim.__code__
         poke(id(code) + OFF["code_name"], GARBAGE)
