@@ -156,7 +156,7 @@ $(BUILD)/tools/taipan-capture: tools/capture.c $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
 
-unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp $(UNWTAB_FIXTURES)
+unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
 
 # test_html.py writes its 100,000-stack page with the unit-test binary.
