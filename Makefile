@@ -76,7 +76,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
 .PHONY: all quick deps roots run check test unit functional test-san test-lsan lint format clean install \
-	uninstall offsets demo bench pkg-check vmlinux
+	uninstall offsets demo bench bench-unwtab pkg-check vmlinux
 .DELETE_ON_ERROR:
 
 all: $(BUILD)/taipan
@@ -163,7 +163,7 @@ $(BUILD)/tools/taipan-nsym: tools/nsym.c $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
 
-unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp $(UNWTAB_FIXTURES)
+unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
 
 # test_html.py writes its 100,000-stack page with the unit-test binary.
@@ -212,10 +212,29 @@ demo: run
 
 # Figures, not tests: per-sample BPF cost and slowdown (overhead.py); taipan
 # against Austin and CPython's sampler (compare.py), written to bench/results/.
-bench: $(BUILD)/taipan
+bench: $(BUILD)/taipan bench-unwtab
 	@scripts/make-roots.sh --bench
 	$(PYTHON) bench/overhead.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/compare.py --taipan $(abspath $(BUILD)/taipan)
+
+# Native unwind tables (bench/unwtab.c): rows, bytes and build time for
+# libpython3.12, libc, ld.so, libm and ten extension modules, then for every
+# file a running python3.12 maps.
+UNWTAB_PY := $(firstword $(wildcard /root/.pyenv/versions/3.12*/bin/python3.12))
+UNWTAB_MODS := _decimal _pickle _datetime _json _socket _ssl _ctypes zlib math array
+UNWTAB_FILES = $(wildcard $(UNWTAB_PY:bin/python3.12=lib/libpython3.12.so.1.0)) \
+	/usr/lib/x86_64-linux-gnu/libc.so.6 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 \
+	/usr/lib/x86_64-linux-gnu/libm.so.6 \
+	$(foreach m,$(UNWTAB_MODS),$(wildcard $(UNWTAB_PY:bin/python3.12=lib/python3.12/lib-dynload/$(m).cpython-312-*.so)))
+
+$(BUILD)/bench/unwtab: bench/unwtab.c $(BUILD)/libtaipan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
+
+bench-unwtab: $(BUILD)/bench/unwtab
+	@if [ -z "$(UNWTAB_PY)" ]; then echo "bench-unwtab: no pyenv python3.12" >&2; exit 1; fi
+	$(BUILD)/bench/unwtab $(UNWTAB_FILES)
+	$(BUILD)/bench/unwtab --python $(UNWTAB_PY)
 
 # Regenerate the offset tables from the DWARF of the pyenv interpreters.
 offsets:

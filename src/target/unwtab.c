@@ -29,10 +29,12 @@
 #define REG_RA 16
 
 /* dwarf_cfi_addrframe interprets the FDE's program from its start on each
- * call, so a row costs about the FDE's bytes. libpython3.12 needs about 40M
- * such bytes in all; past this budget the build stops with a partial table,
- * which a corrupt FDE of many tiny rows would otherwise make quadratic. */
-#define WORK_BUDGET (1ull << 31)
+ * call, so a row costs about the FDE's bytes, and a corrupt FDE of many tiny
+ * rows would make the build quadratic. Real files need 20-30 such bytes per
+ * byte of CFI (libpython3.12: 9.3M for 320 KB of .eh_frame); past
+ * WORK_BASE + WORK_PER_BYTE per byte, the build stops with a partial table. */
+#define WORK_BASE (1ull << 22)
+#define WORK_PER_BYTE 256
 
 /* An address range one FDE covers (or the part of a .debug_frame FDE that
  * .eh_frame leaves uncovered). */
@@ -50,7 +52,7 @@ struct build {
 	size_t nspans, spans_cap;
 	struct tp_urow *rows;
 	size_t nrows, rows_cap;
-	uint64_t work;
+	uint64_t work, budget;
 	struct unwtab *t;
 };
 
@@ -164,6 +166,92 @@ static int fde_encoding(const Dwarf_CIE *cie, uint8_t *enc)
 	return 0; /* no 'R': absptr */
 }
 
+/* The highest DWARF register number an FDE may name. x86-64 stops near
+ * 130; libdw sizes its register array by the highest number it meets, so a
+ * corrupt "DW_CFA_same_value r174063593" would have it allocate and clear
+ * gigabytes. */
+#define MAX_REG 255
+
+/* Operands of the CFA instructions 0x00-0x2f: R register (ULEB128), U ULEB128,
+ * S SLEB128, B a ULEB128 length and that many bytes, A an encoded address,
+ * 1/2/4 fixed bytes. NULL: an opcode libdw would refuse on x86-64. */
+static const char *const insn_operands[0x30] = {
+    [DW_CFA_nop] = "",
+    [DW_CFA_set_loc] = "A",
+    [DW_CFA_advance_loc1] = "1",
+    [DW_CFA_advance_loc2] = "2",
+    [DW_CFA_advance_loc4] = "4",
+    [DW_CFA_offset_extended] = "RU",
+    [DW_CFA_restore_extended] = "R",
+    [DW_CFA_undefined] = "R",
+    [DW_CFA_same_value] = "R",
+    [DW_CFA_register] = "RR",
+    [DW_CFA_remember_state] = "",
+    [DW_CFA_restore_state] = "",
+    [DW_CFA_def_cfa] = "RU",
+    [DW_CFA_def_cfa_register] = "R",
+    [DW_CFA_def_cfa_offset] = "U",
+    [DW_CFA_def_cfa_expression] = "B",
+    [DW_CFA_expression] = "RB",
+    [DW_CFA_offset_extended_sf] = "RS",
+    [DW_CFA_def_cfa_sf] = "RS",
+    [DW_CFA_def_cfa_offset_sf] = "S",
+    [DW_CFA_val_offset] = "RU",
+    [DW_CFA_val_offset_sf] = "RS",
+    [DW_CFA_val_expression] = "RB",
+    [DW_CFA_GNU_args_size] = "U",
+    [DW_CFA_GNU_negative_offset_extended] = "RU",
+};
+
+/* Checks, without interpreting them, that the CFA instructions [p, end)
+ * are well formed and name no register above MAX_REG. enc encodes
+ * DW_CFA_set_loc's operand. Returns 0 or -1. One instruction per turn,
+ * each at least one byte: bounded by the bytes. */
+static int check_insns(const uint8_t *p, const uint8_t *end, uint8_t enc)
+{
+	while (p < end) {
+		uint8_t op = *p++;
+		const char *o;
+		uint64_t v;
+
+		switch (op & 0xc0) {
+		case DW_CFA_advance_loc:
+		case DW_CFA_restore:
+			if ((op & 0x3f) > MAX_REG)
+				return -1;
+			continue;
+		case DW_CFA_offset:
+			if (read_value(&p, end, DW_EH_PE_uleb128, &v))
+				return -1;
+			continue;
+		}
+		if (op >= sizeof(insn_operands) / sizeof(insn_operands[0]) || !insn_operands[op])
+			return -1;
+		for (o = insn_operands[op]; *o; o++) {
+			uint8_t fmt = *o == 'S'	  ? DW_EH_PE_sleb128
+				      : *o == '1' ? 0
+				      : *o == '2' ? DW_EH_PE_udata2
+				      : *o == '4' ? DW_EH_PE_udata4
+				      : *o == 'A' ? enc
+						  : DW_EH_PE_uleb128;
+
+			if (*o == '1') {
+				if (p >= end)
+					return -1;
+				p++;
+				continue;
+			}
+			if (read_value(&p, end, fmt, &v))
+				return -1;
+			if ((*o == 'R' && v > MAX_REG) || (*o == 'B' && v > (uint64_t)(end - p)))
+				return -1;
+			if (*o == 'B')
+				p += v;
+		}
+	}
+	return 0;
+}
+
 static int add_span(struct build *b, uint64_t start, uint64_t end, uint32_t cost, bool debug)
 {
 	if (b->nspans == b->spans_cap) {
@@ -194,7 +282,7 @@ static int list_fdes(struct build *b, Elf_Data *data, uint64_t addr, bool eh, bo
 
 	while (off < data->d_size) {
 		const uint8_t *p, *end;
-		uint64_t loc, len;
+		uint64_t loc, len, aug;
 		uint8_t enc;
 		int rc;
 
@@ -240,6 +328,19 @@ static int list_fdes(struct build *b, Elf_Data *data, uint64_t addr, bool eh, bo
 			b->t->fdes_bad++;
 			continue;
 		}
+		/* The FDE's augmentation data ('z': sized), then its program. */
+		if (c.cie.augmentation[0] == 'z' &&
+		    (read_value(&p, end, DW_EH_PE_uleb128, &aug) || aug > (uint64_t)(end - p))) {
+			b->t->fdes_bad++;
+			continue;
+		}
+		if (c.cie.augmentation[0] == 'z')
+			p += aug;
+		if (check_insns(p, end, enc) ||
+		    check_insns(c.cie.initial_instructions, c.cie.initial_instructions_end, enc)) {
+			b->t->fdes_bad++;
+			continue;
+		}
 		err = add_span(
 		    b, loc, loc + len,
 		    (uint32_t)(end - e.fde.start) +
@@ -271,7 +372,8 @@ static int arrange_spans(struct build *b, size_t neh)
 	uint64_t covered = 0;
 	int err = 0;
 
-	qsort(b->spans, neh, sizeof(*b->spans), span_cmp);
+	if (neh) /* qsort's base may not be NULL, even for no elements */
+		qsort(b->spans, neh, sizeof(*b->spans), span_cmp);
 	for (i = 0; i < neh; i++) {
 		struct span s = b->spans[i];
 
@@ -313,7 +415,7 @@ static int arrange_spans(struct build *b, size_t neh)
 			covered = dbg[i].end;
 	}
 	free(dbg);
-	if (!err)
+	if (!err && b->nspans)
 		qsort(b->spans, b->nspans, sizeof(*b->spans), span_cmp);
 	return err;
 }
@@ -468,7 +570,7 @@ static int walk_span(struct build *b, Dwarf_CFI *cfi, const struct span *s)
 		Dwarf_Frame *f;
 
 		b->work += s->cost + 64u;
-		if (b->work > WORK_BUDGET)
+		if (b->work > b->budget)
 			return -E2BIG;
 		if (dwarf_cfi_addrframe(cfi, pc, &f))
 			return push_row(b, pc, bad);
@@ -585,7 +687,7 @@ static Elf_Scn *find_section(Elf *elf, const char *name, GElf_Shdr *sh)
 
 static int build(Elf *elf, struct unwtab *out)
 {
-	struct build b = {.elf = elf, .t = out};
+	struct build b = {.elf = elf, .t = out, .budget = WORK_BASE};
 	Dwarf_CFI *eh = NULL, *dbg = NULL;
 	Dwarf *dw = NULL;
 	Elf_Data *data;
@@ -611,6 +713,7 @@ static int build(Elf *elf, struct unwtab *out)
 	scn = find_section(elf, ".eh_frame", &sh);
 	if (scn && (data = elf_getdata(scn, NULL)) && data->d_buf && data->d_size &&
 	    (eh = dwarf_getcfi_elf(elf))) {
+		b.budget += WORK_PER_BYTE * data->d_size;
 		err = list_fdes(&b, data, sh.sh_addr, true, false);
 		if (err)
 			goto out;
@@ -624,6 +727,7 @@ static int build(Elf *elf, struct unwtab *out)
 		if (scn && (sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
 			scn = NULL;
 		if (scn && (data = elf_getdata(scn, NULL)) && data->d_buf && data->d_size) {
+			b.budget += WORK_PER_BYTE * data->d_size;
 			err = list_fdes(&b, data, sh.sh_addr, false, true);
 			if (err)
 				goto out;

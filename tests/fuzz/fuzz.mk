@@ -15,20 +15,20 @@
 FUZZ_BUILD ?= $(BUILD)/fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= $(CLANG)
-FUZZERS ?= elf procmaps linetable debugoffsets symbolize pywalk ksyms
+FUZZERS ?= elf procmaps linetable debugoffsets symbolize pywalk ksyms unwtab
 
 FUZZ_CFLAGS = -O1 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-omit-frame-pointer \
 	      -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	      -Isrc -Itests/fuzz -MMD -MP
 # Only the modules that parse what targets control, and what they need.
 FUZZ_LIB_SRCS := $(addprefix src/target/,elfsym.c procfs.c procmaps.c linetable.c debugoffsets.c \
-		   pyproc.c pyoffsets.c memread.c pywalk.c gen/debugoffsets_table.c \
+		   pyproc.c pyoffsets.c memread.c pywalk.c unwtab.c gen/debugoffsets_table.c \
 		   gen/pyoffsets_table.c) \
 		 $(addprefix src/,profile/ksyms.c profile/symbolize.c profile/nativesym.c \
 		   util/strutil.c util/log.c)
 FUZZ_LIB_OBJS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS)) \
 		 $(FUZZ_BUILD)/obj/fuzz_target.o
-FUZZ_ALL := elf procmaps linetable debugoffsets symbolize pywalk ksyms
+FUZZ_ALL := elf procmaps linetable debugoffsets symbolize pywalk ksyms unwtab
 FUZZ_BINS := $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_ALL))
 
 # The interpreters whose _Py_DebugOffsets seed the fuzzers of target memory.
@@ -52,7 +52,7 @@ $(FUZZ_BUILD)/obj/fuzz_target.o: tests/fuzz/fuzz_target.c
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) \
-		$(shell $(PKG_CONFIG) --libs libelf liblzma) -lstdc++
+		$(shell $(PKG_CONFIG) --libs libelf libdw liblzma) -lstdc++
 
 fuzz-build:
 	@if ! tests/fuzz/run.sh check $(FUZZ_CC); then \

@@ -3,7 +3,7 @@
 #
 # Usage: tests/fuzz/make_seeds.py OUTDIR FIXTURES_DIR CC
 #
-# Writes OUTDIR/elf, OUTDIR/procmaps, OUTDIR/linetable and OUTDIR/ksyms. The
+# Writes OUTDIR/elf, OUTDIR/procmaps, OUTDIR/linetable, OUTDIR/ksyms and OUTDIR/unwtab. The
 # fuzzers for target memory (symbolize, pywalk) and for _Py_DebugOffsets write
 # their own seeds (TAIPAN_FUZZ_SEEDS; see tests/fuzz/run.sh), since they need
 # the layout tables compiled into taipan.
@@ -16,7 +16,10 @@
 #   procmaps   lines of real /proc/PID/maps files;
 #   linetable  records of the line-table fixtures of every installed Python
 #              (tests/fixtures/dump_linetables.py), in the fuzzer's format;
-#   ksyms      slices of /proc/kallsyms, module symbols included.
+#   ksyms      slices of /proc/kallsyms, module symbols included;
+#   unwtab     whole small ELF files with CFI: pyenv's small extension modules,
+#              and tests/fixtures/unwtab built here (.eh_frame with a PLT,
+#              .debug_frame, frame pointers); fuzz_unwtab corrupts their CFI.
 import glob
 import os
 import struct
@@ -154,6 +157,33 @@ def ksyms_seeds(out):
           b"ffffffff81000100 D data\nffffffff81000200 t mod_fn\t[mod]\nffffffff80000000 T low")
 
 
+def unwtab_seeds(out, cc):
+    d = os.path.join(out, "unwtab")
+    small = sorted(glob.glob("/root/.pyenv/versions/3.1*/lib/python*/lib-dynload/*.so"))
+    n = 0
+    for p in small:
+        if os.path.getsize(p) <= ELF_HEAD and n < 24:
+            with open(p, "rb") as f:
+                write(d, safe(p), f.read())
+            n += 1
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "unwtab")
+    with tempfile.TemporaryDirectory() as tmp:
+        eh, dbg, so = (os.path.join(tmp, x) for x in ("eh.o", "dbg.o", "mixed.so"))
+        base = [cc, "-O1", "-fPIC", "-c"]
+        ok = (subprocess.run(base + ["-fasynchronous-unwind-tables", os.path.join(src, "eh.c"),
+                                     "-o", eh]).returncode == 0 and
+              subprocess.run(base + ["-g", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables",
+                                     os.path.join(src, "dbg.c"), "-o", dbg]).returncode == 0)
+        for name, extra in (("mixed", []), ("mixed-fp", ["-fno-omit-frame-pointer"])):
+            if ok and subprocess.run([cc, "-shared", "-nostdlib", "-Wl,-z,max-page-size=4096",
+                                      eh, dbg, "-o", so] + extra).returncode == 0:
+                with open(so, "rb") as f:
+                    write(d, name, f.read())
+                n += 1
+    if n == 0:
+        print("make_seeds: no ELF seeds for unwtab", file=sys.stderr)
+
+
 def main():
     if len(sys.argv) != 4:
         print("usage: make_seeds.py OUTDIR FIXTURES_DIR CC", file=sys.stderr)
@@ -163,6 +193,7 @@ def main():
     procmaps_seeds(out)
     linetable_seeds(out, fixtures)
     ksyms_seeds(out)
+    unwtab_seeds(out, cc)
     return 0
 
 

@@ -12,12 +12,12 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-all="elf procmaps linetable debugoffsets symbolize pywalk ksyms"
+all="elf procmaps linetable debugoffsets symbolize pywalk ksyms unwtab"
 
 # Inputs larger than taipan ever parses teach nothing; keep mutations near real sizes.
 max_len() {
 	case $1 in
-	elf) echo 65536 ;;
+	elf | unwtab) echo 65536 ;;
 	symbolize | pywalk | ksyms) echo 16384 ;;
 	debugoffsets) echo 2048 ;;
 	*) echo 4096 ;;

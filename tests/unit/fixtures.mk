@@ -20,6 +20,8 @@ $(BUILD)/fixtures/stamp: tests/fixtures/gen_fixtures.sh tests/fixtures/dump_line
 UNWTAB_FIXTURES := $(BUILD)/fixtures/unwtab/mixed.so $(BUILD)/fixtures/unwtab/nocfi.so
 UNWTAB_FIX_CC = $(CC) -O1 -fPIC -fno-omit-frame-pointer -fcf-protection=none
 
+unit: $(UNWTAB_FIXTURES)
+
 $(BUILD)/fixtures/unwtab/mixed.so: tests/fixtures/unwtab/eh.c tests/fixtures/unwtab/dbg.c
 	@mkdir -p $(dir $@)
 	$(UNWTAB_FIX_CC) -fasynchronous-unwind-tables -c tests/fixtures/unwtab/eh.c -o $@.eh.o

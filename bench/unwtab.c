@@ -1,0 +1,146 @@
+/* unwtab.c - bench: rows, bytes and build time of native unwind tables.
+ *
+ *   build/bench/unwtab FILE...            one table per file, and the total
+ *   build/bench/unwtab --python PYTHON    every file with an executable mapping
+ *                                         in a running PYTHON that imported ten
+ *                                         extension modules
+ *
+ * Each build is timed three times; the fastest is printed (the files are in
+ * the page cache after the first). Figures only, nothing asserted.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "target/unwtab.h"
+
+#define MAX_FILES 256
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Builds each file's table; prints a line per file and the totals. */
+static int bench(char **files, int n)
+{
+	double total_ms = 0;
+	size_t rows = 0, bytes = 0;
+	int failed = 0;
+
+	printf("%-60s %8s %10s %8s\n", "file", "rows", "bytes", "ms");
+	for (int i = 0; i < n; i++) {
+		double best = 1e9;
+		struct unwtab t;
+		int err = 0;
+
+		for (int round = 0; round < 3; round++) {
+			double t0 = now_ms();
+
+			err = unwtab_build(files[i], &t);
+			if (now_ms() - t0 < best)
+				best = now_ms() - t0;
+			if (err)
+				break;
+			if (round < 2)
+				unwtab_free(&t);
+		}
+		if (err) {
+			printf("%-60s %s\n", files[i], strerror(-err));
+			failed += err != -ENODATA;
+			continue;
+		}
+		printf("%-60s %8u %10zu %8.2f\n", files[i], t.nrows, unwtab_bytes(&t), best);
+		rows += t.nrows;
+		bytes += unwtab_bytes(&t);
+		total_ms += best;
+		unwtab_free(&t);
+	}
+	printf("%-60s %8zu %10zu %8.2f\n", "total", rows, bytes, total_ms);
+	return failed ? 1 : 0;
+}
+
+/* Starts python importing ten extension modules, waits for its "ready"
+ * line, and benches the files of its executable mappings. */
+static int bench_python(const char *python)
+{
+	static const char code[] =
+	    "import _decimal, _pickle, _datetime, _json, _socket, _ssl, _ctypes, zlib, math, "
+	    "array, sys\nprint('ready', flush=True)\nsys.stdin.read()\n";
+	char maps[64], line[4096], *files[MAX_FILES], buf[8];
+	int to_child[2], from_child[2], n = 0, rc;
+	FILE *f;
+	pid_t pid;
+
+	if (pipe(to_child) || pipe(from_child))
+		return perror("pipe"), 1;
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return perror("fork"), 1;
+	if (pid == 0) {
+		/* Only the ends it uses: a write end of its own stdin left
+		 * open would keep it from ever seeing EOF. */
+		dup2(to_child[0], 0);
+		dup2(from_child[1], 1);
+		close(to_child[0]);
+		close(to_child[1]);
+		close(from_child[0]);
+		close(from_child[1]);
+		execl(python, python, "-c", code, (char *)NULL);
+		_exit(127);
+	}
+	close(to_child[0]);
+	close(from_child[1]);
+	/* Its imports are done once it says so. */
+	if (read(from_child[0], buf, sizeof(buf)) < 5 || memcmp(buf, "ready", 5)) {
+		fprintf(stderr, "%s: did not start (the ten modules must import)\n", python);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		return 1;
+	}
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+	f = fopen(maps, "r");
+	while (f && fgets(line, sizeof(line), f) && n < MAX_FILES) {
+		char perms[8], *path = strchr(line, '/');
+		bool seen = false;
+
+		if (!path || sscanf(line, "%*s %7s", perms) != 1 || perms[2] != 'x')
+			continue;
+		path[strcspn(path, "\n")] = '\0';
+		for (int i = 0; i < n; i++)
+			seen |= !strcmp(files[i], path);
+		if (!seen && !(files[n] = strdup(path)))
+			break;
+		n += !seen;
+	}
+	if (f)
+		fclose(f);
+	close(to_child[1]); /* stdin's EOF ends it */
+	waitpid(pid, NULL, 0);
+	printf("%s: %d files with executable mappings\n", python, n);
+	rc = bench(files, n);
+	for (int i = 0; i < n; i++)
+		free(files[i]);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--python"))
+		return bench_python(argv[2]);
+	if (argc < 2 || argv[1][0] == '-') {
+		fprintf(stderr, "usage: %s FILE... | --python PYTHON\n", argv[0]);
+		return 2;
+	}
+	return bench(argv + 1, argc - 1);
+}
