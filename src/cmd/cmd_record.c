@@ -295,11 +295,12 @@ static void print_stats(const struct session_stats *st)
 		(double)st->native_table_bytes / (1 << 20), (unsigned long long)st->native_build_ms,
 		(unsigned long long)st->native_files_failed);
 	if (st->merge_failures)
-		fprintf(stderr,
-			"taipan: stats: %llu samples: [native and Python stacks disagree] merge: the "
-			"eval-loop frames of the native stack and the Python frames could not be "
-			"paired\n",
-			(unsigned long long)st->merge_failures);
+		fprintf(
+		    stderr,
+		    "taipan: stats: %llu samples: [native and Python stacks disagree] merge: the "
+		    "eval-loop frames of the native stack and the Python frames could not be "
+		    "paired\n",
+		    (unsigned long long)st->merge_failures);
 	for (unsigned int i = 1; i < TP_UERR__COUNT; i++)
 		if (st->native_errors[i])
 			fprintf(stderr, "taipan: stats: %llu samples: %s native %s: %s\n",
