@@ -22,17 +22,27 @@
 /* The vDSO is one image per kernel: one entry, whatever its device says. */
 #define VDSO_KEY_INODE UINT64_MAX
 #define VDSO_MAX (1 << 20)
+#define MAX_IDLE_FILES 256
 
 struct file_key {
 	uint64_t inode;
 	uint32_t dev_major, dev_minor;
 };
 
+/* A PT_LOAD segment: what a mapping's bias is computed from. */
+struct load_seg {
+	uint64_t offset, vaddr, filesz, align;
+};
+#define MAX_LOADS 16
+
 struct native_file {
 	UT_hash_handle hh;
 	struct file_key key;
+	struct load_seg loads[MAX_LOADS];
+	uint32_t nloads;
 	uint32_t slot; /* in ufiles; 0 when the table failed: frame pointers */
 	uint32_t refs; /* mappings that use it */
+	uint64_t id;   /* native_file_id() */
 	int fd;	       /* the file, kept open for naming its frames */
 	size_t bytes;  /* of its table */
 	char *path;
@@ -44,6 +54,8 @@ struct native {
 	struct native_file *files;
 	uint32_t *free_slots; /* a stack of unused slots */
 	uint32_t nfree;
+	uint32_t nidle; /* files no process maps, kept for the next one */
+	uint64_t next_id;
 	struct native_stats st;
 };
 
@@ -93,35 +105,45 @@ void native_free(struct native *n)
 	free(n);
 }
 
-/* The bias of a mapping of the ELF file open at fd that starts at start,
- * file offset off: the PT_LOAD segment holding off says which link-time
- * address the mapping's first byte has. */
-static int map_bias(int fd, uint64_t start, uint64_t off, uint64_t *bias)
+/* Reads the PT_LOAD segments of the ELF file open at fd into f, once:
+ * every mapping of the file computes its bias from them. */
+static void read_loads(struct native_file *f)
 {
-	Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	Elf *e = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
 	size_t nph = 0;
-	int ret = -ENOEXEC;
 	if (!e)
-		return ret;
-	if (elf_kind(e) != ELF_K_ELF || elf_getphdrnum(e, &nph))
-		goto out;
-	for (size_t i = 0; i < nph && i < 4096; i++) {
-		GElf_Phdr ph;
-		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		/* Segments start mid-page; the mapping starts at the page. */
-		uint64_t align = ph.p_align > 1 ? ph.p_align : 1;
-		uint64_t poff = ph.p_offset & ~(align - 1);
-		if (off < poff || off >= ph.p_offset + ph.p_filesz)
-			continue;
-		uint64_t vaddr = (ph.p_vaddr & ~(align - 1)) + (off - poff);
-		*bias = start - vaddr;
-		ret = 0;
-		break;
+		return;
+	if (elf_kind(e) == ELF_K_ELF && !elf_getphdrnum(e, &nph)) {
+		for (size_t i = 0; i < nph && i < 4096 && f->nloads < MAX_LOADS; i++) {
+			GElf_Phdr ph;
+			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
+				continue;
+			f->loads[f->nloads++] = (struct load_seg){
+			    .offset = ph.p_offset,
+			    .vaddr = ph.p_vaddr,
+			    .filesz = ph.p_filesz,
+			    .align = ph.p_align > 1 ? ph.p_align : 1,
+			};
+		}
 	}
-out:
 	elf_end(e);
-	return ret;
+}
+
+/* The bias of a mapping of f that starts at start, file offset off: the
+ * PT_LOAD segment holding off says which link-time address the mapping's
+ * first byte has. -ENOEXEC when none does. */
+static int map_bias(const struct native_file *f, uint64_t start, uint64_t off, uint64_t *bias)
+{
+	for (uint32_t i = 0; i < f->nloads; i++) {
+		const struct load_seg *l = &f->loads[i];
+		/* Segments start mid-page; the mapping starts at the page. */
+		uint64_t poff = l->offset & ~(l->align - 1);
+		if (off < poff || off >= l->offset + l->filesz)
+			continue;
+		*bias = start - ((l->vaddr & ~(l->align - 1)) + (off - poff));
+		return 0;
+	}
+	return -ENOEXEC;
 }
 
 static uint32_t table_entries(const struct unwtab *t, struct tp_urow **out)
@@ -220,6 +242,8 @@ static bool is_vdso(const struct map_entry *me)
 
 /* The file behind me, new (its table built) or shared; NULL for anonymous
  * code, or when it cannot be opened (then frame pointers). */
+static void idle_sweep(struct native *n);
+
 static struct native_file *file_get(struct native *n, pid_t pid, const struct map_entry *me)
 {
 	struct file_key k = {0};
@@ -234,8 +258,13 @@ static struct native_file *file_get(struct native *n, pid_t pid, const struct ma
 	}
 	struct native_file *f;
 	HASH_FIND(hh, n->files, &k, sizeof(k), f);
-	if (f)
+	if (f) {
+		if (!f->refs++)
+			n->nidle--;
 		return f;
+	}
+	if (n->nidle > MAX_IDLE_FILES || !n->nfree)
+		idle_sweep(n);
 	int fd = open_mapping(pid, me);
 	if (fd < 0) {
 		log_debug("pid %d: cannot open %s: %s: its frames are followed by frame pointer",
@@ -251,17 +280,36 @@ static struct native_file *file_get(struct native *n, pid_t pid, const struct ma
 	f->key = k;
 	f->fd = fd;
 	snprintf(f->open_path, sizeof(f->open_path), "/proc/self/fd/%d", fd);
+	f->refs = 1;
+	f->id = ++n->next_id;
+	read_loads(f);
 	file_load(n, f);
 	HASH_ADD(hh, n->files, key, sizeof(f->key), f);
 	return f;
 }
 
+/* Lets go of a mapping's hold on f. A file no process maps any more keeps
+ * its table (the next short-lived process of the same interpreter maps it
+ * again) until MAX_IDLE_FILES such files are kept or the slots run out. Its
+ * fd stays open meanwhile, so its inode cannot be reused by another file. */
 static void file_put(struct native *n, struct native_file *f)
 {
-	if (!f || --f->refs)
-		return;
-	HASH_DEL(n->files, f);
-	file_free(n, f);
+	if (f && !--f->refs)
+		n->nidle++;
+}
+
+/* Frees the files no process maps. */
+static void idle_sweep(struct native *n)
+{
+	struct native_file *f, *tmp;
+	HASH_ITER(hh, n->files, f, tmp)
+	{
+		if (f->refs)
+			continue;
+		HASH_DEL(n->files, f);
+		file_free(n, f);
+	}
+	n->nidle = 0;
 }
 
 /* Calls set_range (add) or del_range for each aligned prefix of
@@ -326,11 +374,10 @@ static struct native_map map_add(struct native *n, pid_t pid, const struct map_e
 	m.bias = me->start - me->offset;
 	m.file = file_get(n, pid, me);
 	if (m.file) {
-		m.file->refs++;
 		if (is_vdso(me))
 			m.bias = me->start;
 		else
-			map_bias(m.file->fd, me->start, me->offset, &m.bias);
+			map_bias(m.file, me->start, me->offset, &m.bias);
 		if (m.file->slot) {
 			um.file = m.file->slot;
 			um.flags = 0;
@@ -440,6 +487,11 @@ const struct native_map *native_find(const struct native_proc *np, uint64_t addr
 const char *native_file_open_path(const struct native_file *f)
 {
 	return f->open_path;
+}
+
+uint64_t native_file_id(const struct native_file *f)
+{
+	return f->id;
 }
 
 const char *native_file_path(const struct native_file *f)

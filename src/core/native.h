@@ -80,6 +80,9 @@ const struct native_map *native_find(const struct native_proc *np, uint64_t addr
  * mapped it ("/proc/self/fd/N"), and the path as the first process that
  * mapped it saw it ("[vdso]" for the vDSO). */
 const char *native_file_open_path(const struct native_file *f);
+/* A number no other file of this registry ever has, even after f is gone:
+ * a key for what is known of f's addresses. */
+uint64_t native_file_id(const struct native_file *f);
 const char *native_file_path(const struct native_file *f);
 
 void native_get_stats(const struct native *n, struct native_stats *out);

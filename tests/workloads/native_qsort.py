@@ -11,7 +11,7 @@ CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTE
 
 def compare(a, b):
     x = 0
-    for i in range(300):  # LINE:compare
+    for i in range(3000):  # LINE:compare
         x += i
     return a[0] - b[0]
 
