@@ -41,9 +41,10 @@ void cmd_top_usage(FILE *out)
 		"\n"
 		"A live view of where process PID (or, with -a, every Python process on\n"
 		"the host) spends its CPU time, refreshed every second: one row per\n"
-		"Python function (name and file), with\n"
-		"  OWN%%    the share of samples in which it was the innermost Python frame\n"
-		"          (running its own code, or a C function or system call it called)\n"
+		"Python function (name and file) and per native function (name and\n"
+		"module; with --native=none, none), with\n"
+		"  OWN%%    the share of samples in which it was the innermost frame that is\n"
+		"          not the kernel's (running its own code, or a system call it made)\n"
 		"  TOTAL%%  the share of samples in which it was anywhere on the stack\n"
 		"over every thread, or one. Counts run from the start (or the last reset),\n"
 		"or over the last SECS seconds with --window. The header shows the pid,\n"
@@ -262,6 +263,11 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 			    pct(r->total, view), (unsigned long long)r->own,
 			    (unsigned long long)r->total, esc(e1, sizeof(e1), r->name),
 			    esc(e2, sizeof(e2), base_name(r->file)), r->first_line);
+		else if (r->module) /* native code: "sre_ucs1_match  (libpython3.12.so.1.0)" */
+			put(y, w, "%6.1f%% %6.1f%% %8llu %8llu  %s  (%s)", pct(r->own, view),
+			    pct(r->total, view), (unsigned long long)r->own,
+			    (unsigned long long)r->total, esc(e1, sizeof(e1), r->name),
+			    esc(e2, sizeof(e2), base_name(r->module)));
 		else
 			put(y, w, "%6.1f%% %6.1f%% %8llu %8llu  %s", pct(r->own, view),
 			    pct(r->total, view), (unsigned long long)r->own,

@@ -6,6 +6,13 @@
  * can aggregate by function while -lines still separates the lines. Mappings
  * say what kind of code a location is: Python, kernel, a native library, or
  * taipan's own markers.
+ *
+ * A native library's mapping carries its path and build-id and spans the
+ * whole address space from file offset 0, and its locations' addresses are
+ * link-time addresses: a symbolizer's address - memory_start + file_offset is
+ * then what addr2line -e FILE takes, whatever the process's load address.
+ * So a frame that no symbol named goes out with no function at all, and
+ * pprof, Parca or Pyroscope can name it later from the file or its build-id.
  */
 #define ZLIB_CONST
 #include <errno.h>
@@ -96,11 +103,18 @@ struct fn_ent {
 	uint64_t id;
 };
 
+/* A native mapping's key: string indexes of the module path and build-id
+ * (0 when it has none), so two builds of one path stay apart. */
+struct native_map_key {
+	int64_t filename, build_id;
+};
+
 struct native_map_ent {
 	UT_hash_handle hh;
 	bool oom;
-	int64_t filename; /* key: string index of the module path */
+	struct native_map_key key;
 	uint64_t id;
+	size_t map; /* its index in enc.maps */
 };
 
 struct enc {
@@ -199,6 +213,8 @@ static int add_mapping(struct enc *e, uint64_t id, const char *filename, bool py
 	if (fname < 0)
 		return (int)fname;
 	Perftools__Profiles__Mapping *m = &e->maps[e->nmaps++];
+	/* Python, kernel and marker mappings name no file to read, so their
+	 * ranges stay empty; native ones are set up by mapping_for(). */
 	perftools__profiles__mapping__init(m);
 	m->id = id;
 	m->filename = fname;
@@ -210,18 +226,19 @@ static int add_mapping(struct enc *e, uint64_t id, const char *filename, bool py
 	return 0;
 }
 
-/* The mapping id for a frame of kind with module, created on first use.
- * Returns the id (> 0) or a negative errno. */
-static int64_t mapping_for(struct enc *e, enum prof_frame_kind kind, const char *module,
-			   bool used[MAP_FIRST_NATIVE])
+/* The mapping id for frame f, created on first use, with *map pointed at
+ * it. Returns the id (> 0) or a negative errno. */
+static int64_t mapping_for(struct enc *e, const struct prof_frame *f, bool used[MAP_FIRST_NATIVE],
+			   Perftools__Profiles__Mapping **map)
 {
 	static const char *const fixed_names[MAP_FIRST_NATIVE] = {
 	    [MAP_PYTHON] = "[python]",
 	    [MAP_KERNEL] = "[kernel.kallsyms]",
 	    [MAP_MARKER] = "[taipan]",
 	};
+	const char *module = f->module;
 	int id;
-	switch (kind) {
+	switch (f->kind) {
 	case PROF_FRAME_PYTHON:
 		id = MAP_PYTHON;
 		break;
@@ -229,25 +246,43 @@ static int64_t mapping_for(struct enc *e, enum prof_frame_kind kind, const char 
 		id = MAP_KERNEL;
 		break;
 	case PROF_FRAME_NATIVE: {
-		int64_t fname = str_index(e, module && *module ? module : "[native]");
-		if (fname < 0)
-			return fname;
+		struct native_map_key key = {
+		    .filename = str_index(e, module && *module ? module : "[native]"),
+		    .build_id = str_opt(e, f->build_id),
+		};
+		if (key.filename < 0)
+			return key.filename;
+		if (key.build_id < 0)
+			return key.build_id;
 		struct native_map_ent *ent;
-		HASH_FIND(hh, e->native_index, &fname, sizeof(fname), ent);
-		if (ent)
+		HASH_FIND(hh, e->native_index, &key, sizeof(key), ent);
+		if (ent) {
+			*map = &e->maps[ent->map];
 			return (int64_t)ent->id;
+		}
 		ent = calloc(1, sizeof(*ent));
 		if (!ent)
 			return -ENOMEM;
-		ent->filename = fname;
+		ent->key = key;
 		ent->id = e->next_native_id++;
-		HASH_ADD(hh, e->native_index, filename, sizeof(ent->filename), ent);
+		ent->map = e->nmaps;
+		HASH_ADD(hh, e->native_index, key, sizeof(ent->key), ent);
 		if (ent->oom) {
 			free(ent);
 			return -ENOMEM;
 		}
-		int err = add_mapping(e, ent->id, e->strings[fname], false);
-		return err ? err : (int64_t)ent->id;
+		int err = add_mapping(e, ent->id, e->strings[key.filename], false);
+		if (err)
+			return err;
+		/* The whole address space from offset 0: locations hold link-time
+		 * addresses, which is what pprof's symbolizer then looks up (it
+		 * takes a mapping of 0, all ones and offset 0 as "no relocation"). */
+		*map = &e->maps[ent->map];
+		(*map)->memory_start = 0;
+		(*map)->memory_limit = UINT64_MAX;
+		(*map)->file_offset = 0;
+		(*map)->build_id = key.build_id;
+		return (int64_t)ent->id;
 	}
 	case PROF_FRAME_MARKER:
 	default:
@@ -260,6 +295,7 @@ static int64_t mapping_for(struct enc *e, enum prof_frame_kind kind, const char 
 			return err;
 		used[id] = true;
 	}
+	*map = NULL; /* fixed mappings never change */
 	return id;
 }
 
@@ -274,6 +310,7 @@ static int64_t function_for(struct enc *e, const struct prof_frame *f)
 	key.file = f->file;
 	/* The same symbol in two libraries is two functions. */
 	key.module = f->kind == PROF_FRAME_NATIVE ? f->module : NULL;
+	/* Only kernel frames come here unnamed (native ones get no function). */
 	key.addr = native && !named ? f->addr : 0;
 	key.first_line = f->first_line;
 	key.kind = (int)f->kind;
@@ -326,27 +363,37 @@ static int64_t function_for(struct enc *e, const struct prof_frame *f)
 static int add_location(struct enc *e, uint64_t id, const struct prof_frame *f,
 			bool used[MAP_FIRST_NATIVE])
 {
-	int64_t map_id = mapping_for(e, f->kind, f->module, used);
+	Perftools__Profiles__Mapping *map = NULL;
+	int64_t map_id = mapping_for(e, f, used, &map);
 	if (map_id < 0)
 		return (int)map_id;
-	int64_t fn_id = function_for(e, f);
-	if (fn_id < 0)
-		return (int)fn_id;
-
-	size_t i = e->nlocs++;
+	size_t i = e->nlocs;
 	Perftools__Profiles__Location *loc = &e->locs[i];
-	Perftools__Profiles__Line *line = &e->lines[i];
 	perftools__profiles__location__init(loc);
-	perftools__profiles__line__init(line);
-	line->function_id = (uint64_t)fn_id;
-	line->line = f->line;
-	e->line_ptrs[i] = line;
 	loc->id = id;
 	loc->mapping_id = (uint64_t)map_id;
 	/* Python code has no address of its own; its identity is the line. */
 	loc->address = f->kind == PROF_FRAME_PYTHON ? 0 : f->addr;
+
+	/* Native code that no symbol named gets no line: a function named
+	 * "libfoo.so+0x1234" would stop every reader from naming it later, as
+	 * has_functions true would. */
+	if (f->kind == PROF_FRAME_NATIVE && prof_frame_unnamed(f)) {
+		map->has_functions = false;
+		e->nlocs++;
+		return 0;
+	}
+	int64_t fn_id = function_for(e, f);
+	if (fn_id < 0)
+		return (int)fn_id;
+	Perftools__Profiles__Line *line = &e->lines[i];
+	perftools__profiles__line__init(line);
+	line->function_id = (uint64_t)fn_id;
+	line->line = f->line;
+	e->line_ptrs[i] = line;
 	loc->n_line = 1;
 	loc->line = &e->line_ptrs[i];
+	e->nlocs++;
 	return 0;
 }
 

@@ -181,6 +181,32 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
+/* Whether s is "0x" followed by one or more hex digits and nothing else. */
+static bool is_hex_addr(const char *s)
+{
+	if (s[0] != '0' || s[1] != 'x' || !s[2])
+		return false;
+	for (s += 2; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f') ||
+		      (*s >= 'A' && *s <= 'F')))
+			return false;
+	return true;
+}
+
+bool prof_frame_unnamed(const struct prof_frame *f)
+{
+	if (f->kind != PROF_FRAME_NATIVE && f->kind != PROF_FRAME_KERNEL)
+		return false;
+	if (!f->name || !*f->name || is_hex_addr(f->name))
+		return true;
+	if (!f->module)
+		return false;
+	const char *base = strrchr(f->module, '/');
+	base = base ? base + 1 : f->module;
+	size_t n = strlen(base);
+	return !strncmp(f->name, base, n) && f->name[n] == '+' && is_hex_addr(f->name + n + 1);
+}
+
 int profile_intern_frame(struct profile *p, const struct prof_frame *f)
 {
 	int err = 0;

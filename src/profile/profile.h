@@ -4,6 +4,7 @@
 #ifndef TAIPAN_PROFILE_H
 #define TAIPAN_PROFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,12 @@ struct prof_frame {
 			       * is the same in every process that maps it; 0 for Python */
 	enum prof_frame_kind kind;
 };
+
+/* Whether f is machine code (native or kernel) that no symbol named: its
+ * name is empty, "0xADDR", or "MODULE+0xVADDR" with MODULE the base name of
+ * f->module (what nativesym_format() writes for such an address). A reader
+ * with the module, such as pprof given its build-id, can name it later. */
+bool prof_frame_unnamed(const struct prof_frame *f);
 
 /* Labels that every sample carries. Strings are interned by the profile. */
 struct prof_labels {

@@ -3,7 +3,9 @@
  *
  * Functions are keyed by their interned name and file pointers: the profile
  * interns every string once, so equal strings are the same pointer and a
- * function's frames on different lines fold into one row.
+ * function's frames on different lines fold into one row. Native code is
+ * keyed by name and module, so that a native function's frames at each of
+ * its addresses fold into one row too.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -22,7 +24,7 @@ struct func {
 	UT_hash_handle hh;
 	bool oom;
 	struct {
-		const char *name, *file;
+		const char *name, *file, *module;
 	} key;
 	struct top_row row;
 	size_t index; /* in flist */
@@ -158,8 +160,8 @@ int topstats_reset(struct topstats *ts, const struct profile *p)
 	return 0;
 }
 
-/* The function of frame id, or -1 for frames that are no function of ours
- * (kernel frames), or -ENOMEM. */
+/* The function of frame id, or -1 for kernel frames (the system call or
+ * fault that a function of the program made), or -ENOMEM. */
 static int func_of(struct topstats *ts, const struct profile *p, uint32_t id)
 {
 	if (id >= ts->nframe_func) {
@@ -177,14 +179,17 @@ static int func_of(struct topstats *ts, const struct profile *p, uint32_t id)
 	if (ts->frame_func[id] != -2)
 		return ts->frame_func[id];
 	const struct prof_frame *f = profile_frame(p, id);
-	if (f->kind == PROF_FRAME_KERNEL || f->kind == PROF_FRAME_NATIVE) {
+	if (f->kind == PROF_FRAME_KERNEL) {
 		ts->frame_func[id] = -1;
 		return -1;
 	}
+	bool native = f->kind == PROF_FRAME_NATIVE;
 	struct func probe, *fn;
 	memset(&probe, 0, sizeof(probe));
-	probe.key.name = f->name;
-	probe.key.file = f->file;
+	/* Unnamed native code: one row per module, not one per address. */
+	probe.key.name = native && prof_frame_unnamed(f) ? NULL : f->name;
+	probe.key.file = native ? NULL : f->file;
+	probe.key.module = native ? f->module : NULL;
 	HASH_FIND(hh, ts->funcs, &probe.key, sizeof(probe.key), fn);
 	if (!fn) {
 		if (ts->nfuncs == ts->funcs_cap) {
@@ -199,9 +204,10 @@ static int func_of(struct topstats *ts, const struct profile *p, uint32_t id)
 		if (!fn)
 			return -ENOMEM;
 		fn->key = probe.key;
-		fn->row.name = f->name;
-		fn->row.file = f->file;
-		fn->row.first_line = f->first_line;
+		fn->row.name = probe.key.name ? probe.key.name : "[unnamed]";
+		fn->row.file = probe.key.file;
+		fn->row.module = probe.key.module;
+		fn->row.first_line = native ? 0 : f->first_line;
 		fn->index = ts->nfuncs;
 		HASH_ADD(hh, ts->funcs, key, sizeof(fn->key), fn);
 		if (fn->oom) {

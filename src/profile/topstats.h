@@ -20,10 +20,13 @@ enum top_sort {
 	TOP_SORT_TOTAL = 1,
 };
 
-/* A function: frames with the same name and file, whatever their line. */
+/* A function: frames with the same name and file, whatever their line; for
+ * native code, with the same name and module. A module's code that no
+ * symbol named is one row, "[unnamed]". */
 struct top_row {
-	const char *name; /* owned by the profile */
-	const char *file; /* owned by the profile; NULL for a marker ("[truncated]") */
+	const char *name;   /* owned by the profile */
+	const char *file;   /* owned by the profile; NULL for native code and markers */
+	const char *module; /* native code: its file, owned by the profile; else NULL */
 	int first_line;
 	uint64_t own;	/* samples in view whose innermost non-kernel frame is this */
 	uint64_t total; /* samples in view with this function anywhere (once each) */

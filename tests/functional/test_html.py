@@ -303,6 +303,39 @@ def test_speedscope_json_schema_and_app(taipan, py312, workload, tmp_path, node_
         assert profiles[busiest]["name"] in r["result"]["text"]
 
 
+def test_html_colours_python_native_and_kernel_frames_apart(taipan, py312, workload, tmp_path, node_modules,
+                                                           request):
+    """Native frames (the re engine, zlib, libc) get colours of their own,
+    apart from Python's and the kernel's, and a legend says which is which."""
+    w = workload(py312, "native_stdlib.py")
+    page = str(tmp_path / "native.html")
+    record(taipan, page, w.pid, seconds=3)
+    with kept_on_failure(request, page, str(tmp_path / "page.png")):
+        r = drive(node_modules, "kinds", page, tmp_path)["result"]
+        kinds = [l["kind"] for l in r["legend"]]
+        assert kinds[:2] == ["Python", "native"] and "kernel" in kinds, r["legend"]
+        shown = r["legendShown"]
+        assert shown["visible"] and [i["text"] for i in shown["items"]] == kinds, shown
+        assert len({i["color"] for i in shown["items"]}) == len(kinds), shown
+
+        def hue(c):
+            m = re.match(r"^hsl\((\d+),", c)
+            assert m, c
+            return int(m.group(1))
+        # Each kind's hues: a family of its own, the legend's colour among them.
+        family = {"Python": range(0, 56), "native": range(95, 136), "kernel": range(195, 221)}
+        for l in r["legend"]:
+            if l["kind"] in family:
+                assert hue(l["color"]) in family[l["kind"]], l
+        drawn = {}
+        for f in r["frames"]:
+            if f["kind"] in family:
+                assert hue(f["color"]) in family[f["kind"]], f
+                drawn.setdefault(f["kind"], set()).add(f["name"])
+        assert "sre_ucs1_match" in drawn.get("native", ()), drawn
+        assert {"regex", "<module>"} <= drawn.get("Python", set()), drawn
+
+
 def unit_binary():
     """The unit-test binary that writes synthetic pages, built beside taipan."""
     taipan = os.environ.get("TAIPAN", os.path.join(ROOT, "build", "taipan"))

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import (MATRIX, WORKLOADS, interpreter, marked_lines, record_folded, require,
+from conftest import (MATRIX, WORKLOADS, go_pprof, interpreter, marked_lines, record, record_folded, require,
                       run_taipan, total)
 
 # The interpreters whose headers are on this machine: the test extension
@@ -236,3 +236,77 @@ def test_native_leaves_agree_with_perf(taipan, tmp_path, workload):
     for f in big:
         assert abs(theirs.get(f, 0) - ours.get(f, 0)) <= 3, "%s: perf %.1f%%, taipan %.1f%%" % (
             f, theirs.get(f, 0), ours.get(f, 0))
+
+
+def pprof_raw(path):
+    """go tool pprof -raw of path, unsymbolized (so that it shows what taipan
+    wrote): ({mapping id: (file, build-id, flags)}, [(address, mapping id,
+    function name or None)])."""
+    raw = go_pprof("-symbolize=none", "-raw", path)
+    maps, locs = {}, []
+    section = None
+    for line in raw.splitlines():
+        if line in ("Locations", "Mappings"):
+            section = line
+        elif section == "Mappings":
+            m = re.match(r"^(\d+): 0x[0-9a-f]+/0x[0-9a-f]+/0x[0-9a-f]+ (\S+) (\S*) ?(.*)$", line)
+            if m:
+                maps[int(m.group(1))] = (m.group(2), m.group(3), m.group(4))
+        elif section == "Locations":
+            m = re.match(r"^\s*\d+: 0x([0-9a-f]+) M=(\d+) ?(\S*)", line)
+            if m:
+                locs.append((int(m.group(1), 16), int(m.group(2)), m.group(3) or None))
+    return maps, locs
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         check=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    assert m, "%s has no build-id" % path
+    return m.group(1)
+
+
+def test_pprof_maps_native_modules_with_their_build_ids(taipan, tmp_path, workload):
+    """pprof: a mapping per native file with its path and build-id, and
+    link-time addresses, so that a reader can symbolize it later; frames no
+    symbol named have no function (never "libz.so.1+0x..."), and their
+    mapping does not claim to have functions."""
+    w = workload(interpreter("pyenv-3.12"), "native_stdlib.py")
+    out = tmp_path / "out.pb.gz"
+    record(taipan, out, w.pid, seconds=3)
+    maps, locs = pprof_raw(out)
+    native = {i: m for i, m in maps.items() if m[0].startswith("/")}
+    libc = [i for i, m in native.items() if os.path.basename(m[0]).startswith("libc.so")]
+    assert len(libc) == 1, maps
+    path, bid, flags = maps[libc[0]]
+    assert bid == build_id(path), maps[libc[0]]
+    for i, (path, bid, flags) in native.items():
+        assert bid == build_id(path), (path, bid)
+
+    assert not [l for l in locs if l[2] and re.search(r"\+0x[0-9a-f]+$", l[2])], locs
+    unnamed = [l for l in locs if l[1] in native and l[2] is None]
+    assert unnamed, "no unnamed native frame (libz's internal functions have no symbol): %s" % maps
+    for _, m, _ in unnamed:
+        assert "[FN]" not in maps[m][2], maps[m]
+    named_only = {l[1] for l in locs if l[1] in native} - {l[1] for l in unnamed}
+    for m in named_only:
+        assert "[FN]" in maps[m][2], maps[m]
+
+    # The addresses are libc's own (link-time): each named libc frame lies
+    # in a symbol of that name in libc's debug file (a caller's address is
+    # its return address, which may end the function).
+    debug = "/usr/lib/debug/.build-id/%s/%s.debug" % (maps[libc[0]][1][:2], maps[libc[0]][1][2:])
+    if os.path.exists(debug):
+        syms = {}
+        symtab = subprocess.run(["readelf", "-sW", debug], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             text=True, check=True).stdout
+        for m in re.finditer(r"^\s*\d+: ([0-9a-f]+)\s+(\d+)\s+\w+\s+\w+\s+\w+\s+\S+\s+(\S+)$", symtab, re.M):
+            syms.setdefault(m.group(3).split("@")[0], []).append((int(m.group(1), 16), int(m.group(2))))
+        ours = [l for l in locs if l[1] == libc[0] and l[2]]
+        assert ours
+        wrong = [l for l in ours if not any(v <= l[0] <= v + n for v, n in syms.get(l[2].split("@")[0], []))]
+        assert not wrong, ["%s at 0x%x" % (l[2], l[0]) for l in wrong]
+
+    top = go_pprof("-symbolize=none", "-top", out)
+    assert "sre_ucs1_match" in top or "Modules/_sre" in top, top

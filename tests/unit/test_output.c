@@ -459,6 +459,135 @@ static void test_pprof_frameless(void **state)
 	profile_free(p);
 }
 
+/* Native frames: a mapping per (module, build-id), spanning the address
+ * space from offset 0 so that link-time addresses resolve; unnamed frames
+ * without a line, and their mapping without has_functions. */
+static struct profile *build_native_profile(uint32_t *named, uint32_t *unnamed, uint32_t *other)
+{
+	struct profile *p = profile_new();
+	assert_non_null(p);
+	profile_set_timing(p, PERIOD_NS, START_NS, DURATION_NS);
+	uint32_t mod = pb_py(p, "<module>", "app.py", 3, 1);
+	*named = pb_frame(p, (struct prof_frame){.name = "qsort",
+						 .module = "/usr/lib/x86_64-linux-gnu/libc.so.6",
+						 .build_id = "93ac61ec5a8eb139",
+						 .addr = 0x4a1c3,
+						 .kind = PROF_FRAME_NATIVE});
+	*unnamed = pb_frame(p, (struct prof_frame){.name = "libc.so.6+0x4b00f",
+						   .module = "/usr/lib/x86_64-linux-gnu/libc.so.6",
+						   .build_id = "93ac61ec5a8eb139",
+						   .addr = 0x4b010,
+						   .kind = PROF_FRAME_NATIVE});
+	/* Another build of a file at the same path (a container's own libc). */
+	*other = pb_frame(p, (struct prof_frame){.name = "qsort",
+						 .module = "/usr/lib/x86_64-linux-gnu/libc.so.6",
+						 .build_id = "0123456789abcdef",
+						 .addr = 0x4a1c3,
+						 .kind = PROF_FRAME_NATIVE});
+	uint32_t cmp = pb_frame(p, (struct prof_frame){.name = "cmp",
+						       .module = "/opt/ext/_ext.so",
+						       .addr = 0x1100,
+						       .kind = PROF_FRAME_NATIVE});
+	uint32_t k = pb_frame(p, (struct prof_frame){.name = "asm_exc_page_fault",
+						     .module = "[kernel.kallsyms]",
+						     .addr = 0xffffffff81000010ull,
+						     .kind = PROF_FRAME_KERNEL});
+	struct prof_labels l = {.pid = 1, .tid = 1};
+	pb_add(p, &l, 3, 4, mod, *named, cmp, k);
+	pb_add(p, &l, 1, 3, mod, *named, *unnamed);
+	pb_add(p, &l, 2, 2, mod, *other);
+	return p;
+}
+
+static void test_pprof_native(void **state)
+{
+	(void)state;
+	uint32_t named, unnamed, other;
+	struct profile *p = build_native_profile(&named, &unnamed, &other);
+	Perftools__Profiles__Profile *prof = pprof_of(p);
+
+	const Perftools__Profiles__Location *ln = loc_by_id(prof, named + 1);
+	const Perftools__Profiles__Location *lu = loc_by_id(prof, unnamed + 1);
+	const Perftools__Profiles__Location *lo = loc_by_id(prof, other + 1);
+	/* Link-time addresses, as they are. */
+	assert_int_equal(ln->address, 0x4a1c3);
+	assert_int_equal(lu->address, 0x4b010);
+	assert_int_equal(ln->n_line, 1);
+	assert_string_equal(str(prof, loc_fn(prof, ln)->name), "qsort");
+	/* No "libc.so.6+0x4b00f" function: a reader names it from the file. */
+	assert_int_equal(lu->n_line, 0);
+
+	const Perftools__Profiles__Mapping *libc = map_by_id(prof, ln->mapping_id);
+	assert_int_equal(lu->mapping_id, ln->mapping_id);
+	assert_string_equal(str(prof, libc->filename), "/usr/lib/x86_64-linux-gnu/libc.so.6");
+	assert_string_equal(str(prof, libc->build_id), "93ac61ec5a8eb139");
+	assert_int_equal(libc->memory_start, 0);
+	assert_true(libc->memory_limit == UINT64_MAX);
+	assert_int_equal(libc->file_offset, 0);
+	assert_false(libc->has_functions); /* one of its locations is unnamed */
+	assert_false(libc->has_filenames || libc->has_line_numbers);
+
+	/* The same path with another build-id is another mapping. */
+	const Perftools__Profiles__Mapping *libc2 = map_by_id(prof, lo->mapping_id);
+	assert_true(libc2->id != libc->id);
+	assert_string_equal(str(prof, libc2->filename), "/usr/lib/x86_64-linux-gnu/libc.so.6");
+	assert_string_equal(str(prof, libc2->build_id), "0123456789abcdef");
+	assert_true(libc2->has_functions); /* every location named */
+
+	/* No build-id: none in the mapping; kernel's stays as it was. */
+	const Perftools__Profiles__Sample *s = find_sample(prof, "1", "asm_exc_page_fault");
+	const Perftools__Profiles__Location *lc = loc_by_id(prof, s->location_id[1]);
+	const Perftools__Profiles__Mapping *ext = map_by_id(prof, lc->mapping_id);
+	assert_string_equal(str(prof, ext->filename), "/opt/ext/_ext.so");
+	assert_int_equal(ext->build_id, 0);
+	assert_true(ext->has_functions);
+	const Perftools__Profiles__Mapping *km =
+	    map_by_id(prof, loc_by_id(prof, s->location_id[0])->mapping_id);
+	assert_string_equal(str(prof, km->filename), "[kernel.kallsyms]");
+	assert_true(km->has_functions);
+	assert_int_equal(km->memory_limit, 0);
+	assert_int_equal(prof->n_mapping, 5); /* python, kernel, libc twice, _ext */
+
+	perftools__profiles__profile__free_unpacked(prof, NULL);
+	profile_free(p);
+}
+
+/* Which frames are machine code that no symbol named. */
+static void test_frame_unnamed(void **state)
+{
+	(void)state;
+	struct prof_frame f = {.kind = PROF_FRAME_NATIVE, .module = "/lib/libc.so.6"};
+	const char *yes[] = {"libc.so.6+0x4b00f", "libc.so.6+0xABC", "0x7f00", "", NULL};
+	const char *no[] = {"qsort",	    "libc.so.6+0x", "libc.so.6+0x12g",
+			    "libz.so+0x10", "libc.so.6+12", "libc.so.6-0x1",
+			    "0x",	    "libc.so.6"};
+	for (size_t i = 0; i < sizeof(yes) / sizeof(*yes); i++) {
+		f.name = yes[i];
+		if (!prof_frame_unnamed(&f))
+			fail_msg("%s should be unnamed", yes[i] ? yes[i] : "NULL");
+	}
+	for (size_t i = 0; i < sizeof(no) / sizeof(*no); i++) {
+		f.name = no[i];
+		if (prof_frame_unnamed(&f))
+			fail_msg("%s should be named", no[i]);
+	}
+	f.module = "libc.so.6"; /* no directory */
+	f.name = "libc.so.6+0x10";
+	assert_true(prof_frame_unnamed(&f));
+	f.module = NULL;
+	assert_false(prof_frame_unnamed(&f));
+	f.kind = PROF_FRAME_KERNEL;
+	f.name = "0xffffffff81000000";
+	assert_true(prof_frame_unnamed(&f));
+	/* Python frames and markers are never machine code. */
+	f.kind = PROF_FRAME_PYTHON;
+	f.name = "";
+	assert_false(prof_frame_unnamed(&f));
+	f.kind = PROF_FRAME_MARKER;
+	f.name = "0x10";
+	assert_false(prof_frame_unnamed(&f));
+}
+
 /* --- go tool pprof -------------------------------------------------------- */
 
 /* Runs cmd and returns everything it printed (stdout and stderr); asserts
@@ -563,6 +692,43 @@ static void test_go_pprof(void **state)
 	/* Listed by name: pprof must not mistake "<module>" for C++. */
 	assert_true(top_flat_pct(top, "<module>") == 0.0);
 	assert_true(top_flat_pct(top, "main") == 0.0);
+	free(top);
+	profile_free(p);
+
+	/* Native mappings: pprof reads their file and build-id, and takes
+	 * their whole-address-space ranges. Not symbolized here, so that an
+	 * unnamed location stays as taipan wrote it. */
+	uint32_t named, unnamed, other;
+	p = build_native_profile(&named, &unnamed, &other);
+	assert_int_equal(output_write_file(p, path, OUTPUT_PPROF, NULL), 0);
+	snprintf(cmd, sizeof(cmd), "go tool pprof -symbolize=none -raw '%s' 2>&1", path);
+	raw = run(cmd);
+	const char *want[] = {
+	    "0x0/0xffffffffffffffff/0x0 /usr/lib/x86_64-linux-gnu/libc.so.6 93ac61ec5a8eb139 \n",
+	    "0x0/0xffffffffffffffff/0x0 /usr/lib/x86_64-linux-gnu/libc.so.6 0123456789abcdef "
+	    "[FN]\n",
+	    "0x0/0xffffffffffffffff/0x0 /opt/ext/_ext.so  [FN]\n",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		if (!strstr(raw, want[i]))
+			print_error("%s missing from go tool pprof -raw:\n%s\n", want[i], raw);
+		assert_non_null(strstr(raw, want[i]));
+	}
+	/* The unnamed location: its address and mapping, and no function
+	 * (pprof numbers locations its own way, so by address). */
+	const char *unl = ": 0x4b010 M=";
+	const char *u = strstr(raw, unl);
+	if (u)
+		u = strchr(u + strlen(unl), ' ');
+	if (!u || u[1] != '\n')
+		print_error("want \"%s<mapping> \" alone on its line:\n%s\n", unl, raw);
+	assert_true(u && u[1] == '\n');
+	free(raw);
+	snprintf(cmd, sizeof(cmd), "go tool pprof -symbolize=none -top '%s' 2>&1", path);
+	top = run(cmd);
+	print_message("go tool pprof -top (native):\n%s", top);
+	assert_true(top_flat_pct(top, "asm_exc_page_fault") == 50.0);
+	assert_true(top_flat_pct(top, "qsort") == 33.33);
 	free(top);
 
 	unlink(path);
@@ -1075,6 +1241,8 @@ int main(void)
 	    cmocka_unit_test(test_folded_edges),
 	    cmocka_unit_test(test_pprof_roundtrip),
 	    cmocka_unit_test(test_pprof_frameless),
+	    cmocka_unit_test(test_pprof_native),
+	    cmocka_unit_test(test_frame_unnamed),
 	    cmocka_unit_test(test_alloc_failures),
 	    cmocka_unit_test(test_go_pprof),
 	    cmocka_unit_test(test_write_file),

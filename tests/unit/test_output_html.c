@@ -415,6 +415,78 @@ static void test_speedscope(void **state)
 	profile_free(p);
 }
 
+/* Native frames: Python -> the re engine (named) -> an address of libz
+ * that no symbol named -> the kernel. */
+static struct profile *build_native(uint32_t *py, uint32_t *named, uint32_t *unnamed, uint32_t *k)
+{
+	struct profile *p = profile_new();
+	assert_non_null(p);
+	profile_set_timing(p, PERIOD_NS, START_NS, DURATION_NS);
+	*py = pb_py(p, "regex", "/srv/app.py", 9, 8);
+	*named = pb_frame(p, (struct prof_frame){.name = "sre_ucs1_match",
+						 .module = "/usr/lib/libpython3.12.so.1.0",
+						 .build_id = "f9d5c82f",
+						 .addr = 0x34fc94,
+						 .kind = PROF_FRAME_NATIVE});
+	*unnamed = pb_frame(p, (struct prof_frame){.name = "libz.so.1+0x10764",
+						   .module = "/usr/lib/libz.so.1",
+						   .addr = 0x10764,
+						   .kind = PROF_FRAME_NATIVE});
+	*k = pb_frame(p, (struct prof_frame){.name = "asm_exc_page_fault",
+					     .module = "[kernel.kallsyms]",
+					     .addr = 0xffffffff81000010ull,
+					     .kind = PROF_FRAME_KERNEL});
+	pb_add(p, &thread_a, 3, 4, *py, *named, *unnamed, *k);
+	return p;
+}
+
+/* Native frames reach the page with their kind and their module as their
+ * file; the page has a legend of the kinds' colours; speedscope gets the
+ * function as the name and the module as the file. */
+static void test_native_frames(void **state)
+{
+	(void)state;
+	uint32_t py, named, unnamed, k;
+	struct profile *p = build_native(&py, &named, &unnamed, &k);
+
+	char *html = encode(output_write_html, p, NULL);
+	assert_non_null(strstr(html, "id=\"legend\""));
+	assert_non_null(strstr(html, "KIND_SWATCH"));
+	char *raw;
+	json_t *d = page_data(html, &raw);
+	json_t *strings = json_object_get(d, "strings");
+	json_t *frames = json_object_get(d, "frames");
+	size_t n = 4 * (size_t)named, u = 4 * (size_t)unnamed;
+	assert_string_equal(frame_name(d, named), "sre_ucs1_match");
+	assert_string_equal(jstr(strings, json_array_get(frames, n + 1)),
+			    "/usr/lib/libpython3.12.so.1.0");
+	assert_int_equal(jint(frames, n + 2), 0);
+	assert_int_equal(jint(frames, n + 3), PROF_FRAME_NATIVE);
+	assert_string_equal(frame_name(d, unnamed), "libz.so.1+0x10764");
+	assert_string_equal(jstr(strings, json_array_get(frames, u + 1)), "/usr/lib/libz.so.1");
+	assert_int_equal(jint(frames, u + 3), PROF_FRAME_NATIVE);
+	assert_int_equal(jint(frames, 4 * (size_t)k + 3), PROF_FRAME_KERNEL);
+	assert_int_equal(jint(frames, 4 * (size_t)py + 3), PROF_FRAME_PYTHON);
+	json_decref(d);
+	free(raw);
+	free(html);
+
+	json_t *j = speedscope_of(p);
+	json_t *sf = json_object_get(json_object_get(j, "shared"), "frames");
+	json_t *f = json_array_get(sf, named);
+	assert_string_equal(sget(f, "name"), "sre_ucs1_match");
+	assert_string_equal(sget(f, "file"), "/usr/lib/libpython3.12.so.1.0");
+	assert_null(json_object_get(f, "line"));
+	f = json_array_get(sf, unnamed);
+	assert_string_equal(sget(f, "name"), "libz.so.1+0x10764");
+	assert_string_equal(sget(f, "file"), "/usr/lib/libz.so.1");
+	f = json_array_get(sf, py);
+	assert_string_equal(sget(f, "file"), "/srv/app.py");
+	assert_int_equal(iget(f, "line"), 9);
+	json_decref(j);
+	profile_free(p);
+}
+
 static void test_format_selection(void **state)
 {
 	(void)state;
@@ -627,9 +699,10 @@ int main(int argc, char **argv)
 		return err ? 1 : 0;
 	}
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_html_page),  cmocka_unit_test(test_html_empty),
-	    cmocka_unit_test(test_speedscope), cmocka_unit_test(test_format_selection),
-	    cmocka_unit_test(test_write_file), cmocka_unit_test(test_alloc_failures),
+	    cmocka_unit_test(test_html_page),	     cmocka_unit_test(test_html_empty),
+	    cmocka_unit_test(test_speedscope),	     cmocka_unit_test(test_native_frames),
+	    cmocka_unit_test(test_format_selection), cmocka_unit_test(test_write_file),
+	    cmocka_unit_test(test_alloc_failures),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,6 +147,78 @@ static void test_markers_are_rows(void **state)
 	topstats_free(ts);
 }
 
+/* Native code has rows of its own, by function and module: a C leaf owns
+ * its samples, whatever address in it they hit, and the Python function
+ * that called it keeps the total. Unnamed code is one row per module. */
+static void test_native_rows(void **state)
+{
+	struct fixture *fx = *state;
+	struct topstats *ts = topstats_new(0);
+	assert_non_null(ts);
+	const char *libpy = "/usr/lib/libpython3.12.so.1.0", *libz = "/usr/lib/libz.so.1";
+	uint32_t m1 = pb_frame(fx->p, (struct prof_frame){.name = "sre_ucs1_match",
+							  .module = libpy,
+							  .addr = 0x34fc94,
+							  .kind = PROF_FRAME_NATIVE});
+	uint32_t m2 = pb_frame(fx->p, (struct prof_frame){.name = "sre_ucs1_match",
+							  .module = libpy,
+							  .addr = 0x34fd00,
+							  .kind = PROF_FRAME_NATIVE});
+	/* The same name in another module is another function. */
+	uint32_t other = pb_frame(fx->p, (struct prof_frame){.name = "sre_ucs1_match",
+							     .module = libz,
+							     .addr = 0x100,
+							     .kind = PROF_FRAME_NATIVE});
+	uint32_t z1 = pb_frame(fx->p, (struct prof_frame){.name = "libz.so.1+0x10764",
+							  .module = libz,
+							  .addr = 0x10764,
+							  .kind = PROF_FRAME_NATIVE});
+	uint32_t z2 = pb_frame(fx->p, (struct prof_frame){.name = "libz.so.1+0x20000",
+							  .module = libz,
+							  .addr = 0x20000,
+							  .kind = PROF_FRAME_NATIVE});
+	pb_add(fx->p, &thread[3], 5, 3, fx->c, m1, fx->k);
+	pb_add(fx->p, &thread[3], 2, 2, fx->c, m2);
+	pb_add(fx->p, &thread[3], 1, 2, fx->c, other);
+	pb_add(fx->p, &thread[3], 3, 2, fx->b, z1);
+	pb_add(fx->p, &thread[3], 4, 2, fx->b, z2);
+	assert_int_equal(topstats_compute(ts, fx->p, 3, TOP_SORT_OWN), 0);
+
+	const struct top_row *const *rows;
+	assert_int_equal(topstats_rows(ts, &rows), 5);
+	/* [unnamed] (libz) 7, sre_ucs1_match (libpython) 7, ... */
+	const struct top_row *m = NULL, *o = NULL, *z = NULL;
+	for (size_t i = 0; i < 5; i++) {
+		if (rows[i]->module == NULL)
+			continue;
+		if (!strcmp(rows[i]->name, "[unnamed]"))
+			z = rows[i];
+		else if (!strcmp(rows[i]->module, libpy))
+			m = rows[i];
+		else
+			o = rows[i];
+	}
+	assert_non_null(m);
+	assert_non_null(o);
+	assert_non_null(z);
+	assert_int_equal(m->own, 7); /* the kernel frame under it does not count */
+	assert_int_equal(m->total, 7);
+	assert_string_equal(m->name, "sre_ucs1_match");
+	assert_null(m->file);
+	assert_int_equal(m->first_line, 0);
+	assert_int_equal(o->own, 1);
+	assert_string_equal(o->module, libz);
+	assert_int_equal(z->own, 7);
+	assert_string_equal(z->module, libz);
+	/* The Python callers keep their totals and own nothing. */
+	assert_int_equal(row(ts, "C")->own, 0);
+	assert_int_equal(row(ts, "C")->total, 8);
+	assert_int_equal(row(ts, "B")->own, 0);
+	assert_int_equal(row(ts, "B")->total, 7);
+	assert_null(row(ts, "C")->module);
+	topstats_free(ts);
+}
+
 static void test_reset(void **state)
 {
 	struct fixture *fx = *state;
@@ -215,6 +287,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_own_and_total, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_thread_filter, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_markers_are_rows, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_native_rows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sliding_window, setup, teardown),
 	};

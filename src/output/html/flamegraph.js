@@ -15,7 +15,12 @@
   var ROW = 18; /* CSS pixels per stack level */
   var FONT = '12px ui-monospace, Menlo, Consolas, "DejaVu Sans Mono", monospace';
   var MIN_WIDTH = 1; /* narrower frames are not drawn, nor their callees */
+  /* By prof_frame_kind: Python, kernel, native (C, C++...), taipan's markers. */
   var KIND = ['Python', 'kernel', 'native', 'taipan marker'];
+  /* Each kind has a family of colours (keyColor()); the legend shows the
+   * middle of each. Warm for Python, green for native, blue for the kernel. */
+  var KIND_SWATCH = ['hsl(28,85%,61%)', 'hsl(207,55%,68%)', 'hsl(115,45%,61%)', 'hsl(0,0%,75%)'];
+  var LEGEND_ORDER = [0, 2, 1, 3];
 
   var timings = { start: performance.now() };
   var data = JSON.parse(document.getElementById('taipan-data').textContent);
@@ -174,6 +179,7 @@
     search: document.getElementById('search'),
     match: document.getElementById('match'),
     info: document.getElementById('info'),
+    legend: document.getElementById('legend'),
     title: document.getElementById('title'),
     tip: document.getElementById('tip'),
     empty: document.getElementById('empty'),
@@ -502,6 +508,26 @@
     el.thread.disabled = threads.length < 2;
   }
 
+  /* The kinds of code in this profile, each with its colour. */
+  var legend = (function () {
+    var seen = [false, false, false, false];
+    for (var f = 0; f < nframes; f++) seen[F[4 * f + 3]] = true;
+    return LEGEND_ORDER.filter(function (k) { return seen[k]; })
+      .map(function (k) { return { kind: KIND[k], color: KIND_SWATCH[k] }; });
+  })();
+  function fillLegend() {
+    legend.forEach(function (l) {
+      var item = document.createElement('span'), sw = document.createElement('span');
+      sw.className = 'sw';
+      sw.style.background = l.color;
+      item.appendChild(sw);
+      item.appendChild(document.createTextNode(l.kind));
+      el.legend.appendChild(item);
+    });
+    /* One kind says nothing: a Python-only profile looks as it always did. */
+    el.legend.hidden = legend.length < 2;
+  }
+
   function fillInfo() {
     var parts = [plural(grandTotal, 'sample')];
     if (data.duration_ns) parts.push((data.duration_ns / 1e9).toFixed(1) + ' s');
@@ -580,6 +606,7 @@
 
   /* --- start ---------------------------------------------------------------- */
   fillThreads();
+  fillLegend();
   fillInfo();
   resize();
   setView();
@@ -598,6 +625,7 @@
       file: i ? S[K.file[k]] : '',
       line: i ? K.line[k] : 0,
       kind: i ? KIND[K.kind[k]] : 'root',
+      color: i ? keyColor(K, k) : ROOT_COLOR, /* its own, whether or not it matched */
       depth: t.depth[i],
       samples: t.total[i],
       self: t.self[i],
@@ -617,6 +645,10 @@
         for (var j = 0; j < row.length; j += 3) out.push(frameInfo(t, row[j], row[j + 1], row[j + 2]));
       });
       return out;
+    },
+    /* The legend: [{kind, color}] for each kind of code in the profile. */
+    legend: function () {
+      return legend.map(function (l) { return { kind: l.kind, color: l.color }; });
     },
     threads: function () {
       return threads.map(function (t) {

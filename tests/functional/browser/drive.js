@@ -6,7 +6,8 @@
 //   node drive.js SCENARIO PAGE.html OUTDIR [ARGS...]
 //
 // Scenarios: chain (tooltip, zoom, Esc, search, layout, lines), threads (the
-// thread selector), timing (load and first render), speedscope (PAGE is
+// thread selector), timing (load and first render), kinds (the legend and
+// the frames' colours by kind of code), speedscope (PAGE is
 // speedscope's index.html; imports the file ARGS[0]). OUTDIR gets a
 // screenshot (page.png) either way, for the test to keep when it fails.
 'use strict';
@@ -131,6 +132,22 @@ async function timing(page) {
   return out;
 }
 
+// The legend as a person sees it (its text and swatch colours, from the
+// DOM), the page's own account of it, and the frames with their colours.
+async function kinds(page) {
+  return {
+    legend: await page.evaluate(() => window.taipan.legend()),
+    legendShown: await page.$eval('#legend', (l) => ({
+      visible: l.offsetParent !== null,
+      items: Array.from(l.children).map((i) => ({
+        text: i.textContent,
+        color: getComputedStyle(i.querySelector('.sw')).backgroundColor,
+      })),
+    })),
+    frames: await frames(page),
+  };
+}
+
 // The page is speedscope's own app (from its npm package, offline); the
 // first ARG is a speedscope JSON file to import through its file input.
 async function speedscope(page, args) {
@@ -141,12 +158,12 @@ async function speedscope(page, args) {
   return { text: await page.evaluate(() => document.body.innerText) };
 }
 
-const SCENARIOS = { chain, threads, timing, speedscope };
+const SCENARIOS = { chain, threads, timing, kinds, speedscope };
 
 async function main() {
   const [scenario, pagePath, outDir, ...args] = process.argv.slice(2);
   if (!SCENARIOS[scenario] || !pagePath || !outDir) {
-    console.error('usage: node drive.js chain|threads|timing|speedscope PAGE.html OUTDIR [ARGS...]');
+    console.error('usage: node drive.js chain|threads|timing|kinds|speedscope PAGE.html OUTDIR [ARGS...]');
     process.exit(2);
   }
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'taipan-chromium-'));
