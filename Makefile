@@ -216,6 +216,8 @@ bench: $(BUILD)/taipan bench-unwtab
 	@scripts/make-roots.sh --bench
 	$(PYTHON) bench/overhead.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/compare.py --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/overhead.py --native --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/native.py --taipan $(abspath $(BUILD)/taipan)
 
 # Native unwind tables (bench/unwtab.c): rows, bytes and build time for
 # libpython3.12, libc, ld.so, libm and ten extension modules, then for every

@@ -327,8 +327,6 @@ struct tp_umap {
 	  "the call-frame information at the address uses a rule the unwinder does not follow")    \
 	X(READ, "[native: stack unreadable]", "read",                                              \
 	  "a return address or a saved frame pointer could not be read from the stack")            \
-	X(NO_FP, "[native: no frame pointer]", "no_fp",                                            \
-	  "code without call-frame information and without a frame pointer")                       \
 	X(BAD_STEP, "[native: bad step]", "bad_step",                                              \
 	  "an unwinding step did not move up the stack: a wrong rule or a corrupt stack")          \
 	X(DEPTH, "[native: truncated]", "depth", "more native frames than a sample holds")         \

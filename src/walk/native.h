@@ -146,7 +146,9 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 		return;
 	case TP_CFA_NOCFI:
 		if (!fp) {
-			tpn_fail(st, TP_UERR_NO_FP);
+			/* The x86-64 ABI's mark of the outermost frame: _start
+			 * clears rbp (ld.so's has no CFI to say so). */
+			st->u.done = 1;
 			return;
 		}
 		cfa = fp + 16;
