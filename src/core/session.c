@@ -14,6 +14,7 @@
 
 #include "core/bpfrun.h"
 #include "core/native.h"
+#include "profile/merge.h"
 #include "profile/nativesym.h"
 #include "profile/ksyms.h"
 #include "util/log.h"
@@ -51,17 +52,10 @@ struct ncache_ent {
 	uint64_t file; /* native_file_id(); 0: empty */
 	uint64_t key;  /* link-time address << 1 | sampled */
 	uint32_t id;
-	uint8_t kind; /* enum nframe_kind */
+	uint8_t kind; /* enum merge_nkind */
 	uint64_t epoch;
 };
 #define NCACHE_SIZE 16384
-
-/* What the merge needs to know of a native frame. */
-enum nframe_kind {
-	NF_OTHER = 0, /* anything else: shown */
-	NF_EVAL,      /* the eval loop: its Python frames go in its place */
-	NF_MACHINERY, /* the interpreter's call machinery (nativesym_is_call_machinery()) */
-};
 
 struct sproc {
 	UT_hash_handle hh;
@@ -92,6 +86,7 @@ struct session {
 	struct session_stats st;
 	uint32_t *ids;		     /* scratch: frame ids of one stack */
 	int gend[TP_MAX_FRAMES + 1]; /* scratch: where each eval loop's Python frames end */
+	struct merge_step steps[MERGE_STEPS_MAX(TP_USTACK_MAX, TP_MAX_FRAMES)]; /* scratch */
 	size_t ids_cap;
 	uint64_t start_ns;
 	uint64_t dropped;	/* samples of processes user space no longer knows */
@@ -367,7 +362,7 @@ static int python_frame(struct session *s, struct sproc *p, const struct tp_fram
 }
 
 /* The profile frame id of native address addr of p, and its enum
- * nframe_kind in *kind. sampled: the instruction the sample interrupted, not
+ * merge_nkind in *kind. sampled: the instruction the sample interrupted, not
  * a return address. */
 static int native_frame(struct session *s, struct sproc *p, uint64_t addr, bool sampled,
 			uint8_t *kind)
@@ -388,7 +383,7 @@ static int native_frame(struct session *s, struct sproc *p, uint64_t addr, bool 
 	}
 	char buf[320];
 	struct prof_frame f = {.kind = PROF_FRAME_NATIVE, .addr = addr, .module = "[unknown]"};
-	*kind = NF_OTHER;
+	*kind = MERGE_NK_OTHER;
 	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
 	f.name = buf;
 	if (m && m->file) {
@@ -408,15 +403,7 @@ static int native_frame(struct session *s, struct sproc *p, uint64_t addr, bool 
 		nativesym_format(&sym, buf, sizeof(buf));
 		f.module = native_file_path(m->file);
 		f.build_id = sym.build_id && *sym.build_id ? sym.build_id : NULL;
-		/* The eval loop: _PyEval_EvalFrameDefault on 3.x, where
-		 * PyEval_EvalFrameEx is only a wrapper around it. */
-		if (sym.name && nativesym_is_eval_loop(sym.name) &&
-		    (p->pp.version[0] == '2' || strncmp(sym.name, "PyEval_EvalFrameEx", 18)))
-			*kind = NF_EVAL;
-		else if (sym.name &&
-			 nativesym_is_call_machinery(
-			     sym.name, nativesym_is_interpreter(f.module, p->pp.binary)))
-			*kind = NF_MACHINERY;
+		*kind = merge_native_kind(sym.name, f.module, p->pp.binary, p->pp.version);
 	} else if (m) {
 		f.module = "[anonymous]";
 	}
@@ -449,84 +436,54 @@ static int push_python(struct session *s, struct sproc *p, const struct tp_sampl
 	return 0;
 }
 
-/* The Python frames with the native ones (doc/DESIGN.md, "Merging"): each
- * eval-loop frame of the native stack is replaced by the Python frames its
- * call runs. On 3.11+ an eval-loop call runs the frames from the innermost
- * not yet placed down to the next entry frame; before, one frame each.
- * Counts that cannot match give the sample a marker and both parts, never a
- * guess. */
+/* The Python frames with the native ones (profile/merge.h): counts that
+ * cannot match give the sample a marker and both parts, never a guess. */
 static int push_merged(struct session *s, struct sproc *p, const struct tp_sample *smp, uint32_t *n)
 {
 	uint32_t nat = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack;
 	int ids[TP_USTACK_MAX];
 	uint8_t kind[TP_USTACK_MAX];
-	bool eval[TP_USTACK_MAX];
-	int nevals = 0, ngroups = 0, ret;
+	int ret;
 	for (uint32_t i = 0; i < nat; i++) {
 		ids[i] = native_frame(s, p, smp->ustack[i], i == 0, &kind[i]);
 		if (ids[i] < 0)
 			return ids[i];
-		eval[i] = kind[i] == NF_EVAL;
-		nevals += eval[i];
 	}
-	/* Group ends (innermost first): group g is frames [gend[g-1]+1, gend[g]]. */
-	bool interp = p->pp.tp.off.flags & TP_LF_INTERP_FRAME;
-	int *gend = s->gend;
-	/* The innermost eval loop between its shim and its first frame, or
-	 * after its last one was popped: a group of no frames. */
-	if (smp->flags & TP_SF_TOP_SHIM)
-		gend[ngroups++] = -1;
-	for (int i = 0; i < (int)smp->nframes; i++)
-		if (!interp || (smp->frames[i].flags & TP_FF_ENTRY) || i == (int)smp->nframes - 1)
-			gend[ngroups++] = i;
-	bool py_cut = smp->err != TP_ERR_NONE, nat_cut = smp->uerr != TP_UERR_NONE;
-	/* Which side may hold more: the one whose root part is complete. */
-	bool ok =
-	    ngroups == nevals || (nat_cut && ngroups > nevals) || (py_cut && nevals > ngroups);
-	if (!ok) {
-		s->st.merge_failures++;
-		if ((ret = push_marker(s, n, "[native and Python stacks disagree]")) < 0)
-			return ret;
-		if ((ret = push_python(s, p, smp, n, (int)smp->nframes - 1, 0)) < 0)
-			return ret;
-		for (int i = (int)nat - 1; i >= 0; i--)
-			s->ids[(*n)++] = (uint32_t)ids[i];
-		return 0;
-	}
-	/* Groups no eval frame holds (the native stack was cut): at the root,
-	 * above the native part's marker. */
-	int g = ngroups - 1;
-	for (; g >= nevals; g--) {
-		if ((ret = push_python(s, p, smp, n, gend[g], g ? gend[g - 1] + 1 : 0)) < 0)
-			return ret;
-	}
-	if (nat_cut && smp->uerr < TP_UERR__COUNT) {
-		if ((ret = push_marker(s, n, walkerr_native_marker(smp->uerr))) < 0)
-			return ret;
-	}
-	/* Eval frames from the root: the k-th from the leaf takes group k.
-	 * The filtered view (doc/DESIGN.md decision 12) starts at the first
-	 * Python frame, and after each one hides the interpreter's call
-	 * machinery up to the first frame that is not machinery. */
-	bool filtered = s->opts.native == SESSION_NATIVE_FILTERED && ngroups > 0;
-	bool hiding = filtered;
-	int k = nevals - 1;
-	for (int i = (int)nat - 1; i >= 0; i--) {
-		if (!eval[i] || k >= ngroups) {
-			bool root = k == nevals - 1 && nevals > 0;
-			if (hiding && (root || kind[i] == NF_MACHINERY || eval[i])) {
-				k -= eval[i];
-				continue;
-			}
-			hiding = false;
-			s->ids[(*n)++] = (uint32_t)ids[i];
-			k -= eval[i];
-			continue;
+	struct merge_in in = {
+	    .nkind = kind,
+	    .nnative = nat,
+	    .frames = smp->frames,
+	    .nframes = smp->nframes,
+	    .top_shim = smp->flags & TP_SF_TOP_SHIM,
+	    .interp_frames = p->pp.tp.off.flags & TP_LF_INTERP_FRAME,
+	    .py_cut = smp->err != TP_ERR_NONE,
+	    .nat_cut = smp->uerr != TP_UERR_NONE,
+	    .filtered = s->opts.native == SESSION_NATIVE_FILTERED,
+	};
+	size_t nsteps = merge_stack(&in, s->gend, s->steps);
+	for (size_t i = 0; i < nsteps; i++) {
+		const struct merge_step *st = &s->steps[i];
+		switch (st->op) {
+		case MERGE_NATIVE:
+			s->ids[(*n)++] = (uint32_t)ids[st->index];
+			break;
+		case MERGE_PYTHON:
+			ret = python_frame(s, p, &smp->frames[st->index]);
+			if (ret < 0)
+				return ret;
+			s->ids[(*n)++] = (uint32_t)ret;
+			break;
+		case MERGE_MARK_DISAGREE:
+			s->st.merge_failures++;
+			if ((ret = push_marker(s, n, "[native and Python stacks disagree]")) < 0)
+				return ret;
+			break;
+		case MERGE_MARK_NATIVE_CUT:
+			if (smp->uerr < TP_UERR__COUNT &&
+			    (ret = push_marker(s, n, walkerr_native_marker(smp->uerr))) < 0)
+				return ret;
+			break;
 		}
-		if ((ret = push_python(s, p, smp, n, gend[k], k ? gend[k - 1] + 1 : 0)) < 0)
-			return ret;
-		hiding = filtered;
-		k--;
 	}
 	return 0;
 }
