@@ -1,5 +1,6 @@
 /* cmd_dump.c - `taipan dump`: the Python stack of every thread of a process,
- * right now, read from user space without stopping it. */
+ * right now, read from user space, with its native frames (each thread
+ * stopped with ptrace only while its registers and stacks are read). */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -16,7 +17,10 @@
 #include "target/pyproc.h"
 #include "target/pythreads.h"
 #include "target/pywalk.h"
+#include "core/nwalk.h"
+#include "core/session.h"
 #include "core/walkerr.h"
+#include "profile/merge.h"
 #include "profile/symbolize.h"
 #include "util/strutil.h"
 #include "util/clock.h"
@@ -24,11 +28,16 @@
 void cmd_dump_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: taipan dump -p PID [--json]\n"
+		"usage: taipan dump -p PID [--json] [--native MODE]\n"
 		"\n"
 		"Prints the Python stack of every thread of process PID as it is right now,\n"
-		"innermost frame first, like a traceback. The process keeps running: its\n"
-		"memory is read with process_vm_readv, it is never stopped or written to.\n"
+		"innermost frame first, like a traceback, with its native (C) frames, each\n"
+		"shown as \"name (module)\". Memory is read with process_vm_readv and never\n"
+		"written to. Native frames need each thread's registers: each thread is\n"
+		"paused with ptrace for the moment its registers and stacks are read, one\n"
+		"thread at a time (as py-spy --native does); --native none never stops the\n"
+		"process. A thread that cannot be paused (another tracer, Yama's ptrace_scope)\n"
+		"keeps its Python stack and a note says why.\n"
 		"Each thread shows its OS thread id and its name: the Python one\n"
 		"(threading.Thread(name=...), \"MainThread\"), else the OS one\n"
 		"(/proc/PID/task/TID/comm).\n"
@@ -38,8 +47,14 @@ void cmd_dump_usage(FILE *out)
 		"options:\n"
 		"  -p, --pid PID   the process to read (required)\n"
 		"  -j, --json      print JSON: {pid, comm, python_version, threads: [{tid,\n"
-		"                  name, os_name, thread_id, interpreter, error, frames:\n"
-		"                  [{name, file, line, first_line}]}]}, frames innermost first\n"
+		"                  name, os_name, thread_id, interpreter, error, native_error,\n"
+		"                  frames: [{kind: \"python\", name, file, line, first_line} or\n"
+		"                  {kind: \"native\", name, module, build_id} or {kind:\n"
+		"                  \"marker\", name}]}]}, frames innermost first\n"
+		"      --native MODE  native frames: filtered (the default) hides the\n"
+		"                  interpreter's own call machinery between Python frames and\n"
+		"                  the native frames above the first Python one; all keeps\n"
+		"                  every frame; none: Python frames only, nothing stopped\n"
 		"  -v, --verbose   also say how the process was recognised, how threads were\n"
 		"                  matched with OS threads, and how long the read took\n"
 		"  -h, --help      this text\n"
@@ -50,6 +65,7 @@ void cmd_dump_usage(FILE *out)
 		"\n"
 		"examples:\n"
 		"  taipan dump -p 4242\n"
+		"  taipan dump -p 4242 --native all\n"
 		"  taipan dump -p 4242 --json | jq '.threads[] | {tid, top: .frames[0].name}'\n",
 		TP_MAX_FRAMES);
 }
@@ -57,18 +73,18 @@ void cmd_dump_usage(FILE *out)
 struct dump_args {
 	pid_t pid;
 	bool json;
+	int native; /* enum session_native */
 };
 
 static int parse_args(int argc, char **argv, struct dump_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
+	    {"pid", required_argument, NULL, 'p'},    {"json", no_argument, NULL, 'j'},
+	    {"native", required_argument, NULL, 'N'}, {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},	      {0},
 	};
 	int c;
+	a->native = SESSION_NATIVE_FILTERED;
 	optind = 1;
 	while ((c = cli_getopt("dump", argc, argv, "p:jvh", longopts)) != -1) {
 		switch (c) {
@@ -82,6 +98,10 @@ static int parse_args(int argc, char **argv, struct dump_args *a)
 			break;
 		case 'j':
 			a->json = true;
+			break;
+		case 'N':
+			if (cli_native(optarg, &a->native))
+				return -EINVAL;
 			break;
 		case 'v':
 			log_set_level(LOG_VERBOSE);
@@ -160,8 +180,145 @@ static void put_esc(const char *s)
 	free(all);
 }
 
+/* A thread's stack with its native frames, read while it was stopped. */
+struct nthread {
+	struct tp_sample *smp;	  /* NULL: the Python frames of the pywalk only */
+	struct nwalk_sym *syms;	  /* of smp->ustack[] */
+	struct merge_step *steps; /* root first */
+	size_t nsteps;
+	char note[320]; /* why it has no native frames; "" when it needs no note */
+};
+
+static void nthreads_free(struct nthread *nt, size_t n)
+{
+	for (size_t i = 0; nt && i < n; i++) {
+		free(nt[i].smp);
+		free(nt[i].syms);
+		free(nt[i].steps);
+	}
+	free(nt);
+}
+
+/* Stops each thread in turn for its registers and stacks, then (every
+ * thread running again) names the native frames and merges them. Returns 0
+ * or -ENOMEM; a thread that cannot be read gets a note. The names live as
+ * *nwp does (the caller frees it, also on failure). */
+static int read_native(const struct pyproc *pp, bool filtered, struct pywalk_thread *const *th,
+		       size_t n, struct nthread *nt, struct nwalk **nwp)
+{
+	struct nwalk *nw = NULL;
+	char err[256];
+	int ret = nwalk_new(pp, &nw);
+	if (ret) {
+		if (ret == -ENOMEM)
+			return ret;
+		for (size_t i = 0; i < n; i++)
+			snprintf(nt[i].note, sizeof(nt[i].note),
+				 "[no native frames: cannot read /proc/%d/maps: %s]", pp->pid,
+				 strerror(-ret));
+		return 0;
+	}
+	*nwp = nw;
+	for (size_t i = 0; i < n; i++) {
+		if (!th[i]->tid)
+			continue; /* no OS thread to stop */
+		nt[i].smp = malloc(sizeof(*nt[i].smp));
+		if (!nt[i].smp)
+			return -ENOMEM;
+		ret = nwalk_thread(nw, th[i]->tid, th[i]->tstate, nt[i].smp, err, sizeof(err));
+		if (ret == -ENOMEM)
+			return ret;
+		if (ret) {
+			snprintf(nt[i].note, sizeof(nt[i].note), "[no native frames: %s]", err);
+			free(nt[i].smp);
+			nt[i].smp = NULL;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct tp_sample *smp = nt[i].smp;
+		if (!smp)
+			continue;
+		uint32_t nat = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack;
+		uint8_t kind[TP_USTACK_MAX];
+		int *gend = malloc(((size_t)smp->nframes + 1) * sizeof(*gend));
+		nt[i].syms = calloc(nat ? nat : 1, sizeof(*nt[i].syms));
+		nt[i].steps = malloc(MERGE_STEPS_MAX(nat, smp->nframes) * sizeof(*nt[i].steps));
+		if (!gend || !nt[i].syms || !nt[i].steps) {
+			free(gend);
+			return -ENOMEM;
+		}
+		for (uint32_t k = 0; k < nat; k++) {
+			nwalk_name(nw, smp->ustack[k], k == 0, &nt[i].syms[k]);
+			kind[k] = nt[i].syms[k].kind;
+		}
+		struct merge_in in = {
+		    .nkind = kind,
+		    .nnative = nat,
+		    .frames = smp->frames,
+		    .nframes = smp->nframes,
+		    .top_shim = smp->flags & TP_SF_TOP_SHIM,
+		    .interp_frames = pp->tp.off.flags & TP_LF_INTERP_FRAME,
+		    .py_cut = smp->err != TP_ERR_NONE,
+		    .nat_cut = smp->uerr != TP_UERR_NONE,
+		    .filtered = filtered,
+		};
+		nt[i].nsteps = merge_stack(&in, gend, nt[i].steps);
+		free(gend);
+	}
+	struct nwalk_stats st;
+	nwalk_get_stats(nw, &st);
+	log_debug("native frames: %u threads stopped for %.2f ms in all (%.2f ms at most "
+		  "each); %u unwind tables built in %.1f ms",
+		  st.threads, st.stopped_ns / 1e6, st.max_stop_ns / 1e6, st.tables,
+		  st.build_ns / 1e6);
+	return 0;
+}
+
+static void print_py_frame(struct symbolizer *sz, const struct tp_frame *fr)
+{
+	struct prof_frame f;
+	if (symbolizer_frame(sz, fr, &f)) {
+		printf("  [code object 0x%llx unreadable]\n", (unsigned long long)fr->code);
+		return;
+	}
+	printf("  File \"");
+	put_esc(f.file);
+	printf("\", line %d, in ", f.line);
+	put_esc(f.name);
+	putchar('\n');
+}
+
+/* The merged stack, innermost first. */
+static void print_merged(struct symbolizer *sz, const struct nthread *nt)
+{
+	const struct tp_sample *smp = nt->smp;
+	for (size_t i = nt->nsteps; i-- > 0;) {
+		const struct merge_step *st = &nt->steps[i];
+		switch (st->op) {
+		case MERGE_PYTHON:
+			print_py_frame(sz, &smp->frames[st->index]);
+			break;
+		case MERGE_NATIVE:
+			printf("  ");
+			put_esc(nt->syms[st->index].name);
+			printf(" (");
+			put_esc(nt->syms[st->index].module);
+			printf(")\n");
+			break;
+		case MERGE_MARK_DISAGREE:
+			printf("  [native and Python stacks disagree]\n");
+			break;
+		case MERGE_MARK_NATIVE_CUT:
+			printf("  %s %s\n", walkerr_native_marker(smp->uerr),
+			       walkerr_native_desc(smp->uerr));
+			break;
+		}
+	}
+}
+
 static void print_text(const struct pyproc *pp, struct symbolizer *sz, const struct names *nm,
-		       struct pywalk_thread *const *th, size_t n, int list_err)
+		       struct pywalk_thread *const *th, const struct nthread *nts, size_t n,
+		       int list_err)
 {
 	printf("Process %d (", pp->pid);
 	put_esc(pp->comm);
@@ -189,25 +346,28 @@ static void print_text(const struct pyproc *pp, struct symbolizer *sz, const str
 		if (t->interp)
 			printf(" in interpreter %u", t->interp);
 		printf(" (most recent call first):\n");
-		for (uint32_t k = 0; k < t->nframes; k++) {
-			struct prof_frame f;
-			if (symbolizer_frame(sz, &t->frames[k], &f)) {
-				printf("  [code object 0x%llx unreadable]\n",
-				       (unsigned long long)t->frames[k].code);
-				continue;
-			}
-			printf("  File \"");
-			put_esc(f.file);
-			printf("\", line %d, in ", f.line);
-			put_esc(f.name);
+		const struct nthread *nt = nts ? &nts[i] : NULL;
+		int err = t->err;
+		uint32_t nframes = t->nframes;
+		if (nt && nt->note[0]) {
+			printf("  ");
+			put_esc(nt->note);
 			putchar('\n');
 		}
-		if (walkerr_is_cut((unsigned int)t->err))
-			printf("  [truncated after %u frames]\n", t->nframes);
-		else if (t->err)
-			printf("  %s %s\n", walkerr_marker((unsigned int)t->err),
-			       walkerr_desc((unsigned int)t->err));
-		else if (!t->nframes)
+		if (nt && nt->smp) {
+			print_merged(sz, nt);
+			err = nt->smp->err;
+			nframes = nt->smp->nframes;
+		} else {
+			for (uint32_t k = 0; k < t->nframes; k++)
+				print_py_frame(sz, &t->frames[k]);
+		}
+		if (walkerr_is_cut((unsigned int)err))
+			printf("  [truncated after %u frames]\n", nframes);
+		else if (err)
+			printf("  %s %s\n", walkerr_marker((unsigned int)err),
+			       walkerr_desc((unsigned int)err));
+		else if (!nframes)
 			printf("  (no Python frames)\n");
 	}
 }
@@ -219,8 +379,63 @@ static json_t *jstr(const char *s)
 	return j ? j : json_null();
 }
 
+static json_t *json_py_frame(struct symbolizer *sz, const struct tp_frame *fr)
+{
+	struct prof_frame f;
+	if (symbolizer_frame(sz, fr, &f))
+		return json_pack("{s:s, s:n, s:n, s:n, s:n, s:I}", "kind", "python", "name", "file",
+				 "line", "first_line", "code", (json_int_t)fr->code);
+	return json_pack("{s:s, s:o, s:o, s:i, s:i}", "kind", "python", "name", jstr(f.name),
+			 "file", jstr(f.file), "line", f.line, "first_line", f.first_line);
+}
+
+/* The merged stack, innermost first, appended to frames. */
+static int json_merged(struct symbolizer *sz, const struct nthread *nt, json_t *frames)
+{
+	const struct tp_sample *smp = nt->smp;
+	for (size_t i = nt->nsteps; i-- > 0;) {
+		const struct merge_step *st = &nt->steps[i];
+		const struct nwalk_sym *sym = &nt->syms[st->index];
+		json_t *jf = NULL;
+		switch (st->op) {
+		case MERGE_PYTHON:
+			jf = json_py_frame(sz, &smp->frames[st->index]);
+			break;
+		case MERGE_NATIVE:
+			jf = json_pack("{s:s, s:o, s:o, s:o}", "kind", "native", "name",
+				       jstr(sym->name), "module", jstr(sym->module), "build_id",
+				       sym->build_id[0] ? jstr(sym->build_id) : json_null());
+			break;
+		case MERGE_MARK_DISAGREE:
+			jf = json_pack("{s:s, s:s}", "kind", "marker", "name",
+				       "[native and Python stacks disagree]");
+			break;
+		case MERGE_MARK_NATIVE_CUT:
+			jf = json_pack("{s:s, s:s}", "kind", "marker", "name",
+				       walkerr_native_marker(smp->uerr));
+			break;
+		}
+		if (!jf || json_array_append_new(frames, jf))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* What JSON says of a thread's native frames: null when all is well. */
+static json_t *native_err_json(const struct nthread *nt)
+{
+	if (!nt)
+		return json_null();
+	if (nt->note[0])
+		return jstr(nt->note);
+	if (nt->smp && nt->smp->uerr != TP_UERR_NONE)
+		return json_string(walkerr_native_key(nt->smp->uerr));
+	return json_null();
+}
+
 static int print_json(const struct pyproc *pp, struct symbolizer *sz, const struct names *nm,
-		      struct pywalk_thread *const *th, size_t n, int list_err)
+		      struct pywalk_thread *const *th, const struct nthread *nts, size_t n,
+		      int list_err)
 {
 	json_t *root = NULL, *threads = NULL;
 	int ret = -ENOMEM;
@@ -234,16 +449,17 @@ static int print_json(const struct pyproc *pp, struct symbolizer *sz, const stru
 		json_t *frames = json_array(), *jt;
 		if (!frames)
 			goto out;
-		for (uint32_t k = 0; k < t->nframes; k++) {
-			struct prof_frame f;
-			json_t *jf;
-			if (symbolizer_frame(sz, &t->frames[k], &f))
-				jf = json_pack("{s:n, s:n, s:n, s:n, s:I}", "name", "file", "line",
-					       "first_line", "code", (json_int_t)t->frames[k].code);
-			else
-				jf = json_pack("{s:o, s:o, s:i, s:i}", "name", jstr(f.name), "file",
-					       jstr(f.file), "line", f.line, "first_line",
-					       f.first_line);
+		const struct nthread *nt = nts ? &nts[i] : NULL;
+		int err = t->err;
+		if (nt && nt->smp) {
+			err = nt->smp->err;
+			if (json_merged(sz, nt, frames)) {
+				json_decref(frames);
+				goto out;
+			}
+		}
+		for (uint32_t k = 0; !(nt && nt->smp) && k < t->nframes; k++) {
+			json_t *jf = json_py_frame(sz, &t->frames[k]);
 			if (!jf || json_array_append_new(frames, jf)) {
 				json_decref(frames);
 				goto out;
@@ -252,11 +468,12 @@ static int print_json(const struct pyproc *pp, struct symbolizer *sz, const stru
 		os_name(pp->pid, t->tid, os, sizeof(os));
 		const char *name = thread_name(nm, t, os);
 		snprintf(tid_hex, sizeof(tid_hex), "0x%llx", (unsigned long long)t->thread_id);
-		jt = json_pack("{s:o, s:o, s:o, s:s, s:i, s:o, s:o}", "tid",
+		jt = json_pack("{s:o, s:o, s:o, s:s, s:i, s:o, s:o, s:o}", "tid",
 			       t->tid ? json_integer(t->tid) : json_null(), "name",
 			       name ? jstr(name) : json_null(), "os_name",
 			       t->tid ? jstr(os) : json_null(), "thread_id", tid_hex, "interpreter",
-			       (int)t->interp, "error", walk_err_json(t->err), "frames", frames);
+			       (int)t->interp, "error", walk_err_json(err), "native_error",
+			       native_err_json(nt), "frames", frames);
 		if (!jt || json_array_append_new(threads, jt))
 			goto out;
 	}
@@ -285,6 +502,8 @@ int cmd_dump(int argc, char **argv)
 	struct symbolizer *sz = NULL;
 	struct pywalk_thread **th = NULL;
 	struct names nm = {0};
+	struct nthread *nt = NULL;
+	struct nwalk *nw = NULL;
 	char err[512];
 	int ret, status = 1;
 
@@ -337,14 +556,22 @@ int cmd_dump(int argc, char **argv)
 		th[i] = &w.threads[i];
 	if (w.nthreads)
 		qsort(th, w.nthreads, sizeof(*th), by_tid);
+	if (a.native != SESSION_NATIVE_NONE && w.nthreads) {
+		nt = calloc(w.nthreads, sizeof(*nt));
+		if (!nt || read_native(&pp, a.native == SESSION_NATIVE_FILTERED, th, w.nthreads, nt,
+				       &nw)) {
+			log_error("out of memory");
+			goto out;
+		}
+	}
 	if (a.json) {
-		ret = print_json(&pp, sz, &nm, th, w.nthreads, w.err);
+		ret = print_json(&pp, sz, &nm, th, nt, w.nthreads, w.err);
 		if (ret) {
 			log_error("cannot write JSON: %s", strerror(-ret));
 			goto out;
 		}
 	} else {
-		print_text(&pp, sz, &nm, th, w.nthreads, w.err);
+		print_text(&pp, sz, &nm, th, nt, w.nthreads, w.err);
 	}
 	if (fflush(stdout) == EOF) {
 		log_error("cannot write the output: %s", strerror(errno));
@@ -361,6 +588,8 @@ int cmd_dump(int argc, char **argv)
 		  (mono_seconds() * 1e3) - t_walk);
 	status = 0;
 out:
+	nthreads_free(nt, w.nthreads);
+	nwalk_free(nw);
 	free(th);
 	free(nm.v);
 	pywalk_free(&w);

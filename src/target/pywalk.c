@@ -276,6 +276,19 @@ int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct 
 	return 0;
 }
 
+int pywalk_tstate(const struct pyproc *pp, uint64_t tstate, struct tp_sample *out)
+{
+	struct tpw_state *st = state_new(pp);
+	if (!st)
+		return -ENOMEM;
+	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
+	tpw_begin(st);
+	walk_tstate(st, tstate);
+	*out = st->s;
+	free(st);
+	return 0;
+}
+
 static int push_thread(struct pywalk *w, size_t *cap, const struct pywalk_thread *t)
 {
 	if (w->nthreads == *cap) {

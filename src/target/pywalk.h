@@ -66,6 +66,11 @@ int pywalk_read(const struct pyproc *pp, struct pywalk *w);
  * (read failures are in out->err). */
 int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct tp_sample *out);
 
+/* The frames of thread state tstate as the BPF program walks them once it
+ * has found it (flags, entry marks and err included), into *out. Returns 0
+ * or -ENOMEM (read failures are in out->err). */
+int pywalk_tstate(const struct pyproc *pp, uint64_t tstate, struct tp_sample *out);
+
 /* Frees what pywalk_read() allocated and zeroes w. Accepts a zeroed w. */
 void pywalk_free(struct pywalk *w);
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import WORKLOADS, error_lines, marked_lines, pyenv, require, run_on_sleeper, run_taipan
+from conftest import WORKLOADS, error_lines, interpreter, marked_lines, pyenv, require, run_on_sleeper, run_taipan
 
 BLOCKED_THREADS = 50
 # What the dump of a 50-thread process may take, start to exit.
@@ -19,10 +19,15 @@ BLOCKED_THREADS = 50
 THREAD_RE = re.compile(r'^Thread (?:(?P<tid>\d+) "(?P<name>[^"]*)"|0x(?P<tid_hex>[0-9a-f]+) \(no OS thread found\))'
                        r'(?: in interpreter \d+)? \(most recent call first\):$')
 FRAME_RE = re.compile(r'^  File "(?P<file>.*)", line (?P<line>-?\d+), in (?P<name>.*)$')
+# A native frame: "name (module)"; markers and notes start with "[...]" and
+# a space or end there.
+NATIVE_RE = re.compile(r'^  (?!File ")(?!\[[^\]]*\]( |$))(?P<name>.+) \((?P<module>[^()]*)\)$')
 
 
 def parse_dump(text):
-    """{tid or 'thread_id 0x…': {'name': …, 'frames': [(name, file, line)], 'notes': [...]}}."""
+    """{tid or 'thread_id 0x…': {'name': …, 'frames': [(name, file, line)], 'notes': [...],
+    'stack': [('python' or 'native', name, file or module)] innermost first, 'native_notes':
+    the native walk's markers and notes}}."""
     lines = text.splitlines()
     assert lines and lines[0].startswith("Process "), text
     threads, cur = {}, None
@@ -32,12 +37,19 @@ def parse_dump(text):
         m = THREAD_RE.match(line)
         if m:
             key = int(m.group("tid")) if m.group("tid") else "0x" + m.group("tid_hex")
-            cur = threads[key] = {"name": m.group("name"), "frames": [], "notes": []}
+            cur = threads[key] = {"name": m.group("name"), "frames": [], "notes": [], "stack": [],
+                                  "native_notes": []}
             continue
         assert cur is not None, "line outside a thread: %r" % line
         f = FRAME_RE.match(line)
+        n = NATIVE_RE.match(line)
         if f:
             cur["frames"].append((f.group("name"), f.group("file"), int(f.group("line"))))
+            cur["stack"].append(("python", f.group("name"), f.group("file")))
+        elif n:
+            cur["stack"].append(("native", n.group("name"), n.group("module")))
+        elif line.startswith("  [native") or line.startswith("  [no native frames"):
+            cur["native_notes"].append(line.strip())
         else:
             cur["notes"].append(line.strip())
     return threads
@@ -87,8 +99,9 @@ def test_call_chain_innermost_first(taipan, interp, workload):
     t = doc["threads"][0]
     assert t["tid"] == w.pid and t["error"] is None and t["name"] == main["name"]
     assert t["thread_id"].startswith("0x")
-    assert [f["name"] for f in t["frames"]] == [e[0] for e in expected]
-    for f, (_, want) in zip(t["frames"], expected):
+    py = [f for f in t["frames"] if f["kind"] == "python"]
+    assert [f["name"] for f in py] == [e[0] for e in expected]
+    for f, (_, want) in zip(py, expected):
         assert f["line"] in want and os.path.basename(f["file"]) == "chain.py"
         assert 0 < f["first_line"] <= f["line"]
 
@@ -145,7 +158,8 @@ def test_fifty_blocked_threads_matched(taipan, interp, workload):
     assert sorted(t["tid"] for t in doc["threads"]) == sorted(tasks)
     for t in doc["threads"]:
         if t["tid"] != w.pid:
-            assert t["frames"][0]["name"] == "blocked_" + t["os_name"][4:], t
+            py = [f for f in t["frames"] if f["kind"] == "python"]
+            assert py[0]["name"] == "blocked_" + t["os_name"][4:], t
 
 
 @pytest.mark.parametrize("ident", ["pyenv-3.12", "pyenv-3.9"])
@@ -167,7 +181,8 @@ def test_deep_stacks_every_frame_then_bounded(taipan, workload, ident):
     assert t["frames"][0][0] == "spin" and t["frames"][-1][0] == "rec"
     assert t["notes"] == ["[truncated after 2048 frames]"], t["notes"]
     doc = json.loads(dump(taipan, w.pid, "--json").stdout)
-    assert doc["threads"][0]["error"] == "depth" and len(doc["threads"][0]["frames"]) == 2048
+    py = [f for f in doc["threads"][0]["frames"] if f["kind"] == "python"]
+    assert doc["threads"][0]["error"] == "depth" and len(py) == 2048
 
 
 @pytest.mark.parametrize("ident", ["debian-3.11-static", "pyenv-3.9"])
@@ -240,3 +255,106 @@ def test_usage_and_help(taipan):
         assert re.search(r"^  %s " % cmd, res.stdout, re.M), cmd
     res = run_taipan(taipan, ["help", "frobnicate"])
     assert res.returncode == 2 and "no help for" in res.stderr
+
+
+# --- native frames -------------------------------------------------------------
+
+def dump_until(taipan, pid, pred, *extra, attempts=50):
+    """Dumps pid until pred(parsed threads) holds (the target moves between
+    dumps); returns the last parse, which the caller asserts on."""
+    for _ in range(attempts):
+        threads = parse_dump(dump(taipan, pid, *extra).stdout)
+        if pred(threads):
+            break
+    return threads
+
+
+@pytest.mark.parametrize("ident", ["pyenv-3.12", "pyenv-3.9"])
+def test_native_frames_interleave_with_python(taipan, workload, tmp_path, ident):
+    """py_a -> c_b -> py_c -> c_d, from an extension built without frame
+    pointers: the native frames between the Python ones, in order."""
+    from test_native import build_cmix
+    py = interpreter(ident)
+    w = workload(py, "native_cmix.py", build_cmix(py, tmp_path))
+    keep = re.compile(r"^(py_a|py_c|c_b|c_d)$")
+
+    def seq(threads):
+        return [(k, n.split(".")[0]) for k, n, _ in threads[w.pid]["stack"] if keep.match(n.split(".")[0])]
+
+    want = [("native", "c_d"), ("python", "py_c"), ("native", "c_b"), ("python", "py_a")]
+    threads = dump_until(taipan, w.pid, lambda t: seq(t) == want)
+    t = threads[w.pid]
+    assert seq(threads) == want, t["stack"]
+    mods = {n.split(".")[0]: m for k, n, m in t["stack"] if k == "native"}
+    assert os.path.basename(mods["c_b"]) == "cmix.so", t["stack"]
+    assert not t["native_notes"], t
+    # Python frames only, and the eval loop never shows.
+    assert not any("EvalFrame" in n for _, n, _ in t["stack"]), t["stack"]
+
+
+def test_native_libc_wrapper_under_the_sleeper(taipan, workload):
+    """A thread blocked in time.sleep or select shows the libc wrapper (and
+    the builtin) as its innermost frames, above its Python frame; --json
+    gives them kind native with their module and build-id."""
+    w = workload(pyenv("pyenv-3.12"), "native_sleep.py")
+    wrapper = re.compile(r"sleep|select|poll")
+
+    def sleeper(threads):
+        t = next((t for t in threads.values() if t["frames"] and t["frames"][0][0] == "sleeper"), None)
+        if not t:
+            return None
+        py = next(i for i, f in enumerate(t["stack"]) if f[0] == "python")
+        return t if py and any(wrapper.search(n) for _, n, _ in t["stack"][:py]) else None
+
+    t = sleeper(dump_until(taipan, w.pid, sleeper))
+    assert t, "no dump showed the sleeper in a libc wrapper"
+    inner = t["stack"][0]
+    assert inner[0] == "native" and os.path.basename(inner[2]).startswith("libc"), t["stack"]
+
+    doc = json.loads(dump(taipan, w.pid, "--json").stdout)
+    frames = [f for th in doc["threads"] for f in th["frames"]]
+    native = [f for f in frames if f["kind"] == "native"]
+    assert native and all(f["module"] for f in native), frames
+    assert any(os.path.basename(f["module"]).startswith("libc") and f["build_id"] for f in native)
+    assert {f["kind"] for f in frames} == {"python", "native"}
+
+
+def tracer_pid(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^TracerPid:\s*(\d+)", f.read(), re.M).group(1))
+
+
+def test_native_none_never_stops_the_target(taipan, workload):
+    """--native none: Python frames only, and nothing attaches: with another
+    tracer on every thread, the default dump notes it per thread and keeps
+    the Python stacks, and --native none does not even try."""
+    w = workload(pyenv("pyenv-3.12"), "native_sleep.py")
+    t = parse_dump(dump(taipan, w.pid, "--native", "none").stdout)
+    assert all(not th["native_notes"] and all(k == "python" for k, _, _ in th["stack"]) for th in t.values()), t
+    doc = json.loads(dump(taipan, w.pid, "--native=none", "--json").stdout)
+    assert all(f["kind"] == "python" for th in doc["threads"] for f in th["frames"])
+    assert all(th["native_error"] is None for th in doc["threads"])
+
+    strace = shutil.which("strace")
+    if not strace:
+        pytest.skip("no strace to hold the threads")
+    tr = subprocess.Popen([strace, "-f", "-e", "trace=none", "-p", str(w.pid)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while tracer_pid(w.pid) != tr.pid:
+            assert time.monotonic() < deadline, "strace did not attach"
+            time.sleep(0.05)
+        res = dump(taipan, w.pid)
+        threads = parse_dump(res.stdout)
+        assert len(threads) == 2
+        for th in threads.values():
+            assert th["frames"], threads
+            assert len(th["native_notes"]) == 1 and "another tracer" in th["native_notes"][0], th
+            assert all(k == "python" for k, _, _ in th["stack"]), th
+        res = dump(taipan, w.pid, "--native", "none")
+        assert "[no native frames" not in res.stdout
+        assert tracer_pid(w.pid) == tr.pid
+    finally:
+        tr.terminate()
+        tr.wait()

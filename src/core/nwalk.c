@@ -1,0 +1,468 @@
+/* nwalk.c - native stacks of a live process's threads for `taipan dump`
+ * (nwalk.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/nwalk.h"
+#include "profile/merge.h"
+#include "profile/nativesym.h"
+#include "target/procmaps.h"
+#include "target/pywalk.h"
+#include "target/unwtab.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+#define VDSO_MAX (1 << 20)
+/* The most of a thread's stack copied while it is stopped; the native walk
+ * reads what lies beyond from the running process. */
+#define STACK_COPY_MAX (1 << 20)
+
+/* A mapped file and, once a stack touched it, its table. */
+struct nw_file {
+	uint64_t inode;
+	uint32_t dev_major, dev_minor;
+	bool vdso;
+	int built;	      /* 0: not yet; 1: entries hold its table; -1: none (frame pointers) */
+	const char *module;   /* the path as the process names it (in pm) */
+	char open_path[96];   /* where taipan opens it */
+	struct tp_ufile info; /* of its table */
+	struct tp_urow *entries; /* page index, then rows */
+};
+
+/* What an executable mapping resolved to, lazily. */
+struct nw_map {
+	int file; /* index in files, -1: anonymous or unopenable, -2: not resolved */
+	bool bias_known;
+	uint64_t bias;
+};
+
+struct nwalk;
+struct tpw_host {
+	struct nwalk *nw;
+	const struct pyproc *pp;
+	const uint8_t *stack; /* the copy of the thread's stack from stack_lo */
+	uint64_t stack_lo, stack_len;
+};
+
+/* A read of the walked thread's memory: from the copy of its stack where it
+ * holds the bytes, else from the process. */
+static int host_read(const struct tpw_host *h, void *dst, size_t len, uint64_t addr)
+{
+	if (addr >= h->stack_lo && addr - h->stack_lo <= h->stack_len &&
+	    len <= h->stack_len - (addr - h->stack_lo)) {
+		memcpy(dst, h->stack + (addr - h->stack_lo), len);
+		return 0;
+	}
+	return pyproc_read(h->pp, addr, dst, len);
+}
+
+#define tpw_read(st, dst, len, addr) host_read(&(st)->host, (dst), (len), (addr))
+#define tpw_count(st, stat) ((void)(st), (void)(stat))
+#define tpw_tstate_lookup(st, tid) ((void)(st), (void)(tid), 0ULL)
+#define tpw_tstate_store(st, tid, ts) ((void)(st), (void)(tid), (void)(ts))
+#include "walk/python.h"
+
+struct nwalk {
+	const struct pyproc *pp;
+	struct proc_maps pm; /* executable mappings only, sorted by start */
+	uint64_t *ranges;    /* every mapping as start, end pairs, sorted */
+	size_t nall;
+	uint8_t *stack; /* STACK_COPY_MAX bytes: the stopped thread's stack */
+	struct nw_map *maps;
+	struct nw_file *files;
+	size_t nfiles;
+	struct nativesym *ns;
+	struct tpw_state *st;
+	char root[64];
+	struct nwalk_stats stats;
+};
+
+static const struct map_entry *find_map(const struct nwalk *nw, uint64_t addr)
+{
+	size_t lo = 0, hi = nw->pm.n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct map_entry *me = &nw->pm.v[mid];
+		if (addr < me->start)
+			hi = mid;
+		else if (addr >= me->end)
+			lo = mid + 1;
+		else
+			return me;
+	}
+	return NULL;
+}
+
+static void sym_file(const struct nwalk *nw, const struct nw_file *f, struct nativesym_file *nf)
+{
+	*nf = (struct nativesym_file){
+	    .path = f->open_path,
+	    .root = nw->root,
+	    .module = f->module,
+	    .dev = (uint64_t)f->dev_major << 32 | f->dev_minor,
+	    .ino = f->inode,
+	};
+}
+
+/* The file of mapping me: shared by its mappings (device and inode). */
+static int map_file(struct nwalk *nw, const struct map_entry *me)
+{
+	struct nw_map *m = &nw->maps[me - nw->pm.v];
+	if (m->file != -2)
+		return m->file;
+	bool vdso = !strcmp(me->path, "[vdso]");
+	m->file = -1;
+	if (!vdso && (!me->inode || me->path[0] != '/'))
+		return -1;
+	for (size_t i = 0; i < nw->nfiles; i++) {
+		const struct nw_file *f = &nw->files[i];
+		if (f->vdso == vdso && f->inode == me->inode && f->dev_major == me->dev_major &&
+		    f->dev_minor == me->dev_minor)
+			return m->file = (int)i;
+	}
+	struct nw_file *f = &nw->files[nw->nfiles]; /* room for every mapping */
+	*f = (struct nw_file){.inode = me->inode,
+			      .dev_major = me->dev_major,
+			      .dev_minor = me->dev_minor,
+			      .vdso = vdso,
+			      .module = me->path};
+	if (!vdso) {
+		/* map_files reaches the very file, in another mount namespace
+		 * or deleted; else the process's root. */
+		snprintf(f->open_path, sizeof(f->open_path), "/proc/%d/map_files/%llx-%llx",
+			 nw->pp->pid, (unsigned long long)me->start, (unsigned long long)me->end);
+		if (access(f->open_path, R_OK))
+			snprintf(f->open_path, sizeof(f->open_path), "%s", "");
+	}
+	return m->file = (int)nw->nfiles++;
+}
+
+/* Builds f's table the first time a stack needs it. */
+static bool file_table(struct nwalk *nw, struct nw_file *f, const struct map_entry *me)
+{
+	if (f->built)
+		return f->built > 0;
+	struct unwtab t = {0};
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+	int ret;
+	f->built = -1;
+	if (f->vdso) {
+		size_t len = me->end - me->start;
+		void *img = len <= VDSO_MAX ? malloc(len) : NULL;
+		ret = img ? pyproc_read(nw->pp, me->start, img, len) : -ENOMEM;
+		if (!ret)
+			ret = unwtab_build_mem(img, len, &t);
+		free(img);
+	} else if (f->open_path[0]) {
+		ret = unwtab_build(f->open_path, &t);
+	} else {
+		char p[4096 + 64];
+		snprintf(p, sizeof(p), "/proc/%d/root%s", nw->pp->pid, f->module);
+		ret = unwtab_build(p, &t);
+	}
+	nw->stats.build_ns += clock_ns(CLOCK_MONOTONIC) - t0;
+	if (ret) {
+		log_debug("%s: no unwind table (%s): its frames are followed by frame pointer",
+			  f->module, strerror(-ret));
+		return false;
+	}
+	f->entries = calloc((size_t)t.npages + t.nrows, sizeof(*f->entries));
+	if (f->entries) {
+		for (uint32_t i = 0; i < t.npages; i++)
+			f->entries[i].pc = t.pages[i];
+		memcpy(f->entries + t.npages, t.rows, (size_t)t.nrows * sizeof(*f->entries));
+		f->info = (struct tp_ufile){.base = t.base, .npages = t.npages, .nrows = t.nrows};
+		f->built = 1;
+		nw->stats.tables++;
+	}
+	unwtab_free(&t);
+	return f->built > 0;
+}
+
+/* The bias of mapping me, through the PT_LOAD that holds addr's file
+ * offset (nativesym reads a file's segments once). */
+static bool map_bias(struct nwalk *nw, const struct map_entry *me, uint64_t addr, uint64_t *bias)
+{
+	struct nw_map *m = &nw->maps[me - nw->pm.v];
+	if (!m->bias_known) {
+		const struct nw_file *f = &nw->files[m->file];
+		struct nativesym_file nf;
+		uint64_t vaddr;
+		if (f->vdso) {
+			m->bias = me->start;
+		} else {
+			sym_file(nw, f, &nf);
+			if (!f->open_path[0] ||
+			    nativesym_vaddr(nw->ns, &nf, addr - me->start + me->offset, &vaddr))
+				return false;
+			m->bias = addr - vaddr;
+		}
+		m->bias_known = true;
+	}
+	*bias = m->bias;
+	return true;
+}
+
+static int nw_mapping(struct tpw_state *st, uint64_t ip, struct tp_umap *um)
+{
+	struct nwalk *nw = st->host.nw;
+	const struct map_entry *me = find_map(nw, ip);
+	if (!me)
+		return -1;
+	uint64_t bias = me->start - me->offset;
+	*um = (struct tp_umap){.bias = bias, .flags = TP_UM_FP};
+	int fi = map_file(nw, me);
+	if (fi < 0 || !map_bias(nw, me, ip, &bias))
+		return 0;
+	um->bias = bias;
+	if (file_table(nw, &nw->files[fi], me)) {
+		um->file = (uint32_t)fi + 1;
+		um->flags = 0;
+	}
+	return 0;
+}
+
+static struct nw_file *nw_table(struct tpw_state *st, uint32_t file)
+{
+	struct nwalk *nw = st->host.nw;
+	return file && file <= nw->nfiles && nw->files[file - 1].built > 0 ? &nw->files[file - 1]
+									   : NULL;
+}
+
+static int nw_info(struct tpw_state *st, uint32_t file, struct tp_ufile *info)
+{
+	struct nw_file *f = nw_table(st, file);
+	if (!f)
+		return -1;
+	*info = f->info;
+	return 0;
+}
+
+static const struct tp_urow *nw_entry(void *t, uint32_t i)
+{
+	const struct nw_file *f = t;
+	return i < f->info.npages + f->info.nrows ? &f->entries[i] : NULL;
+}
+
+#define tpn_mapping(st, ip, m) nw_mapping((st), (ip), (m))
+#define tpn_table(st, file) ((void *)nw_table((st), (file)))
+#define tpn_file(st, file, info) nw_info((st), (file), (info))
+#define tpn_entry(st, t, i) ((void)(st), nw_entry((t), (i)))
+#include "walk/native.h"
+
+static int by_start(const void *a, const void *b)
+{
+	const struct map_entry *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int nwalk_new(const struct pyproc *pp, struct nwalk **out)
+{
+	struct nwalk *nw = calloc(1, sizeof(*nw));
+	int ret;
+	if (!nw)
+		return -ENOMEM;
+	nw->pp = pp;
+	snprintf(nw->root, sizeof(nw->root), "/proc/%d/root", pp->pid);
+	ret = procmaps_read(pp->pid, &nw->pm);
+	if (ret) {
+		free(nw);
+		return ret;
+	}
+	/* Where each thread's stack ends: the end of the mapping holding its
+	 * stack pointer. */
+	nw->ranges = malloc((nw->pm.n ? nw->pm.n : 1) * 2 * sizeof(*nw->ranges));
+	nw->stack = malloc(STACK_COPY_MAX);
+	if (!nw->ranges || !nw->stack) {
+		nwalk_free(nw);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nw->pm.n; i++) {
+		nw->ranges[2 * i] = nw->pm.v[i].start;
+		nw->ranges[2 * i + 1] = nw->pm.v[i].end;
+	}
+	nw->nall = nw->pm.n;
+	/* Executable mappings only. */
+	size_t keep = 0;
+	for (size_t i = 0; i < nw->pm.n; i++) {
+		if (nw->pm.v[i].perms[2] == 'x')
+			nw->pm.v[keep++] = nw->pm.v[i];
+		else
+			free(nw->pm.v[i].path);
+	}
+	nw->pm.n = keep;
+	qsort(nw->pm.v, keep, sizeof(*nw->pm.v), by_start);
+	nw->maps = calloc(keep ? keep : 1, sizeof(*nw->maps));
+	nw->files = calloc(keep ? keep : 1, sizeof(*nw->files));
+	nw->ns = nativesym_new();
+	nw->st = calloc(1, sizeof(*nw->st));
+	if (!nw->maps || !nw->files || !nw->ns || !nw->st) {
+		nwalk_free(nw);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < keep; i++)
+		nw->maps[i].file = -2;
+	nw->st->host.nw = nw;
+	nw->st->host.pp = pp;
+	*out = nw;
+	return 0;
+}
+
+void nwalk_free(struct nwalk *nw)
+{
+	if (!nw)
+		return;
+	for (size_t i = 0; i < nw->nfiles; i++)
+		free(nw->files[i].entries);
+	free(nw->files);
+	free(nw->maps);
+	free(nw->ranges);
+	free(nw->stack);
+	procmaps_free(&nw->pm);
+	nativesym_free(nw->ns);
+	free(nw->st);
+	free(nw);
+}
+
+/* Copies the stack of the stopped thread, from sp up to the end of its
+ * mapping (STACK_COPY_MAX at most): the unwind, which may have to build
+ * tables first, runs on the copy after the thread runs again. */
+static void copy_stack(struct nwalk *nw, uint64_t sp)
+{
+	struct tpw_host *h = &nw->st->host;
+	h->stack = nw->stack;
+	h->stack_lo = sp;
+	h->stack_len = 0;
+	for (size_t i = 0; i < nw->nall; i++) {
+		uint64_t start = nw->ranges[2 * i], end = nw->ranges[2 * i + 1];
+		if (sp < start || sp >= end)
+			continue;
+		uint64_t len = end - sp < STACK_COPY_MAX ? end - sp : STACK_COPY_MAX;
+		if (!pyproc_read(nw->pp, sp, nw->stack, len))
+			h->stack_len = len;
+		break;
+	}
+}
+
+/* The native stack from the registers, into out. */
+static void unwind(struct nwalk *nw, const struct user_regs_struct *r, struct tp_sample *out)
+{
+	struct tpw_state *st = nw->st;
+	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
+	tpn_begin(st, r->rip, r->rsp, r->rbp);
+	/* Each step unwinds at least one frame until TP_USTACK_MAX ends it. */
+	for (unsigned int runs = 0; runs <= TP_USTACK_MAX && tpn_step(st); runs++)
+		;
+	if (!st->u.done)
+		tpn_fail(st, TP_UERR_STEPS);
+	memcpy(out->ustack, st->s.ustack, sizeof(out->ustack));
+	out->nustack = st->s.nustack;
+	out->uerr = st->s.uerr;
+	out->flags |= TP_SF_NATIVE;
+}
+
+int nwalk_thread(struct nwalk *nw, pid_t tid, uint64_t tstate, struct tp_sample *out, char *err,
+		 size_t errlen)
+{
+	struct user_regs_struct regs;
+	int status, sig = 0, ret = 0;
+
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0)) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot stop it to read its registers (ptrace: %s%s)",
+			 strerror(errno),
+			 errno == EPERM ? "; another tracer, or Yama's kernel.yama.ptrace_scope"
+					: "");
+		return ret;
+	}
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+	if (ptrace(PTRACE_INTERRUPT, tid, 0, 0)) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot stop it (ptrace: %s)", strerror(errno));
+		goto detach;
+	}
+	while (waitpid(tid, &status, __WALL) < 0) {
+		if (errno != EINTR) {
+			ret = -errno;
+			snprintf(err, errlen, "cannot wait for it to stop: %s", strerror(errno));
+			goto detach;
+		}
+	}
+	if (!WIFSTOPPED(status)) {
+		snprintf(err, errlen, "it exited");
+		return -ESRCH; /* nothing left to detach from */
+	}
+	/* A signal-delivery stop (not our interrupt): the signal is given back
+	 * on detach. */
+	if (status >> 16 == 0 && WSTOPSIG(status) != SIGTRAP)
+		sig = WSTOPSIG(status);
+	if (ptrace(PTRACE_GETREGS, tid, 0, &regs)) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot read its registers (ptrace: %s)", strerror(errno));
+		goto detach;
+	}
+	memset(out, 0, offsetof(struct tp_sample, frames));
+	if (tstate && (ret = pywalk_tstate(nw->pp, tstate, out)))
+		goto detach;
+	out->pid = (uint32_t)nw->pp->pid;
+	out->tid = (uint32_t)tid;
+	copy_stack(nw, regs.rsp);
+detach:
+	ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig);
+	uint64_t stop = clock_ns(CLOCK_MONOTONIC) - t0;
+	if (!ret)
+		unwind(nw, &regs, out); /* the thread runs again */
+	nw->stats.stopped_ns += stop;
+	if (stop > nw->stats.max_stop_ns)
+		nw->stats.max_stop_ns = stop;
+	nw->stats.threads += !ret;
+	if (ret == -ENOMEM)
+		snprintf(err, errlen, "out of memory");
+	return ret;
+}
+
+void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym *out)
+{
+	uint64_t at = addr - !sampled;
+	const struct map_entry *me = find_map(nw, at);
+	out->module = "[unknown]";
+	out->build_id[0] = 0;
+	out->kind = MERGE_NK_OTHER;
+	snprintf(out->name, sizeof(out->name), "0x%llx", (unsigned long long)addr);
+	if (!me)
+		return;
+	int fi = map_file(nw, me);
+	if (fi < 0) {
+		out->module = "[anonymous]";
+		return;
+	}
+	struct nw_file *f = &nw->files[fi];
+	uint64_t bias;
+	out->module = f->module;
+	if (f->vdso || !map_bias(nw, me, at, &bias)) {
+		snprintf(out->name, sizeof(out->name), "%s+0x%llx", f->module,
+			 (unsigned long long)(at - me->start));
+		return;
+	}
+	struct nativesym_file nf;
+	struct nativesym_sym sym;
+	sym_file(nw, f, &nf);
+	nativesym_lookup(nw->ns, &nf, at - bias, &sym);
+	nativesym_format(&sym, out->name, sizeof(out->name));
+	snprintf(out->build_id, sizeof(out->build_id), "%s", sym.build_id ? sym.build_id : "");
+	out->kind = merge_native_kind(sym.name, f->module, nw->pp->binary, nw->pp->version);
+}
+
+void nwalk_get_stats(const struct nwalk *nw, struct nwalk_stats *out)
+{
+	*out = nw->stats;
+}

@@ -1,0 +1,58 @@
+/* nwalk.h - the native stacks of a live process's threads, read from user
+ * space for `taipan dump`: each thread is stopped with ptrace only while its
+ * registers and stacks are read, then unwound by the BPF unwinder's own code
+ * (src/walk/native.h) over unwind tables built for the files its stack
+ * touches.
+ */
+#ifndef TAIPAN_NWALK_H
+#define TAIPAN_NWALK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "target/pyproc.h"
+#include "taipan_abi.h"
+
+struct nwalk;
+
+/* What one dump measured. */
+struct nwalk_stats {
+	uint64_t stopped_ns;  /* the threads spent stopped, all together */
+	uint64_t max_stop_ns; /* the longest stop of one thread */
+	uint64_t build_ns;    /* building unwind tables */
+	uint32_t tables;      /* tables built */
+	uint32_t threads;     /* threads unwound */
+};
+
+/* A walker of pp's threads; reads pp->pid's maps now. Returns 0 and *out, or
+ * a negative errno (-ESRCH: gone; -ENOMEM). Free with nwalk_free(). */
+int nwalk_new(const struct pyproc *pp, struct nwalk **out);
+/* Accepts NULL. */
+void nwalk_free(struct nwalk *nw);
+
+/* Stops thread tid (host tid) with PTRACE_SEIZE and PTRACE_INTERRUPT, reads
+ * its registers, walks the Python frames of its thread state tstate (0: none)
+ * and its native stack into *out (TP_SF_NATIVE, ustack, uerr), and lets it go
+ * (PTRACE_DETACH, a signal that arrived meanwhile re-delivered). Returns 0,
+ * or a negative errno with why in err (ptrace refused: another tracer, Yama's
+ * ptrace_scope; the thread exited); -ENOMEM. */
+int nwalk_thread(struct nwalk *nw, pid_t tid, uint64_t tstate, struct tp_sample *out, char *err,
+		 size_t errlen);
+
+/* A named native frame. */
+struct nwalk_sym {
+	char name[320];
+	const char *module; /* the file as the process names it; lives as nw does */
+	char build_id[128]; /* lowercase hex, "" when unknown */
+	uint8_t kind;	    /* enum merge_nkind */
+};
+
+/* Names addr of the process; sampled: the interrupted instruction, not a
+ * return address. */
+void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym *out);
+
+void nwalk_get_stats(const struct nwalk *nw, struct nwalk_stats *out);
+
+#endif /* TAIPAN_NWALK_H */
