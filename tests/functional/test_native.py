@@ -17,7 +17,9 @@ from conftest import (MATRIX, WORKLOADS, go_pprof, interpreter, marked_lines, re
 # is built against them.
 HEADERS = ["pyenv-2.7", "pyenv-3.6", "pyenv-3.7", "pyenv-3.8", "pyenv-3.9", "pyenv-3.10",
            "pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "debian-3.11-static"]
-EVAL_LOOP = re.compile(r"^(_PyEval_EvalFrameDefault|PyEval_EvalFrameEx)(\.|$)")
+# The eval loop; on 3.x PyEval_EvalFrameEx is a wrapper around it, a frame
+# like any other.
+EVAL_LOOP = {2: re.compile(r"^PyEval_EvalFrameEx(\.|$)"), 3: re.compile(r"^_PyEval_EvalFrameDefault(\.|$)")}
 
 
 def names(stack):
@@ -32,10 +34,11 @@ def under(stack, func):
     return None
 
 
-def no_eval_loops(stacks):
+def no_eval_loops(stacks, version):
     """Merged stacks never keep an eval-loop frame: each one was replaced by
     its Python frames (a sample whose parts disagree says so with a marker)."""
-    left = [s for s in stacks if any(EVAL_LOOP.match(f.name) for f in s.frames if f.native)
+    loop = EVAL_LOOP[version[0]]
+    left = [s for s in stacks if any(loop.match(f.name) for f in s.frames if f.native)
             and not any(f.name.startswith("[native and Python") for f in s.frames)]
     assert not left, "eval-loop frames left in: %s" % names(left[0])
 
@@ -63,16 +66,25 @@ def build_cmix(interp, tmp_path):
     return out
 
 
-@pytest.mark.parametrize("mode", ["filtered", "all"])
-def test_ctypes_qsort_has_libc_between_python_frames(taipan, tmp_path, workload, interp, mode):
+def test_ctypes_qsort_has_libc_between_python_frames(taipan, tmp_path, workload, interp):
     """Python -> ctypes and libffi -> qsort (libc) -> the ffi closure -> the
-    Python comparator on its line, in that order."""
+    Python comparator on its line, in that order (the filtered view)."""
+    qsort_order(taipan, tmp_path, workload, interp, "filtered")
+
+
+@pytest.mark.parametrize("ident", ["pyenv-2.7", "pyenv-3.10", "pyenv-3.12", "sid-3.15"])
+def test_ctypes_qsort_every_native_frame(taipan, tmp_path, workload, ident):
+    """The same order with --native all."""
+    qsort_order(taipan, tmp_path, workload, interpreter(ident), "all")
+
+
+def qsort_order(taipan, tmp_path, workload, interp, mode):
     w = workload(interp, "native_qsort.py")
     stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", mode])
     line = marked_lines(os.path.join(WORKLOADS, "native_qsort.py"))
     hits = [s for s in stacks if s.python and s.python[-1].name == "compare"]
     assert total(hits) >= 30, "few samples in the comparator: %d of %d" % (total(hits), total(stacks))
-    no_eval_loops(stacks)
+    no_eval_loops(stacks, interp.version)
     good = 0
     for s in hits:
         texts = [f.text for f in s.frames]
@@ -93,8 +105,8 @@ def test_ctypes_qsort_has_libc_between_python_frames(taipan, tmp_path, workload,
         good, total(hits), [f.text for f in hits[0].frames])
 
 
-@pytest.mark.parametrize("ident", HEADERS)
-@pytest.mark.parametrize("mode", ["filtered", "all"])
+@pytest.mark.parametrize("ident,mode", [(i, "filtered") for i in HEADERS] +
+                         [("pyenv-3.9", "all"), ("pyenv-3.12", "all")])
 def test_extension_interleaves_python_and_c(taipan, tmp_path, workload, ident, mode):
     """py_a -> c_b -> py_c -> c_d -> its spin loop, from an extension built
     without frame pointers: the exact interleaving."""
@@ -103,7 +115,7 @@ def test_extension_interleaves_python_and_c(taipan, tmp_path, workload, ident, m
     w = workload(it, "native_cmix.py", d)
     stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", mode])
     line = marked_lines(os.path.join(WORKLOADS, "native_cmix.py"))
-    no_eval_loops(stacks)
+    no_eval_loops(stacks, it.version)
     keep = re.compile(r"^(py_a|py_c|c_b|c_d|cmix_spin)(\.[\w.]+)?$")
     spinning = [s for s in stacks if any(f.native and f.name.startswith("cmix_spin") for f in s.frames)]
     assert total(spinning) >= 0.5 * total(stacks), "few samples in the C loop: %d of %d" % (
@@ -139,7 +151,7 @@ def test_hot_c_of_the_standard_library(taipan, tmp_path, workload, ident):
     it = interpreter(ident)
     w = workload(it, "native_stdlib.py")
     stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=4)
-    no_eval_loops(stacks)
+    no_eval_loops(stacks, it.version)
     line = marked_lines(os.path.join(WORKLOADS, "native_stdlib.py"))
     for func, want in [("regex", ("sre", "+0x")), ("compress", ("deflate", "libz", "longest_match")),
                        ("digest", ("sha", "libcrypto", "hacl"))]:
@@ -210,16 +222,20 @@ def test_bad_native_mode_is_refused(taipan):
 
 def test_native_leaves_agree_with_perf(taipan, tmp_path, workload):
     """The native leaf functions' shares agree with perf record --call-graph
-    dwarf on the same process, within 3 points each."""
+    dwarf on the same process at the same time, within 3 points each. Both
+    sample cpu-clock at 999 Hz for 6 s, about 6,000 samples each, so that
+    sampling noise alone (about 0.8 points between two samplers at a 30%
+    share) stays well inside the tolerance. Samples in the kernel count for
+    their kernel function in both."""
     perf = shutil.which("perf")
     require(perf, "perf (linux-perf)")
     w = workload(interpreter("pyenv-3.12"), "native_stdlib.py")
     data = tmp_path / "perf.data"
-    p = subprocess.Popen([perf, "record", "-q", "-e", "cpu-clock", "-F", "499", "--all-user",
-                          "--call-graph", "dwarf", "-o", str(data), "-p", str(w.pid), "--", "sleep", "6"],
+    p = subprocess.Popen([perf, "record", "-q", "-e", "cpu-clock", "-F", "999", "--call-graph", "dwarf",
+                          "-o", str(data), "-p", str(w.pid), "--", "sleep", "7"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=5, rate=499, extra=["--no-kernel"])
-    p.wait(timeout=60)
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=6, rate=999)
+    p.wait(timeout=120)
     rep = subprocess.run([perf, "report", "-i", str(data), "--stdio", "--no-children", "--sort", "sym",
                           "-q", "-g", "none"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                          text=True).stdout
@@ -229,13 +245,15 @@ def test_native_leaves_agree_with_perf(taipan, tmp_path, workload):
     ours = {}
     n = total(stacks)
     for s in stacks:
-        if s.native:
-            ours[s.native[-1].name] = ours.get(s.native[-1].name, 0) + 100.0 * s.count / n
+        leaf = [f for f in s.frames if f.native or f.kernel]
+        if leaf and leaf[-1].native:
+            ours[leaf[-1].name] = ours.get(leaf[-1].name, 0) + 100.0 * s.count / n
     big = [f for f in set(theirs) | set(ours) if max(theirs.get(f, 0), ours.get(f, 0)) >= 5]
     assert big, (theirs, ours)
     for f in big:
-        assert abs(theirs.get(f, 0) - ours.get(f, 0)) <= 3, "%s: perf %.1f%%, taipan %.1f%%" % (
-            f, theirs.get(f, 0), ours.get(f, 0))
+        assert abs(theirs.get(f, 0) - ours.get(f, 0)) <= 3, "%s: perf %.1f%%, taipan %.1f%% (%s)" % (
+            f, theirs.get(f, 0), ours.get(f, 0), sorted(ours.items(), key=lambda kv: -kv[1])[:6])
+
 
 
 def pprof_raw(path):

@@ -53,6 +53,9 @@ def raw_loop():
 
 
 def main_loop():
+    # Ready from here: a dump right after sees the main thread in main_loop.
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     n = 0
     while time.time() < DEADLINE:
         n += 1
@@ -69,6 +72,4 @@ go.set()
 _thread.start_new_thread(raw_loop, ())
 while len(busy) < 4:
     time.sleep(0.01)
-sys.stdout.write("ready\n")
-sys.stdout.flush()
 main_loop()
