@@ -251,17 +251,7 @@ static int read_native(const struct pyproc *pp, bool filtered, struct pywalk_thr
 			nwalk_name(nw, smp->ustack[k], k == 0, &nt[i].syms[k]);
 			kind[k] = nt[i].syms[k].kind;
 		}
-		struct merge_in in = {
-		    .nkind = kind,
-		    .nnative = nat,
-		    .frames = smp->frames,
-		    .nframes = smp->nframes,
-		    .top_shim = smp->flags & TP_SF_TOP_SHIM,
-		    .interp_frames = pp->tp.off.flags & TP_LF_INTERP_FRAME,
-		    .py_cut = smp->err != TP_ERR_NONE,
-		    .nat_cut = smp->uerr != TP_UERR_NONE,
-		    .filtered = filtered,
-		};
+		struct merge_in in = merge_in_sample(smp, kind, pp->tp.off.flags, filtered);
 		nt[i].nsteps = merge_stack(&in, gend, nt[i].steps);
 		free(gend);
 	}

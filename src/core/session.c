@@ -449,17 +449,8 @@ static int push_merged(struct session *s, struct sproc *p, const struct tp_sampl
 		if (ids[i] < 0)
 			return ids[i];
 	}
-	struct merge_in in = {
-	    .nkind = kind,
-	    .nnative = nat,
-	    .frames = smp->frames,
-	    .nframes = smp->nframes,
-	    .top_shim = smp->flags & TP_SF_TOP_SHIM,
-	    .interp_frames = p->pp.tp.off.flags & TP_LF_INTERP_FRAME,
-	    .py_cut = smp->err != TP_ERR_NONE,
-	    .nat_cut = smp->uerr != TP_UERR_NONE,
-	    .filtered = s->opts.native == SESSION_NATIVE_FILTERED,
-	};
+	struct merge_in in = merge_in_sample(smp, kind, p->pp.tp.off.flags,
+					     s->opts.native == SESSION_NATIVE_FILTERED);
 	size_t nsteps = merge_stack(&in, s->gend, s->steps);
 	for (size_t i = 0; i < nsteps; i++) {
 		const struct merge_step *st = &s->steps[i];

@@ -88,3 +88,19 @@ size_t merge_stack(const struct merge_in *in, int *gend, struct merge_step *out)
 	}
 	return n;
 }
+
+struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkind,
+				uint32_t layout_flags, bool filtered)
+{
+	return (struct merge_in){
+	    .nkind = nkind,
+	    .nnative = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack,
+	    .frames = smp->frames,
+	    .nframes = smp->nframes,
+	    .top_shim = smp->flags & TP_SF_TOP_SHIM,
+	    .interp_frames = layout_flags & TP_LF_INTERP_FRAME,
+	    .py_cut = smp->err != TP_ERR_NONE,
+	    .nat_cut = smp->uerr != TP_UERR_NONE,
+	    .filtered = filtered,
+	};
+}

@@ -45,6 +45,12 @@ struct merge_in {
 	bool filtered;	    /* the filtered view (doc/DESIGN.md decision 12) */
 };
 
+/* The merge_in of sample smp, whose native frames have the kinds nkind[0 ..
+ * smp->nustack), for a process whose layout flags are layout_flags
+ * (struct tp_py_offsets.flags). */
+struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkind,
+				uint32_t layout_flags, bool filtered);
+
 /* Room merge_stack() needs in out: every frame and one marker. */
 #define MERGE_STEPS_MAX(nnative, nframes) ((size_t)(nnative) + (nframes) + 1)
 
