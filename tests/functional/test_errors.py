@@ -169,7 +169,7 @@ def test_pprof_read_by_go_tool_pprof(taipan, interp, workload, tmp_path):
     w = workload(interp, "chain.py", 30)
     out = tmp_path / "x.pb.gz"
     record(taipan, out, w.pid)
-    top = go_pprof("-top", out)
+    top = go_pprof("-top", "-cum", out)  # by cum: native frames make many nodes
     inner = "Worker.run.<locals>.inner" if interp.has_qualname else "inner"
     rows = {}
     for line in top.splitlines():
