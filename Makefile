@@ -167,8 +167,13 @@ unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
 
 # test_html.py writes its 100,000-stack page with the unit-test binary.
+# Under the sanitizers (SAN=1), TAIPAN_SANITIZED=1 runs the tests that repeat
+# over every interpreter of the matrix over a few of each kind instead
+# (conftest.py's matrix_sample): the sanitizers check taipan's memory, which
+# those few exercise along every code path, at a fraction of the time.
 functional: $(BUILD)/taipan $(BUILD)/tests/test_output_html
-	TAIPAN=$(abspath $(BUILD)/taipan) $(PYTHON) -m pytest -q -ra tests/functional
+	TAIPAN=$(abspath $(BUILD)/taipan) TAIPAN_SANITIZED=$(if $(SANFLAGS),1,) \
+		$(PYTHON) -m pytest -q -ra tests/functional
 
 # The fast lane, for every edit: nothing installed, no root (the unit tests
 # that load BPF skip without it), no network, no test roots.

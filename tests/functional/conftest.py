@@ -88,6 +88,19 @@ def interpreter_matrix():
 
 MATRIX = interpreter_matrix()
 
+# Under the sanitizers (make SAN=1 functional) the tests that repeat over
+# the whole matrix take one interpreter of each kind: the oldest, a
+# PyFrameObject 3.x, the 3.12 shims, Debian's stripped static build, a PIE
+# build in a root, and the newest, read through _Py_DebugOffsets alone.
+SANITIZED = os.environ.get("TAIPAN_SANITIZED") == "1"
+SAN_SAMPLE = ["pyenv-2.7", "pyenv-3.9", "pyenv-3.12", "debian-3.11-static", "sid-3.13-pie", "sid-3.15"]
+
+
+def matrix_sample():
+    """The MATRIX ids a matrix-wide test runs over: all of them, or under the
+    sanitizers SAN_SAMPLE."""
+    return [m[0] for m in MATRIX if not SANITIZED or m[0] in SAN_SAMPLE]
+
 
 def require(path, what):
     """Skips (or, in CI, fails) when a needed file is absent."""

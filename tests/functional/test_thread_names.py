@@ -5,7 +5,9 @@ read from the target's threading._active, not from the OS thread name."""
 import collections
 import json
 
-from conftest import go_pprof, interpreter, record, record_folded, run_taipan, total
+import pytest
+
+from conftest import go_pprof, interpreter, matrix_sample, record, record_folded, run_taipan, total
 
 # named_threads.py: the function each thread spins in, and its Python name.
 NAMED = {"hash_loop": "hasher", "sort_loop": "sorter", "rename_loop": "renamed", "main_loop": "MainThread"}
@@ -18,8 +20,9 @@ def busy_function(names):
     return hits[0] if len(hits) == 1 else None
 
 
-def test_record_labels_threads_with_their_python_names(taipan, interp, workload, tmp_path):
-    w = workload(interp, "named_threads.py", 30)
+@pytest.mark.parametrize("ident", matrix_sample())
+def test_record_labels_threads_with_their_python_names(taipan, ident, workload, tmp_path):
+    w = workload(interpreter(ident), "named_threads.py", 30)
     stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, rate=500, extra=["--no-kernel"])
     stacks = [s for s in stacks if s.pid == w.pid]
     assert total(stacks) >= 200, "too few samples: %d" % total(stacks)
@@ -38,8 +41,9 @@ def test_record_labels_threads_with_their_python_names(taipan, interp, workload,
     assert set(seen[RAW]) <= comm, "the unnamed thread is %s, not the OS name %s" % (dict(seen[RAW]), comm)
 
 
-def test_dump_shows_python_thread_names(taipan, interp, workload):
-    w = workload(interp, "named_threads.py", 30)
+@pytest.mark.parametrize("ident", matrix_sample())
+def test_dump_shows_python_thread_names(taipan, ident, workload):
+    w = workload(interpreter(ident), "named_threads.py", 30)
     res = run_taipan(taipan, ["dump", "-p", w.pid, "--json"])
     assert res.returncode == 0, res.stderr
     threads = json.loads(res.stdout)["threads"]
