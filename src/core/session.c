@@ -203,9 +203,6 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		p->sz = symbolizer_new(&p->pp);
 		if (!p->sz)
 			return -ENOMEM;
-		/* Its mappings before its first walk: a native walk finds
-		 * them from its first sample. */
-		native_rescan(s, p);
 		ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)p->pid, &p->pp.tp);
 		if (ret) {
 			snprintf(err, errlen, "pid %d: cannot register with BPF: %s", p->pid,
@@ -214,6 +211,11 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		}
 		p->state = SP_PYTHON;
 		s->st.processes++;
+		/* After its Python walks start: a file's first table can take
+		 * a while to build (a large static interpreter), and a short
+		 * process must not lose its Python frames meanwhile. Samples
+		 * before it end their native part with [native: unknown code]. */
+		native_rescan(s, p);
 		account_early(s, p);
 		log_debug("pid %d (%s): Python %s (version from %s, offsets from %s), %s", p->pid,
 			  p->pp.comm, p->pp.version, p->pp.version_source, p->pp.layout_source,

@@ -234,11 +234,19 @@ def source_hits(pattern):
 
 def test_never_writes_into_a_target():
     # Reading is process_vm_readv and bpf_probe_read_user; nothing that writes
-    # another process's memory, stops it or signals it may appear.
-    forbidden = (r"process_vm_writev|PTRACE_(POKE|ATTACH|SEIZE|INTERRUPT|CONT)|\bptrace\s*\("
-                 r"|bpf_probe_write_user|bpf_send_signal|bpf_override_return"
-                 r"|/proc/%d/mem|\"/mem\"")
+    # another process's memory, or signals it, may appear. One thing stops a
+    # target: `dump`'s native frames (src/core/nwalk.c) pause each thread with
+    # PTRACE_SEIZE and PTRACE_INTERRUPT, which send no signal, to read its
+    # registers (PTRACE_GETREGS), and let it go with PTRACE_DETACH; nothing
+    # else of ptrace, and nowhere else (--native none never stops a target).
+    forbidden = (r"process_vm_writev|PTRACE_(POKE|ATTACH|CONT|SET)|bpf_probe_write_user|bpf_send_signal"
+                 r"|bpf_override_return|/proc/%d/mem|\"/mem\"")
     assert source_hits(forbidden) == []
+    stops = source_hits(r"PTRACE_\w+|\bptrace\s*\(")
+    assert stops
+    for h in stops:
+        assert h.startswith(("src/core/nwalk.c:", "src/core/nwalk.h:")), h
+        assert not re.search(r"PTRACE_(?!SEIZE|INTERRUPT|GETREGS|DETACH)\w+", h), h
     # The only signal sent to a target is kill(pid, 0), which delivers
     # nothing. The one exception is the user's own command of `record --`,
     # which taipan started and ends at the end of -d (c->pid in
