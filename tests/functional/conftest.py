@@ -96,6 +96,14 @@ SANITIZED = os.environ.get("TAIPAN_SANITIZED") == "1"
 SAN_SAMPLE = ["pyenv-2.7", "pyenv-3.9", "pyenv-3.12", "debian-3.11-static", "sid-3.13-pie", "sid-3.15"]
 
 
+# The throughput tests (hundreds of processes that live for a moment, each
+# to be recognised in time) measure how fast taipan is; under the sanitizers
+# every per-process step is several times slower, so they would measure the
+# sanitizers. They run in the normal pass; the sanitizer pass skips them.
+THROUGHPUT_EXTRA = []
+throughput = pytest.mark.skipif(SANITIZED, reason="measures taipan's speed, which the sanitizers change")
+
+
 def matrix_sample():
     """The MATRIX ids a matrix-wide test runs over: all of them, or under the
     sanitizers SAN_SAMPLE."""

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import IN_CI, WORKLOADS, Workload, marked_lines, pyenv, record_folded, stats, total
+from conftest import IN_CI, THROUGHPUT_EXTRA, throughput, WORKLOADS, Workload, marked_lines, pyenv, record_folded, stats, total
 
 
 def assert_python_frames(s, expected):
@@ -213,13 +213,15 @@ def test_half_made_calls_are_flagged_not_towers(taipan, workload, tmp_path, vers
 EARLY = "[before taipan recognised the process]"
 
 
+@throughput
 def test_forked_children_keep_their_first_samples(taipan, tmp_path):
     """50 short children forked by a Python parent under `record --`: a fork
     shares the parent's layout, so BPF walks each child from its first
     sample instead of waiting for user space to recognise it."""
     py = pyenv("pyenv-3.12")
     cmd = [py, os.path.join(WORKLOADS, "forker.py"), 50, 0.02]
-    stacks, _ = record_folded(taipan, tmp_path, [str(c) for c in cmd], seconds=None, rate=1000)
+    stacks, _ = record_folded(taipan, tmp_path, [str(c) for c in cmd], seconds=None, rate=1000,
+                              extra=THROUGHPUT_EXTRA)
     parent = min(s.pid for s in stacks)
     kids = [s for s in stacks if s.pid != parent]
     every = total(kids)

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from conftest import (CHAIN_NAMES, WORKLOADS, Workload, go_pprof, interpreter, parse_folded, pyenv, record,
+from conftest import (CHAIN_NAMES, THROUGHPUT_EXTRA, throughput, WORKLOADS, Workload, go_pprof, interpreter, parse_folded, pyenv, record,
                       record_args, total)
 
 EARLY = "[before taipan recognised the process]"
@@ -68,6 +68,7 @@ def test_processes_before_and_during_the_recording(taipan, tmp_path):
         assert any([f.name for f in s.python][:3] == CHAIN_NAMES for s in mine)
 
 
+@throughput
 def test_short_lived_processes_keep_their_names(taipan, tmp_path):
     """200 Python processes of 100-300 ms each, started during a recording:
     at least 95% of their samples are symbolized, the rest counted as lost."""
@@ -75,7 +76,7 @@ def test_short_lived_processes_keep_their_names(taipan, tmp_path):
     out = tmp_path / "churn.folded"
     # Until the churn is over, however long a loaded machine makes it (each
     # process runs 100-300 ms of CPU): stopped with Ctrl-C below.
-    rec = start_record(taipan, out, 300)
+    rec = start_record(taipan, out, 300, *THROUGHPUT_EXTRA)
     try:
         wait_attached(rec)
         driver = subprocess.Popen([py, os.path.join(WORKLOADS, "churn.py"), py, "200", "10"],
