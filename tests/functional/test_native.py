@@ -181,9 +181,9 @@ def test_blocked_thread_shows_the_libc_wrapper(taipan, tmp_path, workload, ident
     """A thread that enters the kernel from time.sleep or select shows the
     libc wrapper between its kernel frames and its Python frame."""
     w = workload(interpreter(ident), "native_sleep.py")
-    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, rate=1000)
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=5, rate=1000)
     sleeping = [s for s in stacks if s.kernel and s.python and s.python[-1].name == "sleeper"]
-    assert total(sleeping) >= 10, "few samples in the kernel under sleeper: %d" % total(sleeping)
+    assert total(sleeping) >= 5, "few samples in the kernel under sleeper: %d" % total(sleeping)
     ok = 0
     for s in sleeping:
         k = next(i for i, f in enumerate(s.frames) if f.kernel)

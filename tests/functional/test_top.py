@@ -70,7 +70,7 @@ def test_native_leaf_is_its_function_in_its_module(top, workload):
     total."""
     w = workload(pyenv("pyenv-3.12"), "native_stdlib.py")
     s = top("-p", w.pid, "-r", 200)
-    text = s.wait_for(enough(300), what="300 samples")
+    text = s.wait_for(enough(300), timeout=60, what="300 samples")  # slower under the sanitizers
     _, rows = parse(text)
     by_name = {r["name"]: r for r in rows}
     m = by_name.get("sre_ucs1_match")
