@@ -79,10 +79,12 @@ def target_samples(pid, stat=STAT_SAMPLES):
     return None
 
 
-def sample_cost(taipan, python, depth, seconds, rate, extra=()):
-    """ns per sample of the whole BPF walk at this depth."""
+def sample_cost(taipan, python, depth, seconds, rate, extra=(), distinct=False):
+    """ns per sample of the whole BPF walk at this depth (distinct: of as
+    many different functions, else of one recursive function)."""
+    env = dict(os.environ, WORK_DISTINCT="1" if distinct else "0")
     work = subprocess.Popen([python, os.path.join(HERE, "work.py"), str(depth), "400000000"],
-                            stdout=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, env=env)
     time.sleep(0.5)
     out = tempfile.mktemp(suffix=".folded")
     rec = subprocess.Popen([taipan, "record", "-q", "--no-kernel", "-r", str(rate), "-p", str(work.pid),
@@ -179,12 +181,14 @@ def compare_builds(args):
     for i in range(args.rounds):
         for d in depths:
             for b, path in builds:
-                _, per_py, _, _, _ = sample_cost(path, args.python, d, args.seconds, 1000)
+                _, per_py, _, _, _ = sample_cost(path, args.python, d, args.seconds, 1000,
+                                                 distinct=args.distinct)
                 got[(b, d)].append(per_py or 0)
         sys.stderr.write("  round %d/%d\n" % (i + 1, args.rounds))
     print("\nper-sample BPF cost at 1 kHz, median of %d alternating runs (ns per Python sample):"
           % args.rounds)
-    print("  this:  %s\n  other: %s" % (args.taipan, args.vs))
+    print("  this:  %s\n  other: %s\n  stacks of %s" % (
+        args.taipan, args.vs, "different functions" if args.distinct else "one recursive function"))
     print("  %6s %10s %10s %8s" % ("depth", "this", "other", "ratio"))
     for d in depths:
         a = statistics.median(got[("this", d)])
@@ -228,6 +232,8 @@ def main():
     ap.add_argument("--native", action="store_true",
                     help="only the per-sample cost with native unwinding off and on, at --depths")
     ap.add_argument("--depths", default="10,50,1000", help="Python depths with --vs")
+    ap.add_argument("--distinct", action="store_true",
+                    help="with --vs: stacks of as many different functions as frames")
     args = ap.parse_args()
     ncpu = os.cpu_count()
 
@@ -242,10 +248,12 @@ def main():
             return native_cost(args)
         print("\nper-sample BPF cost: run_time_ns of on_sample (tail calls included) over the samples that\n"
               "landed in the workload, and over all runs of the program (every CPU), at 1 kHz:")
-        for depth in (20, 50, 1000):
-            per_run, per_py, runs, py, frames = sample_cost(args.taipan, args.python, depth, args.seconds, 1000)
-            print("  depth %5d: %8.0f ns per Python sample (%d samples), %6.0f ns per program run (%d runs); "
-                  "%d frames in the folded stack" % (depth, per_py or 0, py, per_run or 0, runs, frames))
+        for depth, distinct in ((20, False), (50, False), (50, True), (1000, False)):
+            per_run, per_py, runs, py, frames = sample_cost(args.taipan, args.python, depth, args.seconds, 1000,
+                                                            distinct=distinct)
+            print("  depth %5d%s: %8.0f ns per Python sample (%d samples), %6.0f ns per program run (%d runs); "
+                  "%d frames in the folded stack" % (depth, " (50 functions)" if distinct else "",
+                                                    per_py or 0, py, per_run or 0, runs, frames))
         wall, best, cpu = dump_cost(args.taipan, args.python)
         print("  dump of 51 threads: %.1f ms wall (median; best %.1f), %.1f ms CPU; target 100 ms"
               % (wall, best, cpu))

@@ -84,8 +84,8 @@ struct tp_py_offsets {
 	__u16 frame_span; /* bytes of a frame that hold every field above that the walkers use */
 	__u16 code_name;  /* PyCodeObject.co_name: the frame's identity check */
 	__u16 name_data;  /* where a str's characters start (sizeof(PyASCIIObject); 2.7: ob_sval) */
-	__u16 pad;
-	__u32 flags; /* enum tp_layout_flags */
+	__u16 code_filename; /* PyCodeObject.co_filename: the identity check too */
+	__u32 flags;	     /* enum tp_layout_flags */
 };
 
 /* Frames are read whole, up to this many bytes (the largest span is 384, in
@@ -129,13 +129,29 @@ enum tp_frame_flags {
 struct tp_frame {
 	__u64 code;  /* PyCodeObject address */
 	__u64 aux;   /* TP_LF_SELF_CLASS: the class of the first local, else 0 */
-	__u64 ident; /* co_name's address XOR the first 8 bytes of its characters, 0 if
+	__u64 ident; /* tp_code_ident() of the code object as this sample saw it, 0 if
 		      * unread. A freed code object's address is soon reused by another,
 		      * often with its name string reused in step; this tells user space
-		      * that its cached names belong to the old one. */
+		      * that its cached names belong to the old one, or that the object
+		      * it reads now is not the one that ran. */
 	__u32 pos;   /* f_lasti as stored, or (instruction pointer - code) for TP_LF_LASTI_PTR */
 	__u32 flags; /* enum tp_frame_flags */
 };
+
+/* What identifies a code object (struct tp_frame.ident), computed alike by
+ * BPF at the sample and by user space when it reads the object: the
+ * addresses of its co_name and co_filename and the first 8 bytes of the
+ * name's characters. Pointers alone do not do: a new code object and its
+ * new name string can both land where freed ones were. The file tells
+ * apart two "<module>" code objects (one interned name) of two imports,
+ * the first freed once its module ran. 0 when the name is unknown. */
+static inline __u64 tp_code_ident(__u64 name, __u64 chars, __u64 file)
+{
+	if (!name)
+		return 0;
+	__u64 id = name ^ chars ^ ((file << 29) | (file >> 35));
+	return id ? id : 1;
+}
 
 /* Every place a Python walk can stop short, one row each: the id, the marker
  * frame the profile shows at the root of such a stack, a short key (for

@@ -267,8 +267,14 @@ static int read_native(const struct pyproc *pp, bool filtered, struct pywalk_thr
 static void print_py_frame(struct symbolizer *sz, const struct tp_frame *fr)
 {
 	struct prof_frame f;
-	if (symbolizer_frame(sz, fr, &f)) {
-		printf("  [code object 0x%llx unreadable]\n", (unsigned long long)fr->code);
+	int err = symbolizer_frame(sz, fr, &f);
+	if (err == SYMBOLIZER_SKIP)
+		return;
+	if (err) {
+		if (err == -ESTALE)
+			printf("  %s\n", f.name);
+		else
+			printf("  [code object 0x%llx unreadable]\n", (unsigned long long)fr->code);
 		return;
 	}
 	printf("  File \"");
@@ -358,7 +364,7 @@ static void print_text(const struct pyproc *pp, struct symbolizer *sz, const str
 			printf("  %s %s\n", walkerr_marker((unsigned int)err),
 			       walkerr_desc((unsigned int)err));
 		else if (!nframes)
-			printf("  (no Python frames)\n");
+			printf("  " SESSION_MARKER_NO_PYTHON "\n");
 	}
 }
 
@@ -367,6 +373,13 @@ static json_t *jstr(const char *s)
 {
 	json_t *j = s ? json_string(s) : NULL;
 	return j ? j : json_null();
+}
+
+/* Whether Python frame fr is one that stacks leave out (SYMBOLIZER_SKIP). */
+static bool py_frame_skipped(struct symbolizer *sz, const struct tp_frame *fr)
+{
+	struct prof_frame f;
+	return symbolizer_frame(sz, fr, &f) == SYMBOLIZER_SKIP;
 }
 
 static json_t *json_py_frame(struct symbolizer *sz, const struct tp_frame *fr)
@@ -389,6 +402,8 @@ static int json_merged(struct symbolizer *sz, const struct nthread *nt, json_t *
 		json_t *jf = NULL;
 		switch (st->op) {
 		case MERGE_PYTHON:
+			if (py_frame_skipped(sz, &smp->frames[st->index]))
+				continue;
 			jf = json_py_frame(sz, &smp->frames[st->index]);
 			break;
 		case MERGE_NATIVE:
@@ -449,6 +464,8 @@ static int print_json(const struct pyproc *pp, struct symbolizer *sz, const stru
 			}
 		}
 		for (uint32_t k = 0; !(nt && nt->smp) && k < t->nframes; k++) {
+			if (py_frame_skipped(sz, &t->frames[k]))
+				continue;
 			json_t *jf = json_py_frame(sz, &t->frames[k]);
 			if (!jf || json_array_append_new(frames, jf)) {
 				json_decref(frames);

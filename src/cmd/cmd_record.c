@@ -271,11 +271,14 @@ static void print_stats(const struct session_stats *st)
 		"%llu lost (ring full), %llu lost (read after the process exited or exec'd), "
 		"%llu taken before taipan recognised the process (in the profile as a marker), "
 		"%llu of processes not profiled (not Python, filtered out, or gone before taipan "
-		"looked), %llu unreadable code objects\n",
+		"looked), %llu frames of unreadable code objects ([unknown]), %llu frames of code "
+		"objects freed before taipan read them ([code object freed]), %llu samples of "
+		"Python threads running no Python frame (" SESSION_MARKER_NO_PYTHON ")\n",
 		(unsigned long long)st->bpf_samples, (unsigned long long)st->samples,
 		(unsigned long long)st->lost_ring, (unsigned long long)(st->lost - st->lost_ring),
 		(unsigned long long)st->lost_early, (unsigned long long)st->unrecognised,
-		(unsigned long long)st->bad_frames);
+		(unsigned long long)st->bad_frames, (unsigned long long)st->freed_frames,
+		(unsigned long long)st->no_python);
 	for (unsigned int i = 1; i < TP_ERR__COUNT; i++)
 		if (st->walk_errors[i])
 			fprintf(stderr, "taipan: stats: %llu samples: %s %s: %s\n",

@@ -4,6 +4,7 @@
  * that exit during the recording keep their names (doc/DESIGN.md decision 6).
  */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,6 +333,11 @@ static int kernel_frame(struct session *s, uint64_t addr)
 }
 
 /* The profile frame id of BPF frame bf of process p. */
+/* What python_frame() returns for a frame that stacks leave out. */
+#define FRAME_SKIP INT_MAX
+
+/* The profile frame id of Python frame bf of p, FRAME_SKIP, or a negative
+ * errno. */
 static int python_frame(struct session *s, struct sproc *p, const struct tp_frame *bf)
 {
 	struct fcache_ent *e = NULL;
@@ -346,10 +352,13 @@ static int python_frame(struct session *s, struct sproc *p, const struct tp_fram
 			return (int)e->id;
 	}
 	struct prof_frame f;
-	bool ok = !symbolizer_frame(p->sz, bf, &f);
-	if (!ok)
+	int err = symbolizer_frame(p->sz, bf, &f);
+	bool ok = !err || err == SYMBOLIZER_SKIP;
+	if (err == -ESTALE)
+		s->st.freed_frames++;
+	else if (err < 0)
 		s->st.bad_frames++;
-	int id = profile_intern_frame(s->prof, &f);
+	int id = err == SYMBOLIZER_SKIP ? FRAME_SKIP : profile_intern_frame(s->prof, &f);
 	/* Not kept: frames that failed (counted each time), and frames whose
 	 * identity BPF could not read (nothing tells a reused address). */
 	if (id >= 0 && e && ok && bf->ident) {
@@ -433,7 +442,8 @@ static int push_python(struct session *s, struct sproc *p, const struct tp_sampl
 		int id = python_frame(s, p, &smp->frames[i]);
 		if (id < 0)
 			return id;
-		s->ids[(*n)++] = (uint32_t)id;
+		if (id != FRAME_SKIP)
+			s->ids[(*n)++] = (uint32_t)id;
 	}
 	return 0;
 }
@@ -464,7 +474,8 @@ static int push_merged(struct session *s, struct sproc *p, const struct tp_sampl
 			ret = python_frame(s, p, &smp->frames[st->index]);
 			if (ret < 0)
 				return ret;
-			s->ids[(*n)++] = (uint32_t)ret;
+			if (ret != FRAME_SKIP)
+				s->ids[(*n)++] = (uint32_t)ret;
 			break;
 		case MERGE_MARK_DISAGREE:
 			s->st.merge_failures++;
@@ -512,6 +523,14 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 		/* The frames we have are the innermost; what is missing is
 		 * above them, so the marker is the root. */
 		if ((id = marker(s, walkerr_marker(smp->err))) < 0)
+			return id;
+		s->ids[n++] = (uint32_t)id;
+	} else if (!smp->nframes) {
+		/* A Python thread between frames: the interpreter starting or
+		 * finalizing, or C code called with no Python frame running.
+		 * Its native and kernel frames follow. */
+		s->st.no_python++;
+		if ((id = marker(s, SESSION_MARKER_NO_PYTHON)) < 0)
 			return id;
 		s->ids[n++] = (uint32_t)id;
 	}

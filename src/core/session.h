@@ -33,6 +33,10 @@ struct session_opts {
 	sampler_open_fn open_sampler;
 };
 
+/* The marker at the root of a sample of a Python thread that runs no Python
+ * frame (doc/taipan.1, MARKERS). */
+#define SESSION_MARKER_NO_PYTHON "[no Python frame]"
+
 struct session_stats {
 	uint64_t samples;      /* samples turned into stacks */
 	uint64_t lost_ring;    /* dropped: ring buffer full */
@@ -45,6 +49,8 @@ struct session_stats {
 				* hold (ring full, or read after taipan forgot the process): what
 				* record and top call "lost" */
 	uint64_t bad_frames;   /* Python frames whose code object could not be read */
+	uint64_t freed_frames; /* Python frames whose code object was freed before it was read */
+	uint64_t no_python;    /* samples of a Python thread running no Python frame */
 	uint64_t walk_errors[TP_ERR__COUNT];	/* by enum tp_walk_err */
 	uint64_t truncated;			/* stacks deeper than the walk limit */
 	uint64_t native_errors[TP_UERR__COUNT]; /* native walks, by how they ended */

@@ -45,6 +45,7 @@ struct code_info {
 	char *name;
 	char *file;
 	int firstlineno;
+	int shim; /* a frame CPython runs on its own behalf: left out of stacks */
 	enum first_arg first_arg;
 	uint8_t *linetable;
 	size_t ltlen;
@@ -281,8 +282,9 @@ static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, st
 	if (l->code_firstlineno >= 0)
 		memcpy(&id->firstlineno, obj + l->code_firstlineno, 4);
 	uint64_t chars = 0;
-	rd(sz, id->co_name + sz->pp.tp.off.name_data, &chars, 8);
-	id->ident = id->co_name ? id->co_name ^ chars : 0;
+	if (id->co_name)
+		rd(sz, id->co_name + sz->pp.tp.off.name_data, &chars, 8);
+	id->ident = tp_code_ident(id->co_name, chars, id->file);
 	return hi;
 }
 
@@ -325,6 +327,12 @@ static void fill_code(struct symbolizer *sz, struct code_info *c)
 			free(a);
 		}
 	}
+	/* 3.13+ runs __init__ under a frame of its own static code object
+	 * (_Py_InitCleanup, which checks that __init__ returned None): named
+	 * "__init__" in file "__init__" and on no line, as no compiled code
+	 * object is. It stands for type.__call__, like the shims BPF skips. */
+	c->shim = c->firstlineno == 0 && c->file && !strcmp(c->name, "__init__") &&
+		  !strcmp(c->file, "__init__");
 	c->ok = 1;
 	sz->bytes += code_bytes(c);
 	return;
@@ -428,8 +436,8 @@ static int current_line(const struct symbolizer *sz, const struct code_info *c, 
 	}
 	if (!c->linetable || byte_off > UINT32_MAX)
 		return c->firstlineno;
-	int line = py_linetable_line(pp->linetable, c->linetable, c->ltlen, c->firstlineno,
-				     (uint32_t)byte_off);
+	int line = py_linetable_line_near(pp->linetable, c->linetable, c->ltlen, c->firstlineno,
+					  (uint32_t)byte_off);
 	return line < 0 ? 0 : line;
 }
 
@@ -446,6 +454,19 @@ int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct pro
 		out->kind = PROF_FRAME_MARKER;
 		out->name = "[unknown]";
 		return c ? -EFAULT : -ENOMEM;
+	}
+	/* Read now, the object at this address is another than the one the
+	 * sample ran: that one was freed in between, and this one's name
+	 * would be a wrong one. */
+	if (f->ident && f->ident != c->id.ident) {
+		out->kind = PROF_FRAME_MARKER;
+		out->name = "[code object freed]";
+		return -ESTALE;
+	}
+	if (c->shim) {
+		out->kind = PROF_FRAME_MARKER;
+		out->name = "[shim]";
+		return SYMBOLIZER_SKIP;
 	}
 	out->kind = PROF_FRAME_PYTHON;
 	out->name = c->name;

@@ -17,9 +17,14 @@ void symbolizer_free(struct symbolizer *sz);
 
 /* Fills out (a Python frame) from f: qualified name (co_qualname on 3.11+,
  * else Class.name through self/cls, else the name), file, and the line being
- * run. The strings belong to sz and live until symbolizer_free(). Returns 0,
- * or a negative errno when the code object could not be read; out is then a
- * marker frame "[unknown]". Each code object is read once and cached. */
+ * run. The strings belong to sz and live until symbolizer_free(). Returns 0;
+ * or a negative errno when the code object could not be read, out then being
+ * the marker frame "[unknown]"; or -ESTALE when the object now at f->code is
+ * not the one the sample saw (tp_frame.ident), out then being the marker
+ * "[code object freed]"; or SYMBOLIZER_SKIP for a frame that CPython runs on
+ * its own behalf (3.13's __init__ shim), which stacks leave out as BPF does
+ * the other shims. Each code object is read once and cached. */
+#define SYMBOLIZER_SKIP 1
 int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct prof_frame *out);
 
 /* Code objects read, and how many of them failed. */

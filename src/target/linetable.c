@@ -57,7 +57,8 @@ static int lnotab_line(const uint8_t *t, size_t len, int firstlineno, uint32_t b
  * is <= byte_off; zero-length ranges only move the line. Running off the end
  * of the table, empty tables included, means no line (-1), as in CPython.
  */
-static int linetable310_line(const uint8_t *t, size_t len, int firstlineno, uint32_t byte_off)
+static int linetable310_line(const uint8_t *t, size_t len, int firstlineno, uint32_t byte_off,
+			     bool near)
 {
 	uint32_t line = (uint32_t)firstlineno;
 	uint64_t end = 0;
@@ -76,7 +77,7 @@ static int linetable310_line(const uint8_t *t, size_t len, int firstlineno, uint
 		}
 		i += 2;
 	}
-	return has_line ? as_line(line) : -1;
+	return has_line || near ? as_line(line) : -1;
 }
 
 /* Varints of the 3.11+ table: 6-bit chunks, least significant first, bit 6 set
@@ -119,7 +120,8 @@ static uint32_t read_svarint(const uint8_t *p, const uint8_t *lim)
  * CACHE unit belongs to its instruction's entry); past the end, or for an
  * empty table, there is none and the result is -1, as in CPython.
  */
-static int locations_line(const uint8_t *t, size_t len, int firstlineno, uint32_t byte_off)
+static int locations_line(const uint8_t *t, size_t len, int firstlineno, uint32_t byte_off,
+			  bool near)
 {
 	const uint8_t *p = t, *lim = t + len;
 	uint32_t line = (uint32_t)firstlineno;
@@ -137,14 +139,14 @@ static int locations_line(const uint8_t *t, size_t len, int firstlineno, uint32_
 			line += code - 10;
 		end += (*p & 7) + 1;
 		if (cu < end)
-			return code == 15 ? -1 : as_line(line);
+			return code == 15 && !near ? -1 : as_line(line);
 		p = next;
 	}
 	return -1;
 }
 
-int py_linetable_line(enum py_linetable_kind kind, const uint8_t *table, size_t len,
-		      int firstlineno, uint32_t byte_off)
+static int line_of_kind(enum py_linetable_kind kind, const uint8_t *table, size_t len,
+			int firstlineno, uint32_t byte_off, bool near)
 {
 	static const uint8_t none[1];
 
@@ -159,9 +161,21 @@ int py_linetable_line(enum py_linetable_kind kind, const uint8_t *table, size_t 
 	case PY_LT_LNOTAB:
 		return lnotab_line(table, len, firstlineno, byte_off, true);
 	case PY_LT_LINETABLE:
-		return linetable310_line(table, len, firstlineno, byte_off);
+		return linetable310_line(table, len, firstlineno, byte_off, near);
 	case PY_LT_LOCATIONS:
-		return locations_line(table, len, firstlineno, byte_off);
+		return locations_line(table, len, firstlineno, byte_off, near);
 	}
 	return -1;
+}
+
+int py_linetable_line(enum py_linetable_kind kind, const uint8_t *table, size_t len,
+		      int firstlineno, uint32_t byte_off)
+{
+	return line_of_kind(kind, table, len, firstlineno, byte_off, false);
+}
+
+int py_linetable_line_near(enum py_linetable_kind kind, const uint8_t *table, size_t len,
+			   int firstlineno, uint32_t byte_off)
+{
+	return line_of_kind(kind, table, len, firstlineno, byte_off, true);
 }

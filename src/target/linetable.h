@@ -34,4 +34,12 @@ enum py_linetable_kind {
 int py_linetable_line(enum py_linetable_kind kind, const uint8_t *table, size_t len,
 		      int firstlineno, uint32_t byte_off);
 
+/* As py_linetable_line(), but an instruction the compiler gave no location
+ * (a 3.10 entry with line delta -128, a 3.11+ entry of code 15: the end of a
+ * class body storing __static_attributes__, exception cleanup) gives the line
+ * of the last instruction before it that has one, else firstlineno: the line
+ * a profile shows for a frame stopped there. Past the end it is still -1. */
+int py_linetable_line_near(enum py_linetable_kind kind, const uint8_t *table, size_t len,
+			   int firstlineno, uint32_t byte_off);
+
 #endif /* TAIPAN_LINETABLE_H */

@@ -397,6 +397,7 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	    {"object type", l->obj_type, &o->obj_type, f & TP_LF_SELF_CLASS},
 	    {"type flags", l->type_flags, &o->type_flags, f & TP_LF_SELF_CLASS},
 	    {"code name", l->code_name, &o->code_name, true},
+	    {"code file name", l->code_filename, &o->code_filename, true},
 	    /* Where a name's characters start: BPF reads the first 8 of them
 	     * as part of a code object's identity. */
 	    {"str characters", l->unicode_state >= 0 ? l->unicode_ascii_size : l->bytes_sval,

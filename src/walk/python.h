@@ -304,20 +304,31 @@ TPW_INLINE __u32 tpw_walker(const struct tpw_state *st)
 							 : TP_WALK_FRAME_OBJECTS;
 }
 
-/* What identifies the code object at code now (struct tp_frame.ident): its
- * name's address and first characters. Pointers alone do not do: a new code
- * object and its new name string can both land where freed ones were. */
+/* What identifies the code object at code now (tp_code_ident()). The cache
+ * serves repeats within one sample only: the code objects of a stack being
+ * walked are held by its frames, while between two samples an address can
+ * pass to another code object, and a name read then would be the wrong one. */
 TPW_INLINE __u64 tpw_code_ident(struct tpw_state *st, __u64 code)
 {
 	struct tpw_ident_ent *e = &st->icache[(code >> 4) & (TP_ICACHE - 1)];
 	__u64 now = st->s.time_ns;
-	if (e->code == code && now - e->time_ns < TP_ICACHE_NS)
+	if (e->code == code && e->time_ns == now)
 		return e->ident;
-	__u64 name = 0, chars = 0, ident = 0;
-	if (!tpw_read_u64(st, &name, code + st->proc.off.code_name) && name) {
-		tpw_read_u64(st, &chars, name + st->proc.off.name_data);
-		ident = name ^ chars;
+	const struct tp_py_offsets *o = &st->proc.off;
+	__u64 ptrs[2] = {0, 0}, name = 0, file = 0, chars = 0;
+	if (o->code_filename + 8 == o->code_name) {
+		/* Every version so far: one read for both. */
+		if (!tpw_read(st, ptrs, sizeof(ptrs), code + o->code_filename)) {
+			file = ptrs[0];
+			name = ptrs[1];
+		}
+	} else {
+		tpw_read_u64(st, &name, code + o->code_name);
+		tpw_read_u64(st, &file, code + o->code_filename);
 	}
+	if (name)
+		tpw_read_u64(st, &chars, name + o->name_data);
+	__u64 ident = tp_code_ident(name, chars, file);
 	e->code = code;
 	e->ident = ident;
 	e->time_ns = now;

@@ -441,9 +441,12 @@ def stats(stderr):
     for m in re.finditer(r"^taipan: stats: (\d+) samples: \[(.+?)\] (\w+): .+$", stderr, re.M):
         out[m.group(2)] = out.get(m.group(2), 0) + int(m.group(1))
         out[m.group(3)] = int(m.group(1))
-    m = re.search(r"(\d+) unreadable code objects", stderr)
+    m = re.search(r"(\d+) frames of unreadable code objects", stderr)
     if m:
         out["unreadable code objects"] = int(m.group(1))
+    m = re.search(r"(\d+) frames of code objects freed", stderr)
+    if m:
+        out["code objects freed"] = int(m.group(1))
     return out
 
 

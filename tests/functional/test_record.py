@@ -2,10 +2,14 @@
 
 import collections
 import os
+import signal
+import subprocess
+import threading
+import time
 
 import pytest
 
-from conftest import IN_CI, THROUGHPUT_EXTRA, throughput, WORKLOADS, Workload, marked_lines, pyenv, record_folded, stats, total
+from conftest import IN_CI, THROUGHPUT_EXTRA, throughput, WORKLOADS, Workload, marked_lines, parse_folded, pyenv, record_folded, stats, total
 
 
 def assert_python_frames(s, expected):
@@ -156,6 +160,72 @@ def test_reused_code_object_addresses_keep_their_names(taipan, interp, workload,
         for g in gens:
             assert leaves[g] > 0, "generation %d (address shared by %s) never named: %s" % (
                 g, gens, sorted(leaves))
+
+
+def test_a_late_read_never_names_a_freed_code_object_as_its_successor(taipan, interp, workload, tmp_path):
+    """taipan's reader is stopped (SIGSTOP) while BPF goes on sampling into
+    the ring, and meanwhile the workload frees one code object after another,
+    new ones landing at the freed addresses. Read late, a frame whose code
+    object is gone is marked [code object freed], never named as the object
+    living at its address now: no generation gets more samples than the CPU
+    time it ran."""
+    cpu_ms = 20
+    w = workload(interp, "reuse.py", cpu_ms)
+    out = tmp_path / "out.folded"
+    rec = subprocess.Popen([taipan, "record", "-v", "-r", "1000", "-o", str(out), "--folded-lines",
+                            "--folded-threads", "--stats", "-p", str(w.pid)], stderr=subprocess.PIPE, text=True)
+    err = []
+    reader = threading.Thread(target=lambda: err.extend(rec.stderr), daemon=True)
+    reader.start()
+    gens = []
+
+    def wait_gens(n, what):
+        """Reads the workload's lines until n more generations started."""
+        want = len(gens) + n
+        deadline = time.time() + 120
+        while len(gens) < want:
+            assert time.time() < deadline, "workload stalled " + what
+            line = w.proc.stdout.readline().decode()
+            assert line, "workload exited " + what
+            gens.append(int(line.split()[1]))
+
+    try:
+        deadline = time.time() + 60
+        while not any("sampling at" in l for l in err):
+            assert rec.poll() is None and time.time() < deadline, "".join(err)
+            time.sleep(0.05)
+        wait_gens(5, "while taipan read")
+        os.kill(rec.pid, signal.SIGSTOP)
+        try:
+            wait_gens(60, "while taipan was stopped")
+        finally:
+            os.kill(rec.pid, signal.SIGCONT)
+        wait_gens(10, "after taipan went on")
+        rec.send_signal(signal.SIGINT)
+        assert rec.wait(timeout=60) == 0, "".join(err)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+    reader.join(5)
+    stacks = [s for s in parse_folded(out) if s.pid == w.pid]
+    leaves = collections.Counter()
+    for s in stacks:
+        if s.python and s.python[-1].name.startswith("f_"):
+            leaves[int(s.python[-1].name[2:])] += s.count
+    freed = sum(s.count for s in stacks if any(f.text == "[code object freed]" for f in s.frames))
+    assert leaves, "no generation was sampled"
+    # A generation runs cpu_ms of CPU: at 1 kHz about cpu_ms samples. A
+    # wrong name would give the generation at an address now the samples of
+    # the dozens before it that were read late.
+    worst = max(leaves, key=leaves.get)
+    assert leaves[worst] <= 3 * cpu_ms + 10, \
+        "generation %d has %d samples for %d ms of CPU (%d marked freed)" % (
+            worst, leaves[worst], cpu_ms, freed)
+    # Frames read late were found out, not named: with 60 generations run
+    # while taipan was stopped, some addresses were given to new objects.
+    assert freed > 0, "no frame was marked [code object freed] (%d named)" % sum(leaves.values())
+    assert stats("".join(err)).get("code objects freed") == freed
 
 
 def test_deeper_than_the_limit_is_marked_not_cut_silently(taipan, interp, workload, tmp_path):

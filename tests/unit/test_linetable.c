@@ -119,6 +119,11 @@ static void test_linetable310_no_line(void **state)
 	assert_int_equal(LINE(PY_LT_LINETABLE, t, 100, 9), -1);
 	assert_int_equal(LINE(PY_LT_LINETABLE, t, 100, 10), 103);
 	assert_int_equal(LINE(PY_LT_LINETABLE, t, 100, 11), 103);
+	/* The near line of an entry without one: the last real line before. */
+	assert_int_equal(py_linetable_line_near(PY_LT_LINETABLE, t, sizeof(t), 100, 6), 101);
+	assert_int_equal(py_linetable_line_near(PY_LT_LINETABLE, t, sizeof(t), 100, 9), 101);
+	assert_int_equal(py_linetable_line_near(PY_LT_LINETABLE, t, sizeof(t), 100, 10), 103);
+	assert_int_equal(py_linetable_line_near(PY_LT_LINETABLE, t, sizeof(t), 100, 12), -1);
 	/* Past the end of the table there is no line. */
 	assert_int_equal(LINE(PY_LT_LINETABLE, t, 100, 12), -1);
 	assert_int_equal(LINE(PY_LT_LINETABLE, t, 100, UINT32_MAX), -1);
@@ -202,6 +207,10 @@ static void test_locations_forms(void **state)
 	assert_int_equal(LINE(PY_LT_LOCATIONS, t, 10, 8), -1);
 	assert_int_equal(LINE(PY_LT_LOCATIONS, t, 10, 10), -1);
 	assert_int_equal(LINE(PY_LT_LOCATIONS, t, 10, 12), 14);
+	/* The near line of cu 4-5: that of cu 3, the last with a location. */
+	assert_int_equal(py_linetable_line_near(PY_LT_LOCATIONS, t, sizeof(t), 10, 8), 12);
+	assert_int_equal(py_linetable_line_near(PY_LT_LOCATIONS, t, sizeof(t), 10, 10), 12);
+	assert_int_equal(py_linetable_line_near(PY_LT_LOCATIONS, t, sizeof(t), 10, 12), 14);
 	assert_int_equal(LINE(PY_LT_LOCATIONS, t, 10, 14), 9);
 	assert_int_equal(LINE(PY_LT_LOCATIONS, t, 10, 16), 1009);
 	assert_int_equal(LINE(PY_LT_LOCATIONS, t, 10, 20), 1009);

@@ -1,0 +1,58 @@
+"""Every sample named: a Python thread between frames gets a marker of its
+own, CPython's own shims are left out, and no frame is named as something it
+was not (doc/taipan.1, MARKERS)."""
+
+import os
+import re
+
+import pytest
+
+from conftest import WORKLOADS, interpreter, marked_lines, matrix_sample, record_folded, stats, total
+
+
+@pytest.mark.parametrize("ident", matrix_sample())
+def test_finalization_is_marked_no_python_frame(taipan, tmp_path, ident):
+    """A process that exits frees its objects with no Python frame running:
+    those samples carry [no Python frame] at their root, with the native
+    frames of the finalization after it where the interpreter has symbols,
+    never a bare [unknown]."""
+    interp = interpreter(ident)
+    stacks, res = record_folded(taipan, tmp_path, interp.argv(os.path.join(WORKLOADS, "finalize.py")),
+                                seconds=None, rate=1000, extra=["--stats"], timeout=180)
+    mine = [s for s in stacks if s.comm.startswith("python") or s.comm.startswith("chroot")]
+    assert total(mine) >= 50, "few samples: %d" % total(mine)
+    marked = [s for s in mine if s.frames and s.frames[0].text == "[no Python frame]"]
+    st = stats(res.stderr)
+    assert total(marked) >= 10, "%d of %d samples marked: %s" % (total(marked), total(mine), st)
+    # Every sample has its Python frames or a marker at its root that says
+    # why it has none.
+    bare = [s for s in mine if not s.python and not (s.frames and s.frames[0].marker)]
+    assert not bare, [f.text for f in bare[0].frames]
+    assert all(not s.python for s in marked)
+    if ident.startswith("pyenv"):
+        # Py_Finalize (2.7), Py_FinalizeEx, or its static part, cloned by
+        # the compiler (_Py_Finalize.part.0.constprop.0 on 3.13).
+        fini = re.compile(r"^_?Py_Finalize(Ex)?(\.|$)")
+        named = [s for s in marked if any(f.native and fini.match(f.name) for f in s.frames)]
+        assert total(named) >= total(marked) // 2, \
+            "%d of %d marked samples show the finalization" % (total(named), total(marked))
+
+
+@pytest.mark.parametrize("ident", matrix_sample())
+def test_init_shim_is_left_out(taipan, tmp_path, workload, ident):
+    """Widget.__init__ sits right under the line that calls Widget(): 3.13's
+    shim frame for type.__call__ (a code object "__init__" of file
+    "__init__") is left out, like the other shims."""
+    interp = interpreter(ident)
+    w = workload(interp, "init_shim.py")
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=1000, extra=["--native", "none"])
+    line = marked_lines(os.path.join(WORKLOADS, "init_shim.py"))
+    init = "Widget.__init__"  # <= 3.10: from the class of self
+    hits = [s for s in stacks if s.pid == w.pid and s.python and s.python[-1].name == init]
+    assert total(hits) >= 100, "few samples in __init__: %d" % total(hits)
+    for s in hits:
+        py = s.python
+        assert all(f.file != "__init__" for f in py), [f.text for f in s.frames]
+        assert py[-2].name == "build" and py[-2].line == line["call"], [f.text for f in s.frames]
+        # a line of __init__, from its def to its last
+        assert line["init"] - 2 <= py[-1].line <= line["init"] + 2, [f.text for f in s.frames]
