@@ -182,6 +182,7 @@ def compare_builds(args):
         for d in depths:
             for b, path in builds:
                 _, per_py, _, _, _ = sample_cost(path, args.python, d, args.seconds, 1000,
+                                                 ["--native", "none"] if args.python_only else (),
                                                  distinct=args.distinct)
                 got[(b, d)].append(per_py or 0)
         sys.stderr.write("  round %d/%d\n" % (i + 1, args.rounds))
@@ -232,6 +233,8 @@ def main():
     ap.add_argument("--native", action="store_true",
                     help="only the per-sample cost with native unwinding off and on, at --depths")
     ap.add_argument("--depths", default="10,50,1000", help="Python depths with --vs")
+    ap.add_argument("--python-only", action="store_true",
+                    help="with --vs: the Python walk alone (--native none)")
     ap.add_argument("--distinct", action="store_true",
                     help="with --vs: stacks of as many different functions as frames")
     args = ap.parse_args()

@@ -56,3 +56,29 @@ def test_init_shim_is_left_out(taipan, tmp_path, workload, ident):
         assert py[-2].name == "build" and py[-2].line == line["call"], [f.text for f in s.frames]
         # a line of __init__, from its def to its last
         assert line["init"] - 2 <= py[-1].line <= line["init"] + 2, [f.text for f in s.frames]
+
+
+def test_every_marker_is_documented():
+    """Each marker taipan can write (the walk failure tables of
+    src/taipan_abi.h and the markers user space adds) has its entry in the
+    man page's MARKERS section."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    abi = open(os.path.join(root, "src", "taipan_abi.h")).read()
+    markers = set(re.findall(r'X\(\w+, "(\[[^"]+\])"', abi))
+    src = ""
+    for d, _, files in os.walk(os.path.join(root, "src")):
+        for f in files:
+            if f.endswith(".c") or f.endswith(".h"):
+                src += open(os.path.join(d, f)).read()
+    # Markers user space writes as whole frames: marker(s, "..."),
+    # SESSION_MARKER_*, and the symbolizer's frames.
+    markers |= set(re.findall(r'(?:marker\(s, |push_marker\(s, n, |#define SESSION_MARKER_\w+ |out->name = )'
+                              r'"(\[[^"\]]+\])"', src))
+    assert {"[no Python frame]", "[code object freed]", "[before taipan recognised the process]",
+            "[native and Python stacks disagree]", "[truncated]"} <= markers, markers
+    markers.discard("[shim]")  # never shown: SYMBOLIZER_SKIP
+    man = open(os.path.join(root, "doc", "taipan.1")).read()
+    section = man[man.index(".SH MARKERS"):man.index(".SH", man.index(".SH MARKERS") + 1)]
+    text = section.replace("\\-", "-")
+    missing = sorted(m for m in markers if m not in text)
+    assert not missing, "markers missing from MARKERS in doc/taipan.1: %s" % missing
