@@ -84,8 +84,11 @@ struct tp_py_offsets {
 	__u16 frame_span; /* bytes of a frame that hold every field above that the walkers use */
 	__u16 code_name;  /* PyCodeObject.co_name: the frame's identity check */
 	__u16 name_data;  /* where a str's characters start (sizeof(PyASCIIObject); 2.7: ob_sval) */
-	__u16 code_filename; /* PyCodeObject.co_filename: the identity check too */
-	__u32 flags;	     /* enum tp_layout_flags */
+	__u16 code_filename;  /* PyCodeObject.co_filename: the identity check too */
+	__u16 code_qualname;  /* PyCodeObject.co_qualname (3.11+), 0 if none: described codes */
+	__u16 code_linetable; /* co_linetable / co_lnotab: described codes */
+	__u16 pad[2];
+	__u32 flags; /* enum tp_layout_flags */
 };
 
 /* Frames are read whole, up to this many bytes (the largest span is 384, in
@@ -102,6 +105,7 @@ enum tp_walker {
 	TP_WALK_FRAME_OBJECTS = 0, /* <= 3.10: PyFrameObject */
 	TP_WALK_INTERP_FRAMES = 1, /* 3.11+: _PyInterpreterFrame */
 	TP_WALK_NATIVE = 2,	   /* the native unwinder (walk/native.h) */
+	TP_WALK_DESCRIBE = 3,	   /* copies new code objects (struct tp_code_ev) */
 	TP_NWALKERS
 };
 
@@ -206,6 +210,7 @@ enum tp_event_kind {
 	TP_EV_FORK = 5,	    /* a tracked process forked one that BPF gave its layout */
 	TP_EV_UNMAPPED = 6, /* a tracked process ran code in a mapping BPF does not know:
 			       read its maps again (tid: the thread, ppid: 0) */
+	TP_EV_CODE = 7,	    /* struct tp_code_ev: BPF's first look at a code object */
 };
 
 /* Sample flags. */
@@ -224,6 +229,48 @@ struct tp_event {
 	__u32 tid;
 	__u32 ppid; /* TP_EV_FORK: the parent's tgid; else 0 */
 	__u64 time_ns;
+};
+
+/* BPF's first look at a code object (doc/DESIGN.md, "Code objects"): the
+ * first time a process's stack shows a code object (by address and
+ * identity), BPF copies the bytes user space needs to name it (the head of
+ * the object, its name, qualified name and file name objects, and the start
+ * of its line table object), and sends them before the sample. A code object
+ * freed before user space reads it (a module's <module> code, right after
+ * its import) is then still named. At most TP_DESCRIBE_MAX a sample. */
+#define TP_DESCRIBE_MAX 8
+#define TP_DCACHE 512	       /* per-CPU cache of code objects described (a power of two) */
+#define TP_MAX_DESCRIBED 65536 /* described code objects BPF remembers, all processes (LRU) */
+#define TP_CODE_HEAD 256       /* bytes of the code object: every field user space reads */
+#define TP_CODE_STR 256	       /* bytes of a str object: header and characters */
+#define TP_CODE_LT 1024	       /* bytes of the line table object: header and the table's start */
+
+/* One copied object: its address and how many bytes of it follow (0: none). */
+struct tp_code_part {
+	__u64 addr;
+	__u32 len;
+	__u32 pad;
+};
+
+enum tp_code_parts {
+	TP_CP_HEAD = 0, /* the code object */
+	TP_CP_NAME,	/* co_name */
+	TP_CP_QUALNAME, /* co_qualname */
+	TP_CP_FILE,	/* co_filename */
+	TP_CP_LINETABLE,
+	TP_CP__COUNT
+};
+
+struct tp_code_ev {
+	__u32 kind; /* TP_EV_CODE */
+	__u32 pid;  /* tgid */
+	__u64 code, ident;
+	struct tp_code_part part[TP_CP__COUNT];
+	__u8 head[TP_CODE_HEAD];
+	__u8 name[TP_CODE_STR];
+	__u8 qualname[TP_CODE_STR];
+	__u8 file[TP_CODE_STR];
+	__u8 linetable[TP_CODE_LT];
 };
 
 /* A sample as it travels through the ring buffer. Only the used part of
@@ -367,6 +414,8 @@ enum tp_stat {
 	TP_STAT_TSTATE_WALKED,	      /* PyThreadState found by walking the thread list */
 	TP_STAT_RING_FULL,	      /* events dropped: ring buffer full */
 	TP_STAT_NATIVE_UNMAPPED_SENT, /* unmapped events written */
+	TP_STAT_CODES_DESCRIBED,      /* code objects described (struct tp_code_ev) */
+	TP_STAT_CODES_UNDESCRIBED,    /* ... left for a later sample: TP_DESCRIBE_MAX reached */
 	TP_STAT_ERR_BASE,	      /* + enum tp_walk_err */
 	TP_STAT_UERR_BASE = TP_STAT_ERR_BASE + TP_ERR__COUNT, /* + enum tp_native_err */
 	TP_STAT__COUNT = TP_STAT_UERR_BASE + TP_UERR__COUNT
@@ -383,8 +432,11 @@ struct tp_config {
 
 #ifndef __BPF__
 _Static_assert(sizeof(struct tp_frame) == 32, "tp_frame layout");
-_Static_assert(sizeof(struct tp_py_offsets) == 40, "tp_py_offsets layout");
-_Static_assert(sizeof(struct tp_proc) == 56, "tp_proc layout");
+_Static_assert(sizeof(struct tp_py_offsets) == 48, "tp_py_offsets layout");
+_Static_assert(sizeof(struct tp_proc) == 64, "tp_proc layout");
+_Static_assert((TP_DESCRIBE_MAX & (TP_DESCRIBE_MAX - 1)) == 0, "TP_DESCRIBE_MAX is masked");
+_Static_assert((TP_CODE_HEAD & (TP_CODE_HEAD - 1)) == 0, "TP_CODE_HEAD is masked");
+_Static_assert(__builtin_offsetof(struct tp_code_ev, head) % 8 == 0, "tp_code_ev layout");
 _Static_assert(sizeof(struct tp_event) == 24, "tp_event layout");
 _Static_assert(sizeof(struct tp_urow) == 12, "tp_urow layout");
 _Static_assert(__builtin_offsetof(struct tp_sample, kstack) == 64, "tp_sample header");

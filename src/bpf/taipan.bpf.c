@@ -86,10 +86,55 @@ static __always_inline void stat_inc(__u32 idx)
 		*v += 1;
 }
 
-/* What the shared walker (walk/python.h) asks of its includer. */
-struct tpw_host {
-	__u64 unused;
+/* Code objects described to user space (struct tp_code_ev), by process,
+ * address and identity. */
+struct code_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 code, ident;
 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, TP_MAX_DESCRIBED);
+	__type(key, struct code_key);
+	__type(value, __u8);
+} described SEC(".maps");
+
+/* What the shared walker (walk/python.h) asks of its includer: here, the
+ * code objects this sample met for the first time, to describe once the
+ * walk is over, and a per-CPU cache of those described, before the map. */
+struct tpw_host {
+	struct code_key dcache[TP_DCACHE];
+	struct code_key todo[TP_DESCRIBE_MAX];
+	__u32 ntodo;
+	__u32 pad;
+};
+
+/* Code object code (identity ident) of process tgid met its first time in
+ * this sample: described unless it was before. */
+static __always_inline void code_first(struct tpw_host *h, __u32 tgid, __u64 code, __u64 ident)
+{
+	struct code_key k = {.tgid = tgid, .code = code, .ident = ident};
+	struct code_key *c = &h->dcache[(code >> 4) & (TP_DCACHE - 1)];
+	if (c->code == code && c->ident == ident && c->tgid == tgid)
+		return;
+	if (bpf_map_lookup_elem(&described, &k)) {
+		*c = k;
+		return;
+	}
+	__u32 n = h->ntodo;
+	for (int i = 0; i < TP_DESCRIBE_MAX; i++)
+		if (i < n && h->todo[i].code == code && h->todo[i].ident == ident)
+			return;
+	if (n >= TP_DESCRIBE_MAX) {
+		stat_inc(TP_STAT_CODES_UNDESCRIBED);
+		return;
+	}
+	h->todo[n & (TP_DESCRIBE_MAX - 1)] = k;
+	h->ntodo = n + 1;
+}
+#define tpw_code_first(st, code, ident) code_first(&(st)->host, (st)->s.pid, (code), (ident))
 #define tpw_read(st, dst, len, addr) bpf_probe_read_user((dst), (len), (const void *)(addr))
 #define tpw_count(st, stat) stat_inc(stat)
 
@@ -272,6 +317,69 @@ static __always_inline void report_unmapped(__u32 tgid, __u32 tid)
 	stat_inc(TP_STAT_NATIVE_UNMAPPED_SENT);
 }
 
+/* Copies up to size bytes of the object at addr into out. When that many
+ * cannot be read (the object is the last before an unmapped page: the end of
+ * an allocator's arena), copies up to the end of its page, which holds the
+ * object unless the object runs on into the next page, mapped then. */
+static __always_inline void copy_obj(struct tp_code_part *part, __u8 *out, __u64 addr, __u32 size)
+{
+	part->addr = addr;
+	part->len = 0;
+	if (!addr)
+		return;
+	if (!bpf_probe_read_user(out, size, (const void *)addr)) {
+		part->len = size;
+		return;
+	}
+	__u32 len = 4096 - (addr & 4095);
+	if (len > size)
+		len = size;
+	if (!bpf_probe_read_user(out, len, (const void *)addr))
+		part->len = len;
+}
+
+/* The pointer at offset off of the copied code object head, 0 if not
+ * copied. */
+static __always_inline __u64 head_ptr(const struct tp_code_ev *ev, __u16 off)
+{
+	__u64 v = 0;
+	if (off && off <= TP_CODE_HEAD - 8 && off + 8 <= ev->part[TP_CP_HEAD].len)
+		bpf_probe_read_kernel(&v, sizeof(v), &ev->head[off & (TP_CODE_HEAD - 1)]);
+	return v;
+}
+
+/* Sends the bytes that name code object k (struct tp_code_ev), and
+ * remembers that it was described. */
+static __always_inline void describe(struct tpw_state *st, const struct code_key *k)
+{
+	struct tp_code_ev *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		stat_inc(TP_STAT_RING_FULL);
+		return;
+	}
+	const struct tp_py_offsets *o = &st->proc.off;
+	ev->kind = TP_EV_CODE;
+	ev->pid = k->tgid;
+	ev->code = k->code;
+	ev->ident = k->ident;
+	copy_obj(&ev->part[TP_CP_HEAD], ev->head, k->code, TP_CODE_HEAD);
+	if (!ev->part[TP_CP_HEAD].len) {
+		bpf_ringbuf_discard(ev, 0);
+		return;
+	}
+	copy_obj(&ev->part[TP_CP_NAME], ev->name, head_ptr(ev, o->code_name), TP_CODE_STR);
+	copy_obj(&ev->part[TP_CP_QUALNAME], ev->qualname, head_ptr(ev, o->code_qualname),
+		 TP_CODE_STR);
+	copy_obj(&ev->part[TP_CP_FILE], ev->file, head_ptr(ev, o->code_filename), TP_CODE_STR);
+	copy_obj(&ev->part[TP_CP_LINETABLE], ev->linetable, head_ptr(ev, o->code_linetable),
+		 TP_CODE_LT);
+	bpf_ringbuf_submit(ev, 0);
+	__u8 one = 1;
+	bpf_map_update_elem(&described, k, &one, BPF_ANY);
+	st->host.dcache[(k->code >> 4) & (TP_DCACHE - 1)] = *k;
+	stat_inc(TP_STAT_CODES_DESCRIBED);
+}
+
 /* The Python walk is over: unwind the native stack, if asked to, then send
  * the sample. */
 static __always_inline void finish(struct bpf_perf_event_data *ctx, struct tpw_state *st)
@@ -310,6 +418,24 @@ int walk_native(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
+/* Describes the code objects the walk met for the first time (struct
+ * tp_code_ev), ahead of the sample, then finishes it. */
+SEC("perf_event")
+int describe_codes(struct bpf_perf_event_data *ctx)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct tpw_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	if (!st)
+		return 0;
+	__u32 n = st->host.ntodo;
+	for (int i = 0; i < TP_DESCRIBE_MAX; i++)
+		if (i < n)
+			describe(st, &st->host.todo[i]);
+	st->host.ntodo = 0;
+	finish(ctx, st);
+	return 0;
+}
+
 /* One walker program: a step of the walk, then the next program or the
  * sample. The tail call fails only when the chain has used every tail call
  * the kernel allows: the stack is deeper than BPF can walk. */
@@ -324,6 +450,8 @@ static __always_inline int walker_prog(struct bpf_perf_event_data *ctx, __u32 wa
 		bpf_tail_call(ctx, &progs, walker);
 	}
 	tpw_cut(st);
+	if (st->host.ntodo)
+		bpf_tail_call(ctx, &progs, TP_WALK_DESCRIBE);
 	finish(ctx, st);
 	return 0;
 }
@@ -387,6 +515,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	s->cpu = cpu;
 	s->time_ns = bpf_ktime_get_ns();
 	st->proc = *proc;
+	st->host.ntodo = 0;
 	tpw_begin(st);
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 	if (cfg.kernel_stacks) {

@@ -279,6 +279,12 @@ static void print_stats(const struct session_stats *st)
 		(unsigned long long)st->lost_early, (unsigned long long)st->unrecognised,
 		(unsigned long long)st->bad_frames, (unsigned long long)st->freed_frames,
 		(unsigned long long)st->no_python);
+	fprintf(stderr,
+		"taipan: stats: %llu code objects described by BPF at first sight, %llu of them "
+		"named from that copy (gone when taipan read them), %llu left for a later sample "
+		"(%d a sample at most)\n",
+		(unsigned long long)st->codes_described, (unsigned long long)st->snapped_codes,
+		(unsigned long long)st->codes_undescribed, TP_DESCRIBE_MAX);
 	for (unsigned int i = 1; i < TP_ERR__COUNT; i++)
 		if (st->walk_errors[i])
 			fprintf(stderr, "taipan: stats: %llu samples: %s %s: %s\n",

@@ -127,7 +127,8 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 	int fds[TP_NWALKERS] = {
 	    [TP_WALK_FRAME_OBJECTS] = bpf_program__fd(br->skel->progs.walk_frame_objects),
 	    [TP_WALK_NATIVE] = bpf_program__fd(br->skel->progs.walk_native),
-	    [TP_WALK_INTERP_FRAMES] = bpf_program__fd(br->skel->progs.walk_interp_frames)};
+	    [TP_WALK_INTERP_FRAMES] = bpf_program__fd(br->skel->progs.walk_interp_frames),
+	    [TP_WALK_DESCRIBE] = bpf_program__fd(br->skel->progs.describe_codes)};
 	for (int slot = 0; slot < TP_NWALKERS && !ret; slot++)
 		ret = bpf_map_update_elem(bpf_map__fd(br->skel->maps.progs), &slot, &fds[slot],
 					  BPF_ANY);

@@ -352,7 +352,9 @@ static int python_frame(struct session *s, struct sproc *p, const struct tp_fram
 			return (int)e->id;
 	}
 	struct prof_frame f;
+	uint64_t snapped = symbolizer_snapshots_used(p->sz);
 	int err = symbolizer_frame(p->sz, bf, &f);
+	s->st.snapped_codes += symbolizer_snapshots_used(p->sz) - snapped;
 	bool ok = !err || err == SYMBOLIZER_SKIP;
 	if (err == -ESTALE)
 		s->st.freed_frames++;
@@ -628,6 +630,14 @@ static int on_event(void *ctx, void *data, size_t size)
 	switch (ev->kind) {
 	case TP_EV_SAMPLE:
 		return on_sample(s, data, size) == -ENOMEM ? -ENOMEM : 0;
+	case TP_EV_CODE: {
+		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
+		s->st.codes_described++;
+		if (size >= sizeof(struct tp_code_ev) && p && p->state == SP_PYTHON && p->sz &&
+		    symbolizer_describe(p->sz, data) == -ENOMEM)
+			return -ENOMEM;
+		break;
+	}
 	case TP_EV_DISCOVER:
 		discover(s, (pid_t)ev->pid);
 		break;
@@ -905,6 +915,7 @@ void session_stats(struct session *s, struct session_stats *st)
 	if (!s->sm.ops->stats(s->sm.impl, c)) {
 		s->st.lost_ring = c[TP_STAT_RING_FULL];
 		s->st.bpf_samples = c[TP_STAT_SAMPLES];
+		s->st.codes_undescribed = c[TP_STAT_CODES_UNDESCRIBED];
 		s->st.lost_unknown = c[TP_STAT_UNKNOWN_PROC] + s->dropped;
 		uint64_t early = s->st.lost_early + s->early_dropped;
 		/* The early counts come from the same samples, read later. */

@@ -38,19 +38,22 @@ struct session_opts {
 #define SESSION_MARKER_NO_PYTHON "[no Python frame]"
 
 struct session_stats {
-	uint64_t samples;      /* samples turned into stacks */
-	uint64_t lost_ring;    /* dropped: ring buffer full */
-	uint64_t lost_unknown; /* dropped: process not classified yet */
-	uint64_t lost_early;   /* of those, in processes later found to be Python: in the profile
-				* as "[before taipan recognised the process]" */
-	uint64_t unrecognised; /* of those, in processes never profiled as Python: not Python,
-				* filtered out, or gone before taipan looked */
-	uint64_t lost;	       /* samples of profiled Python processes that the profile does not
-				* hold (ring full, or read after taipan forgot the process): what
-				* record and top call "lost" */
-	uint64_t bad_frames;   /* Python frames whose code object could not be read */
-	uint64_t freed_frames; /* Python frames whose code object was freed before it was read */
-	uint64_t no_python;    /* samples of a Python thread running no Python frame */
+	uint64_t samples;	  /* samples turned into stacks */
+	uint64_t lost_ring;	  /* dropped: ring buffer full */
+	uint64_t lost_unknown;	  /* dropped: process not classified yet */
+	uint64_t lost_early;	  /* of those, in processes later found to be Python: in the profile
+				   * as "[before taipan recognised the process]" */
+	uint64_t unrecognised;	  /* of those, in processes never profiled as Python: not Python,
+				   * filtered out, or gone before taipan looked */
+	uint64_t lost;		  /* samples of profiled Python processes that the profile does not
+				   * hold (ring full, or read after taipan forgot the process): what
+				   * record and top call "lost" */
+	uint64_t bad_frames;	  /* Python frames whose code object could not be read */
+	uint64_t freed_frames;	  /* Python frames whose code object was freed before it was read */
+	uint64_t no_python;	  /* samples of a Python thread running no Python frame */
+	uint64_t codes_described; /* code objects BPF described (struct tp_code_ev) */
+	uint64_t snapped_codes;	  /* ... named from that copy: gone when user space looked */
+	uint64_t codes_undescribed; /* code objects left undescribed: TP_DESCRIBE_MAX a sample */
 	uint64_t walk_errors[TP_ERR__COUNT];	/* by enum tp_walk_err */
 	uint64_t truncated;			/* stacks deeper than the walk limit */
 	uint64_t native_errors[TP_UERR__COUNT]; /* native walks, by how they ended */

@@ -67,12 +67,34 @@ struct qual_name {
 	char *name;
 };
 
+/* BPF's first look at a code object (struct tp_code_ev): the copies of its
+ * parts, read in place of the target's memory when the object itself is gone
+ * by the time a frame needs it. */
+struct code_snap {
+	UT_hash_handle hh;
+	struct {
+		uint64_t code, ident;
+	} key;
+	struct tp_code_part part[TP_CP__COUNT];
+	const uint8_t *bytes[TP_CP__COUNT];
+	size_t slot; /* in symbolizer.snap_ring */
+	uint8_t data[];
+};
+
+/* Snapshots kept a process at most, the oldest dropped first. Most are
+ * dropped much sooner: when the first frame of their code object is named. */
+#define MAX_SNAPS 1024
+
 struct symbolizer {
 	struct pyproc pp;
 	struct code_info *codes;
 	struct class_name *classes;
 	struct qual_name *quals;
-	uint64_t ncodes, nfailed, nreplaced;
+	struct code_snap *snaps;
+	struct code_snap *snap_ring[MAX_SNAPS];
+	size_t snap_next;
+	const struct code_snap *reading; /* set: rd() reads this snapshot only */
+	uint64_t ncodes, nfailed, nreplaced, nsnapped;
 	size_t bytes; /* held, against MAX_CACHE_BYTES */
 };
 
@@ -121,6 +143,12 @@ void symbolizer_free(struct symbolizer *sz)
 		free(q->name);
 		free(q);
 	}
+	struct code_snap *n, *nt;
+	HASH_ITER(hh, sz->snaps, n, nt)
+	{
+		HASH_DEL(sz->snaps, n);
+		free(n);
+	}
 	free(sz);
 }
 
@@ -130,8 +158,28 @@ void symbolizer_counts(const struct symbolizer *sz, uint64_t *codes, uint64_t *f
 	*failed = sz->nfailed;
 }
 
+/* How many bytes of snapshot n hold the target's memory from addr on. */
+static size_t snap_avail(const struct code_snap *n, uint64_t addr, const uint8_t **from)
+{
+	for (int i = 0; i < TP_CP__COUNT; i++) {
+		const struct tp_code_part *p = &n->part[i];
+		if (p->len && addr >= p->addr && addr - p->addr < p->len) {
+			*from = n->bytes[i] + (addr - p->addr);
+			return p->len - (size_t)(addr - p->addr);
+		}
+	}
+	return 0;
+}
+
 static int rd(const struct symbolizer *sz, uint64_t addr, void *buf, size_t len)
 {
+	if (sz->reading) {
+		const uint8_t *from = NULL;
+		if (snap_avail(sz->reading, addr, &from) < len)
+			return -EFAULT;
+		memcpy(buf, from, len);
+		return 0;
+	}
 	return pyproc_read(&sz->pp, addr, buf, len);
 }
 
@@ -229,6 +277,14 @@ static uint8_t *read_bytes(const struct symbolizer *sz, uint64_t obj, size_t *le
 	int64_t n = 0;
 	if (!obj || rd(sz, obj + (uint64_t)l->var_size, &n, 8) || n < 0 || (uint64_t)n > max)
 		return NULL;
+	if (sz->reading) {
+		/* A snapshot holds the start of a long table: the lines of the
+		 * instructions it covers. */
+		const uint8_t *from = NULL;
+		size_t avail = snap_avail(sz->reading, obj + (uint64_t)l->bytes_sval, &from);
+		if ((uint64_t)n > avail)
+			n = (int64_t)avail;
+	}
 	uint8_t *b = malloc((size_t)n + 1);
 	if (!b || rd(sz, obj + (uint64_t)l->bytes_sval, b, (size_t)n)) {
 		free(b);
@@ -363,6 +419,81 @@ static void replace_code(struct symbolizer *sz, struct code_info *c)
 	fill_code(sz, c);
 }
 
+static void snap_drop(struct symbolizer *sz, struct code_snap *n)
+{
+	HASH_DEL(sz->snaps, n);
+	sz->snap_ring[n->slot] = NULL;
+	free(n);
+}
+
+int symbolizer_describe(struct symbolizer *sz, const struct tp_code_ev *ev)
+{
+	struct code_snap *n;
+	const uint8_t *src[TP_CP__COUNT] = {ev->head, ev->name, ev->qualname, ev->file,
+					    ev->linetable};
+	const size_t room[TP_CP__COUNT] = {TP_CODE_HEAD, TP_CODE_STR, TP_CODE_STR, TP_CODE_STR,
+					   TP_CODE_LT};
+	size_t total = 0;
+	for (int i = 0; i < TP_CP__COUNT; i++)
+		total += ev->part[i].len <= room[i] ? ev->part[i].len : room[i];
+	struct {
+		uint64_t code, ident;
+	} key = {ev->code, ev->ident};
+	HASH_FIND(hh, sz->snaps, &key, sizeof(key), n);
+	if (n)
+		snap_drop(sz, n); /* described again: the newer copy wins */
+	if (!(n = malloc(sizeof(*n) + total)))
+		return -ENOMEM;
+	memset(n, 0, sizeof(*n));
+	n->key.code = ev->code;
+	n->key.ident = ev->ident;
+	size_t at = 0;
+	for (int i = 0; i < TP_CP__COUNT; i++) {
+		n->part[i] = ev->part[i];
+		if (n->part[i].len > room[i])
+			n->part[i].len = (uint32_t)room[i];
+		memcpy(n->data + at, src[i], n->part[i].len);
+		n->bytes[i] = n->data + at;
+		at += n->part[i].len;
+	}
+	if (sz->snap_ring[sz->snap_next])
+		snap_drop(sz, sz->snap_ring[sz->snap_next]);
+	n->slot = sz->snap_next;
+	sz->snap_ring[n->slot] = n;
+	sz->snap_next = (sz->snap_next + 1) % MAX_SNAPS;
+	HASH_ADD(hh, sz->snaps, key, sizeof(n->key), n);
+	return 0;
+}
+
+/* A frame's code object (identity ident) could not be read, or another now
+ * lives at its address: if BPF described it, c is read from that copy. The
+ * copy is dropped once a frame of its object was named either way. */
+static void use_snapshot(struct symbolizer *sz, struct code_info *c, uint64_t ident)
+{
+	struct code_snap *n;
+	struct {
+		uint64_t code, ident;
+	} key = {c->addr, ident};
+	HASH_FIND(hh, sz->snaps, &key, sizeof(key), n);
+	if (!n)
+		return;
+	if (!c->ok || c->id.ident != ident) {
+		sz->bytes -= code_bytes(c);
+		code_info_clear(c);
+		sz->reading = n;
+		fill_code(sz, c);
+		sz->reading = NULL;
+		if (c->ok && c->id.ident == ident)
+			sz->nsnapped++;
+	}
+	snap_drop(sz, n);
+}
+
+uint64_t symbolizer_snapshots_used(const struct symbolizer *sz)
+{
+	return sz->nsnapped;
+}
+
 /* The short name of a class (tp_name without its module). */
 static const char *class_name(struct symbolizer *sz, uint64_t cls)
 {
@@ -450,6 +581,8 @@ int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct pro
 		c = load_code(sz, f->code);
 	else if (f->ident && f->ident != c->id.ident)
 		replace_code(sz, c);
+	if (c && f->ident && sz->snaps)
+		use_snapshot(sz, c, f->ident);
 	if (!c || !c->ok) {
 		out->kind = PROF_FRAME_MARKER;
 		out->name = "[unknown]";

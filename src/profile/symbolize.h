@@ -27,6 +27,13 @@ void symbolizer_free(struct symbolizer *sz);
 #define SYMBOLIZER_SKIP 1
 int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct prof_frame *out);
 
+/* Keeps BPF's first look at a code object (struct tp_code_ev), for a frame
+ * of it whose object is gone by the time it is named. Returns 0 or -ENOMEM. */
+int symbolizer_describe(struct symbolizer *sz, const struct tp_code_ev *ev);
+
+/* Code objects named from BPF's first look so far. */
+uint64_t symbolizer_snapshots_used(const struct symbolizer *sz);
+
 /* Code objects read, and how many of them failed. */
 void symbolizer_counts(const struct symbolizer *sz, uint64_t *codes, uint64_t *failed);
 

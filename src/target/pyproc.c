@@ -398,6 +398,8 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	    {"type flags", l->type_flags, &o->type_flags, f & TP_LF_SELF_CLASS},
 	    {"code name", l->code_name, &o->code_name, true},
 	    {"code file name", l->code_filename, &o->code_filename, true},
+	    {"code qualified name", l->code_qualname, &o->code_qualname, false},
+	    {"code line table", l->code_linetable, &o->code_linetable, false},
 	    /* Where a name's characters start: BPF reads the first 8 of them
 	     * as part of a code object's identity. */
 	    {"str characters", l->unicode_state >= 0 ? l->unicode_ascii_size : l->bytes_sval,

@@ -26,6 +26,7 @@ struct tpw_host {
 #define tpw_count(st, stat) ((st)->host.stats[(stat)]++)
 #define tpw_tstate_lookup(st, tid) ((void)(st), (void)(tid), 0ULL)
 #define tpw_tstate_store(st, tid, ts) ((void)(st), (void)(tid), (void)(ts))
+#define tpw_code_first(st, code, ident) ((void)(st), (void)(code), (void)(ident))
 #include "walk/python.h"
 #include "util/clock.h"
 

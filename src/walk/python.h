@@ -15,6 +15,8 @@
  *   tpw_count(st, stat)      count one enum tp_stat event
  *   tpw_tstate_lookup(st, tid)     a PyThreadState remembered for tid, or 0
  *   tpw_tstate_store(st, tid, ts)  remember one
+ *   tpw_code_first(st, code, ident)  a code object seen for the first time in
+ *                            this sample (BPF describes it: struct tp_code_ev)
  * BPF backs them with bpf_probe_read_user and maps, user space with
  * process_vm_readv (or a captured image) and nothing.
  *
@@ -329,6 +331,8 @@ TPW_INLINE __u64 tpw_code_ident(struct tpw_state *st, __u64 code)
 	if (name)
 		tpw_read_u64(st, &chars, name + o->name_data);
 	__u64 ident = tp_code_ident(name, chars, file);
+	if (ident)
+		tpw_code_first(st, code, ident);
 	e->code = code;
 	e->ident = ident;
 	e->time_ns = now;

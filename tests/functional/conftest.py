@@ -447,6 +447,10 @@ def stats(stderr):
     m = re.search(r"(\d+) frames of code objects freed", stderr)
     if m:
         out["code objects freed"] = int(m.group(1))
+    m = re.search(r"(\d+) code objects described by BPF at first sight, (\d+) of them named from "
+                  r"that copy", stderr)
+    if m:
+        out["described"], out["named from that copy"] = int(m.group(1)), int(m.group(2))
     return out
 
 

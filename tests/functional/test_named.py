@@ -39,6 +39,28 @@ def test_finalization_is_marked_no_python_frame(taipan, tmp_path, ident):
 
 
 @pytest.mark.parametrize("ident", matrix_sample())
+def test_freed_module_code_is_named(taipan, tmp_path, ident):
+    """500 modules imported one after another at 1 kHz: each module's <module>
+    code object is freed right after its import, mostly before taipan's
+    reader gets to it. BPF's first look at each code object names them all:
+    no frame is [unknown], and those named from that look are counted."""
+    interp = interpreter(ident)
+    stacks, res = record_folded(taipan, tmp_path,
+                                interp.argv(os.path.join(WORKLOADS, "import_many.py"), 500),
+                                seconds=None, rate=1000, extra=["--stats"], timeout=300)
+    st = stats(res.stderr)
+    mods = [s for s in stacks if any(f.name == "<module>" and f.file and "gen_mod_" in f.file
+                                     for f in s.python)]
+    assert total(mods) >= 200, "few samples in the modules: %d (%s)" % (total(mods), st)
+    unknown = [s for s in stacks if any(f.text == "[unknown]" for f in s.frames)]
+    assert not unknown, "%d samples with [unknown], e.g. %s (%s)" % (
+        total(unknown), [f.text for f in unknown[0].frames], st)
+    freed = total([s for s in stacks if any(f.text == "[code object freed]" for f in s.frames)])
+    assert freed <= max(3, total(stacks) // 200), "%d samples with [code object freed] (%s)" % (freed, st)
+    assert st.get("described", 0) >= 400 and st.get("named from that copy", 0) > 0, st
+
+
+@pytest.mark.parametrize("ident", matrix_sample())
 def test_init_shim_is_left_out(taipan, tmp_path, workload, ident):
     """Widget.__init__ sits right under the line that calls Widget(): 3.13's
     shim frame for type.__call__ (a code object "__init__" of file
