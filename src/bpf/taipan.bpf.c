@@ -112,26 +112,23 @@ struct tpw_host {
 };
 
 /* Code object code (identity ident) of process tgid met its first time in
- * this sample: described unless it was before. */
+ * this sample: noted for describe_codes unless this CPU described or saw it
+ * described before. Kept small: the walkers inline it once per frame. */
 static __always_inline void code_first(struct tpw_host *h, __u32 tgid, __u64 code, __u64 ident)
 {
-	struct code_key k = {.tgid = tgid, .code = code, .ident = ident};
 	struct code_key *c = &h->dcache[(code >> 4) & (TP_DCACHE - 1)];
 	if (c->code == code && c->ident == ident && c->tgid == tgid)
 		return;
-	if (bpf_map_lookup_elem(&described, &k)) {
-		*c = k;
-		return;
-	}
 	__u32 n = h->ntodo;
-	for (int i = 0; i < TP_DESCRIBE_MAX; i++)
-		if (i < n && h->todo[i].code == code && h->todo[i].ident == ident)
-			return;
 	if (n >= TP_DESCRIBE_MAX) {
 		stat_inc(TP_STAT_CODES_UNDESCRIBED);
 		return;
 	}
-	h->todo[n & (TP_DESCRIBE_MAX - 1)] = k;
+	struct code_key *t = &h->todo[n & (TP_DESCRIBE_MAX - 1)];
+	t->tgid = tgid;
+	t->pad = 0;
+	t->code = code;
+	t->ident = ident;
 	h->ntodo = n + 1;
 }
 #define tpw_code_first(st, code, ident) code_first(&(st)->host, (st)->s.pid, (code), (ident))
@@ -352,6 +349,11 @@ static __always_inline __u64 head_ptr(const struct tp_code_ev *ev, __u16 off)
  * remembers that it was described. */
 static __always_inline void describe(struct tpw_state *st, const struct code_key *k)
 {
+	struct code_key *c = &st->host.dcache[(k->code >> 4) & (TP_DCACHE - 1)];
+	if (bpf_map_lookup_elem(&described, k)) {
+		*c = *k; /* another CPU described it */
+		return;
+	}
 	struct tp_code_ev *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
 		stat_inc(TP_STAT_RING_FULL);
@@ -376,7 +378,7 @@ static __always_inline void describe(struct tpw_state *st, const struct code_key
 	bpf_ringbuf_submit(ev, 0);
 	__u8 one = 1;
 	bpf_map_update_elem(&described, k, &one, BPF_ANY);
-	st->host.dcache[(k->code >> 4) & (TP_DCACHE - 1)] = *k;
+	*c = *k;
 	stat_inc(TP_STAT_CODES_DESCRIBED);
 }
 
@@ -418,8 +420,9 @@ int walk_native(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/* Describes the code objects the walk met for the first time (struct
- * tp_code_ev), ahead of the sample, then finishes it. */
+/* Describes one code object the walk met for the first time (struct
+ * tp_code_ev), ahead of the sample, then the next (a tail call of itself:
+ * the verifier then checks one copy, not eight), then finishes the sample. */
 SEC("perf_event")
 int describe_codes(struct bpf_perf_event_data *ctx)
 {
@@ -428,10 +431,15 @@ int describe_codes(struct bpf_perf_event_data *ctx)
 	if (!st)
 		return 0;
 	__u32 n = st->host.ntodo;
-	for (int i = 0; i < TP_DESCRIBE_MAX; i++)
-		if (i < n)
-			describe(st, &st->host.todo[i]);
-	st->host.ntodo = 0;
+	if (n) {
+		n--;
+		st->host.ntodo = n;
+		describe(st, &st->host.todo[n & (TP_DESCRIBE_MAX - 1)]);
+		if (n)
+			bpf_tail_call(ctx, &progs, TP_WALK_DESCRIBE);
+		/* Out of tail calls: the rest are described in a later sample. */
+		st->host.ntodo = 0;
+	}
 	finish(ctx, st);
 	return 0;
 }
