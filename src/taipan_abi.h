@@ -237,8 +237,10 @@ struct tp_event {
  * the object, its name, qualified name and file name objects, and the start
  * of its line table object), and sends them before the sample. A code object
  * freed before user space reads it (a module's <module> code, right after
- * its import) is then still named. At most TP_DESCRIBE_MAX a sample. */
-#define TP_DESCRIBE_MAX 8
+ * its import) is then still named. At most TP_DESCRIBE_MAX a sample; the
+ * rest wait for a later sample. */
+#define TP_DESCRIBE_MAX 32
+#define TP_DESCRIBE_PER_PROG 4 /* ... described a program call (tail calls go on) */
 #define TP_DCACHE 512	       /* per-CPU cache of code objects described (a power of two) */
 #define TP_MAX_DESCRIBED 65536 /* described code objects BPF remembers, all processes (LRU) */
 #define TP_CODE_HEAD 256       /* bytes of the code object: every field user space reads */

@@ -420,9 +420,10 @@ int walk_native(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/* Describes one code object the walk met for the first time (struct
- * tp_code_ev), ahead of the sample, then the next (a tail call of itself:
- * the verifier then checks one copy, not eight), then finishes the sample. */
+/* Describes the code objects the walk met for the first time (struct
+ * tp_code_ev), ahead of the sample, TP_DESCRIBE_PER_PROG a call (a tail call
+ * of itself goes on: the verifier checks that many copies, not
+ * TP_DESCRIBE_MAX), then finishes the sample. */
 SEC("perf_event")
 int describe_codes(struct bpf_perf_event_data *ctx)
 {
@@ -430,13 +431,15 @@ int describe_codes(struct bpf_perf_event_data *ctx)
 	struct tpw_state *st = bpf_map_lookup_elem(&scratch, &cpu);
 	if (!st)
 		return 0;
-	__u32 n = st->host.ntodo;
-	if (n) {
-		n--;
-		st->host.ntodo = n;
+	for (int i = 0; i < TP_DESCRIBE_PER_PROG; i++) {
+		__u32 n = st->host.ntodo;
+		if (!n)
+			break;
+		st->host.ntodo = --n;
 		describe(st, &st->host.todo[n & (TP_DESCRIBE_MAX - 1)]);
-		if (n)
-			bpf_tail_call(ctx, &progs, TP_WALK_DESCRIBE);
+	}
+	if (st->host.ntodo) {
+		bpf_tail_call(ctx, &progs, TP_WALK_DESCRIBE);
 		/* Out of tail calls: the rest are described in a later sample. */
 		st->host.ntodo = 0;
 	}

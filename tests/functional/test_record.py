@@ -222,10 +222,14 @@ def test_a_late_read_never_names_a_freed_code_object_as_its_successor(taipan, in
     assert leaves[worst] <= 3 * cpu_ms + 10, \
         "generation %d has %d samples for %d ms of CPU (%d marked freed)" % (
             worst, leaves[worst], cpu_ms, freed)
-    # Frames read late were found out, not named: with 60 generations run
-    # while taipan was stopped, some addresses were given to new objects.
-    assert freed > 0, "no frame was marked [code object freed] (%d named)" % sum(leaves.values())
-    assert stats("".join(err)).get("code objects freed") == freed
+    # With 60 generations run while taipan was stopped, some addresses were
+    # given to new objects before taipan read the frames of the old ones:
+    # those frames were named from BPF's copy of their code object, or
+    # marked, never named after the newcomer (above).
+    st = stats("".join(err))
+    assert st.get("code objects freed") == freed
+    assert freed + st.get("named from that copy", 0) > 0, \
+        "no frame was read late (%d named, %s)" % (sum(leaves.values()), st)
 
 
 def test_deeper_than_the_limit_is_marked_not_cut_silently(taipan, interp, workload, tmp_path):
