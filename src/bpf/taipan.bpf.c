@@ -59,6 +59,14 @@ struct {
 	__type(value, __u64);
 } announced SEC(".maps");
 
+/* tgid -> the time of its last exec (CLOCK_MONOTONIC ns). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, TP_MAX_TARGETS);
+	__type(key, __u32);
+	__type(value, __u64);
+} exec_ns SEC(".maps");
+
 /* tid -> PyThreadState address, re-checked on every hit. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -253,16 +261,21 @@ static __always_inline bool tracked(__u32 tgid)
 	return cfg.system_wide || bpf_map_lookup_elem(&targets, &tgid);
 }
 
-static __always_inline void send_event(__u32 kind, __u32 tgid, __u32 tid)
+static __always_inline void send_event_at(__u32 kind, __u32 tgid, __u32 tid, __u64 time_ns)
 {
 	struct tp_event ev = {
 	    .kind = kind,
 	    .pid = tgid,
 	    .tid = tid,
-	    .time_ns = bpf_ktime_get_ns(),
+	    .time_ns = time_ns,
 	};
 	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), BPF_RB_FORCE_WAKEUP))
 		stat_inc(TP_STAT_RING_FULL);
+}
+
+static __always_inline void send_event(__u32 kind, __u32 tgid, __u32 tid)
+{
+	send_event_at(kind, tgid, tid, bpf_ktime_get_ns());
 }
 
 /* Tells user space about a tgid it has not classified yet, at most once
@@ -630,7 +643,11 @@ int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		return 0;
 	bpf_map_delete_elem(&procs, &tgid);
 	bpf_map_delete_elem(&announced, &tgid);
-	send_event(TP_EV_EXEC, tgid, BPF_CORE_READ(p, pid));
+	/* The time of the exec, before its event: a classification that
+	 * started earlier and read the process after it is looked at again. */
+	__u64 now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&exec_ns, &tgid, &now, BPF_ANY);
+	send_event_at(TP_EV_EXEC, tgid, BPF_CORE_READ(p, pid), now);
 	return 0;
 }
 

@@ -261,6 +261,13 @@ int bpfrun_del_proc(struct bpfrun *br, uint32_t tgid)
 	return 0;
 }
 
+int bpfrun_last_exec(struct bpfrun *br, uint32_t tgid, uint64_t *ns)
+{
+	if (bpf_map_lookup_elem(bpf_map__fd(br->skel->maps.exec_ns), &tgid, ns))
+		return -errno;
+	return 0;
+}
+
 uint64_t bpfrun_take_unknown(struct bpfrun *br, uint32_t tgid)
 {
 	uint64_t n = 0;
@@ -395,6 +402,11 @@ static int op_del_proc(void *impl, uint32_t tgid)
 	return bpfrun_del_proc(impl, tgid);
 }
 
+static int op_last_exec(void *impl, uint32_t tgid, uint64_t *ns)
+{
+	return bpfrun_last_exec(impl, tgid, ns);
+}
+
 static uint64_t op_take_unknown(void *impl, uint32_t tgid)
 {
 	return bpfrun_take_unknown(impl, tgid);
@@ -439,6 +451,7 @@ static const struct sampler_ops bpfrun_ops = {
     .set_proc = op_set_proc,
     .del_proc = op_del_proc,
     .take_unknown = op_take_unknown,
+    .last_exec = op_last_exec,
     .poll = op_poll,
     .stats = op_stats,
     .put_table = op_put_table,

@@ -50,6 +50,10 @@ int bpfrun_del_table(struct bpfrun *br, uint32_t slot);
 int bpfrun_set_range(struct bpfrun *br, const struct tp_umap_key *k, const struct tp_umap *v);
 int bpfrun_del_range(struct bpfrun *br, const struct tp_umap_key *k);
 
+/* The time (CLOCK_MONOTONIC ns) of tgid's last exec that BPF saw, or
+ * -ENOENT. */
+int bpfrun_last_exec(struct bpfrun *br, uint32_t tgid, uint64_t *ns);
+
 /* How many CPUs are sampled. */
 int bpfrun_ncpus(const struct bpfrun *br);
 

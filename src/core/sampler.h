@@ -41,6 +41,9 @@ struct sampler_ops {
 	/* Reads and clears how many samples of tgid were taken before it was
 	 * classified. */
 	uint64_t (*take_unknown)(void *impl, uint32_t tgid);
+	/* The time (CLOCK_MONOTONIC ns) of tgid's last exec, or -ENOENT. May
+	 * be NULL. */
+	int (*last_exec)(void *impl, uint32_t tgid, uint64_t *ns);
 	/* Waits up to timeout_ms, then hands every waiting record to the
 	 * handler. The number of records, or a negative errno (-EINTR on a
 	 * signal, which callers treat as a wakeup). */

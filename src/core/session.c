@@ -191,8 +191,23 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		    size_t errlen)
 {
 	char msg[512];
-	p->classified_ns = clock_ns(CLOCK_MONOTONIC);
-	int ret = pyproc_inspect_cached(s->cache, p->pid, &p->pp, msg, sizeof(msg));
+	int ret;
+	for (int look = 0;; look++) {
+		p->classified_ns = clock_ns(CLOCK_MONOTONIC);
+		ret = pyproc_inspect_cached(s->cache, p->pid, &p->pp, msg, sizeof(msg));
+		/* An exec while we looked (exec_ns later than the look's start):
+		 * what we read may be of either program. Look again, so that
+		 * the exec's event, read later, finds a classification that
+		 * comes after it and keeps it. */
+		uint64_t exec = 0;
+		if (look < 2 && s->sm.ops->last_exec &&
+		    !s->sm.ops->last_exec(s->sm.impl, (uint32_t)p->pid, &exec) &&
+		    exec >= p->classified_ns) {
+			log_debug("pid %d: exec'd while being classified: looking again", p->pid);
+			continue;
+		}
+		break;
+	}
 	if (!ret)
 		procfs_cgroup(p->pid, &p->cg); /* none when it fails: "" */
 	if (!ret && !wanted(s, p)) {
@@ -660,6 +675,9 @@ static int on_event(void *ctx, void *data, size_t size)
 		 * read). Forget it, in BPF too, so the next sample asks again. */
 		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
 		if (p && p->classified_ns < ev->time_ns) {
+			log_debug(
+			    "pid %d: exec %.3f ms after it was classified (state %d): forgotten",
+			    p->pid, (ev->time_ns - p->classified_ns) / 1e6, p->state);
 			s->sm.ops->del_proc(s->sm.impl, ev->pid);
 			sproc_drop(s, p);
 		}

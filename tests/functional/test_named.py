@@ -20,7 +20,7 @@ def test_finalization_is_marked_no_python_frame(taipan, tmp_path, ident):
     stacks, res = record_folded(taipan, tmp_path, interp.argv(os.path.join(WORKLOADS, "finalize.py")),
                                 seconds=None, rate=1000, extra=["--stats"], timeout=180)
     mine = [s for s in stacks if s.comm.startswith("python") or s.comm.startswith("chroot")]
-    assert total(mine) >= 50, "few samples: %d" % total(mine)
+    assert total(mine) >= 50, "few samples: %d of %d\n%s" % (total(mine), total(stacks), res.stderr)
     marked = [s for s in mine if s.frames and s.frames[0].text == "[no Python frame]"]
     st = stats(res.stderr)
     assert total(marked) >= 10, "%d of %d samples marked: %s" % (total(marked), total(mine), st)
