@@ -51,6 +51,19 @@ int cli_rate(const char *arg, unsigned int *out)
 	return 0;
 }
 
+int cli_nice(const char *arg, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < -20 || v > 19) {
+		log_error("--nice wants a nice value from -20 to 19, not '%s'", arg);
+		return -EINVAL;
+	}
+	*out = (int)v;
+	return 0;
+}
+
 int cli_native(const char *arg, int *out)
 {
 	static const char *const modes[] = {

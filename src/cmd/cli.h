@@ -21,6 +21,10 @@ int cli_rate(const char *arg, unsigned int *out);
  * session_native. Returns 0, or -EINVAL after logging what it wants. */
 int cli_native(const char *arg, int *out);
 
+/* --nice: a nice value from -20 to 19 into out. 0, or -EINVAL after an
+ * error message. */
+int cli_nice(const char *arg, int *out);
+
 /* How many --comm options record and the agent take. */
 #define CLI_MAX_COMMS 32
 

@@ -102,6 +102,8 @@ void cmd_agent_usage(FILE *out)
 	    "      --no-kernel         leave out kernel frames\n"
 	    "      --native MODE       native (C) frames: filtered (default), all or none,\n"
 	    "                          as in taipan record\n"
+	    "      --nice N            the nice value taipan reads samples at (default -5;\n"
+	    "                          0 leaves it), as in taipan record\n"
 	    "      --log FILE          log here instead of stderr (appended to; SIGHUP\n"
 	    "                          reopens it, for log rotation)\n"
 	    "      --stats             log the counters at exit\n"
@@ -147,6 +149,7 @@ struct agent_args {
 	unsigned int backlog;
 	bool kernel, stats;
 	int native; /* enum session_native */
+	int nice;
 };
 
 /* --allow-uid 1000,1001: numeric uids, added to a's. */
@@ -237,6 +240,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	    {"backlog", required_argument, NULL, 'B'},
 	    {"no-kernel", no_argument, NULL, 'K'},
 	    {"native", required_argument, NULL, 'N'},
+	    {"nice", required_argument, NULL, 'n'},
 	    {"log", required_argument, NULL, 'L'},
 	    {"stats", no_argument, NULL, 'S'},
 	    {"verbose", no_argument, NULL, 'v'},
@@ -258,6 +262,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	a->backlog = 8;
 	a->kernel = true;
 	a->native = SESSION_NATIVE_FILTERED;
+	a->nice = SESSION_NICE_DEFAULT;
 	optind = 1;
 	while ((c = cli_getopt("agent", argc, argv, "l:w:r:vh", longopts)) != -1) {
 		switch (c) {
@@ -316,6 +321,10 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			break;
 		case 'N':
 			if (cli_native(optarg, &a->native))
+				return -EINVAL;
+			break;
+		case 'n':
+			if (cli_nice(optarg, &a->nice))
 				return -EINVAL;
 			break;
 		case 'L':
@@ -771,6 +780,7 @@ int cmd_agent(int argc, char **argv)
 	    .cgroup = args.cgroup,
 	    .kernel_stacks = args.kernel,
 	    .native = (enum session_native)args.native,
+	    .nice = args.nice,
 	    .rate_hz = args.rate,
 	};
 	ret = session_new(&so, &a.s, err, sizeof(err));

@@ -74,6 +74,9 @@ void cmd_record_usage(FILE *out)
 		"                       interpreter's own call machinery between Python frames\n"
 		"                       and the native frames above the first Python one; all\n"
 		"                       keeps every frame; none: Python and kernel frames only\n"
+		"      --nice N         the nice value taipan reads samples at (default -5;\n"
+		"                       0 leaves it): on a loaded host a new process must be\n"
+		"                       recognised within milliseconds of its first sample\n"
 		"      --folded-lines   folded: name each frame \"function (file:line)\"\n"
 		"      --folded-threads folded: start each stack with its process and thread\n"
 		"      --stats          print the sampler's counters at the end\n"
@@ -107,6 +110,7 @@ struct record_args {
 	struct output_opts oo;
 	bool kernel, stats, subprocesses;
 	int native; /* enum session_native */
+	int nice;
 	char **cmd;
 };
 
@@ -122,21 +126,32 @@ static bool has_pid(const struct record_args *a, pid_t pid)
 static int parse_args(int argc, char **argv, struct record_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},	{"all", no_argument, NULL, 'a'},
-	    {"comm", required_argument, NULL, 'C'},	{"cgroup", required_argument, NULL, 'G'},
-	    {"duration", required_argument, NULL, 'd'}, {"rate", required_argument, NULL, 'r'},
-	    {"output", required_argument, NULL, 'o'},	{"format", required_argument, NULL, 'f'},
-	    {"no-kernel", no_argument, NULL, 'K'},	{"native", required_argument, NULL, 'N'},
-	    {"folded-lines", no_argument, NULL, 'L'},	{"folded-threads", no_argument, NULL, 'T'},
-	    {"stats", no_argument, NULL, 'S'},		{"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},	{"help", no_argument, NULL, 'h'},
-	    {"subprocesses", no_argument, NULL, 's'},	{0},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"all", no_argument, NULL, 'a'},
+	    {"comm", required_argument, NULL, 'C'},
+	    {"cgroup", required_argument, NULL, 'G'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"rate", required_argument, NULL, 'r'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"format", required_argument, NULL, 'f'},
+	    {"no-kernel", no_argument, NULL, 'K'},
+	    {"native", required_argument, NULL, 'N'},
+	    {"folded-lines", no_argument, NULL, 'L'},
+	    {"folded-threads", no_argument, NULL, 'T'},
+	    {"stats", no_argument, NULL, 'S'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"subprocesses", no_argument, NULL, 's'},
+	    {"nice", required_argument, NULL, 'n'},
+	    {0},
 	};
 	char *end;
 	int c;
 	a->rate = 100;
 	a->kernel = true;
 	a->native = SESSION_NATIVE_FILTERED;
+	a->nice = SESSION_NICE_DEFAULT;
 	optind = 1;
 	while ((c = cli_getopt("record", argc, argv, "+p:ad:r:o:f:qvh", longopts)) != -1) {
 		switch (c) {
@@ -195,6 +210,10 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			break;
 		case 'N':
 			if (cli_native(optarg, &a->native))
+				return -EINVAL;
+			break;
+		case 'n':
+			if (cli_nice(optarg, &a->nice))
 				return -EINVAL;
 			break;
 		case 'L':
@@ -506,6 +525,7 @@ int cmd_record(int argc, char **argv)
 	    .cgroup = a.cgroup,
 	    .kernel_stacks = a.kernel,
 	    .native = (enum session_native)a.native,
+	    .nice = a.nice,
 	    .follow_children = a.cmd != NULL || a.subprocesses,
 	    .rate_hz = a.rate,
 	};

@@ -60,6 +60,9 @@ void cmd_top_usage(FILE *out)
 		"                       interpreter's own call machinery between Python frames\n"
 		"                       and the native frames above the first Python one; all\n"
 		"                       keeps every frame; none: Python and kernel frames only\n"
+		"      --nice N         the nice value taipan reads samples at (default -5;\n"
+		"                       0 leaves it): on a loaded host a new process must be\n"
+		"                       recognised within milliseconds of its first sample\n"
 		"  -h, --help           this text\n"
 		"\n"
 		"keys:\n"
@@ -87,24 +90,23 @@ struct top_args {
 	unsigned int rate;
 	unsigned int window;
 	int native; /* enum session_native */
+	int nice;
 };
 
 static int parse_args(int argc, char **argv, struct top_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},
-	    {"all", no_argument, NULL, 'a'},
-	    {"rate", required_argument, NULL, 'r'},
-	    {"window", required_argument, NULL, 'w'},
-	    {"native", required_argument, NULL, 'N'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
+	    {"pid", required_argument, NULL, 'p'},    {"all", no_argument, NULL, 'a'},
+	    {"rate", required_argument, NULL, 'r'},   {"window", required_argument, NULL, 'w'},
+	    {"native", required_argument, NULL, 'N'}, {"nice", required_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},	      {0},
 	};
 	char *end;
 	long v;
 	int c;
 	a->rate = 100;
 	a->native = SESSION_NATIVE_FILTERED;
+	a->nice = SESSION_NICE_DEFAULT;
 	optind = 1;
 	while ((c = cli_getopt("top", argc, argv, "p:ar:w:h", longopts)) != -1) {
 		switch (c) {
@@ -125,6 +127,10 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 			break;
 		case 'N':
 			if (cli_native(optarg, &a->native))
+				return -EINVAL;
+			break;
+		case 'n':
+			if (cli_nice(optarg, &a->nice))
 				return -EINVAL;
 			break;
 		case 'w':
@@ -347,8 +353,10 @@ int cmd_top(int argc, char **argv)
 		log_error("out of memory");
 		goto out;
 	}
-	struct session_opts so = {
-	    .rate_hz = a.rate, .system_wide = a.all, .native = (enum session_native)a.native};
+	struct session_opts so = {.rate_hz = a.rate,
+				  .system_wide = a.all,
+				  .native = (enum session_native)a.native,
+				  .nice = a.nice};
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);

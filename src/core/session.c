@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -808,6 +809,18 @@ int session_start(struct session *s, char *err, size_t errlen)
 		load_ksyms(s);
 	if (s->opts.system_wide)
 		scan_proc(s);
+	/* Here, after `record -- CMD` forked CMD, which keeps its priority;
+	 * this thread only (a Linux nice value is per thread), and threads it
+	 * starts later. Without CAP_SYS_NICE the priority stays as it was. */
+	errno = 0;
+	int cur = getpriority(PRIO_PROCESS, 0);
+	if (!errno && s->opts.nice < cur) {
+		if (setpriority(PRIO_PROCESS, 0, s->opts.nice))
+			log_debug("cannot take nice %d (%s): reading samples at nice %d",
+				  s->opts.nice, strerror(errno), cur);
+		else
+			log_debug("reading samples at nice %d", s->opts.nice);
+	}
 	uint64_t period = 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
 	s->start_ns = clock_ns(CLOCK_MONOTONIC);
 	profile_set_timing(s->prof, period, clock_ns(CLOCK_REALTIME), 0);

@@ -29,9 +29,17 @@ struct session_opts {
 	 * with cgroup (NULL: all). Others are ignored like non-Python ones. */
 	const char *const *comms;
 	const char *cgroup;
+	/* The nice value the thread that reads samples and classifies
+	 * processes takes when sampling starts, if below its own (0: leave
+	 * it). On a loaded host, a process must be recognised within
+	 * milliseconds of its first sample, or its samples are lost. */
+	int nice;
 	/* The sampler: NULL for the BPF programs; the unit tests give a fake. */
 	sampler_open_fn open_sampler;
 };
+
+/* The --nice of record, top and agent. */
+#define SESSION_NICE_DEFAULT (-5)
 
 /* The marker at the root of a sample of a Python thread that runs no Python
  * frame (doc/taipan.1, MARKERS). */

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import IN_CI, THROUGHPUT_EXTRA, throughput, WORKLOADS, Workload, marked_lines, parse_folded, pyenv, record_folded, stats, total
+from conftest import IN_CI, THROUGHPUT_EXTRA, throughput, WORKLOADS, Workload, marked_lines, parse_folded, pyenv, record_folded, run_taipan, stats, total
 
 
 def assert_python_frames(s, expected):
@@ -340,3 +340,42 @@ def test_without_subprocesses_only_the_named_process(taipan, tmp_path):
     stacks, parent, _ = _prefork_record(taipan, tmp_path, [])
     assert {s.pid for s in stacks} == {parent}
     assert not any(f.name == "worker_spin" for s in stacks for f in s.python)
+
+
+def taipan_nice(pid):
+    """The nice value of process pid's main thread (field 19 of its stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+@pytest.mark.parametrize("nice", [None, "0", "-12"])
+def test_samples_are_read_at_a_higher_priority_than_the_command(taipan, tmp_path, nice):
+    """taipan reads samples at nice -5 (or --nice N; 0 leaves it), so that a
+    loaded host does not starve it, while the command it starts keeps its own
+    priority."""
+    py = pyenv("pyenv-3.12")
+    script = ("import os, sys, time\n"
+              "sys.stdout.write('nice %d\\n' % os.nice(0)); sys.stdout.flush()\n"
+              "end = time.time() + 60\n"
+              "while time.time() < end and sys.stdin.readline():\n"
+              "    pass\n")
+    args = [taipan, "record", "-q", "-o", str(tmp_path / "out.folded")] + (["--nice", nice] if nice else [])
+    rec = subprocess.Popen(args + ["--", py, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        line = rec.stdout.readline()
+        assert line.startswith("nice "), rec.stderr.read() if rec.poll() is not None else line
+        assert int(line.split()[1]) == 0, "the command's priority changed: " + line
+        assert taipan_nice(rec.pid) == (int(nice) if nice else -5)
+        rec.stdin.close()  # the command ends
+        assert rec.wait(timeout=60) == 0, rec.stderr.read()
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+
+
+def test_bad_nice_is_refused(taipan):
+    res = run_taipan(taipan, ["record", "--nice", "-21", "-a", "-d", "1"])
+    assert res.returncode == 2, res.stderr
+    assert "--nice wants a nice value from -20 to 19, not '-21'" in res.stderr

@@ -52,11 +52,14 @@ def test_busy_function_has_the_largest_own_share(top, workload, ident):
         w.pid, re.escape(ident[6:])), header[0].strip()), header[0]
     assert re.match(r"samples \d+, lost \d+, threads 1, showing all threads, sorted by own$", header[1].strip()), header
     inner = "Worker.run.<locals>.inner" if ident >= "pyenv-3.11" else "inner"
-    assert rows[0]["name"] == inner and rows[0]["file"] == "chain.py", rows
-    # inner's time is its own or in the C code of the time.time() it calls,
-    # which has rows of its own (native leaves own their samples).
+    # The first Python row: the C code of the time.time() that inner calls
+    # has rows of its own (native leaves own their samples), and the vDSO's
+    # clock_gettime may outrank inner on a slow clock.
+    first = next(r for r in rows if not r["module"])
+    assert first["name"] == inner and first["file"] == "chain.py", rows
+    # inner's time is its own or in that C code.
     native = sum(r["own"] for r in rows if r["module"])
-    assert rows[0]["total"] >= 95 and rows[0]["own"] + native >= 80, rows
+    assert first["total"] >= 95 and first["own"] + native >= 80, rows
     by_name = {r["name"]: r for r in rows}
     for caller in ("Worker.run", "main", "<module>"):
         assert by_name[caller]["total"] >= 95 and by_name[caller]["own"] <= 5, rows
