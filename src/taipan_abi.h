@@ -29,9 +29,10 @@
  * user-space walker keeps the same budget, so both cut a stack alike. */
 #define TP_MAX_TAIL_CALLS 33
 #define TP_WALK_STEPS (TP_FRAMES_PER_PROG * TP_MAX_TAIL_CALLS)
-/* The per-CPU cache of code-object identities (struct tp_frame.ident): a
- * power of two, and how long an entry is trusted. Deep stacks repeat the same
- * code objects; re-reading a name costs two reads a frame. */
+/* The per-CPU cache of code-object identities (struct tp_frame.ident), a
+ * power of two: deep stacks repeat the same code objects, and an entry serves
+ * the sample that filled it only (walk/python.h). TP_ICACHE_NS: how long the
+ * per-CPU type cache trusts an entry. */
 #define TP_ICACHE 256
 #define TP_ICACHE_NS 10000000ULL
 #define TP_TYCACHE 64	   /* per-CPU type -> is a metatype cache entries */

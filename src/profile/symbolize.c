@@ -27,9 +27,9 @@
 
 enum first_arg { ARG_OTHER = 0, ARG_SELF, ARG_CLS };
 
-/* The fields of a code object that taipan reads. co_name's address is also
- * what BPF records with each frame (tp_frame.ident): when it differs from the
- * cached one, another code object took this address. */
+/* The fields of a code object that taipan reads, and its identity
+ * (tp_code_ident(), which BPF records with each frame): when the recorded one
+ * differs from the cached one, another code object took this address. */
 struct code_id {
 	uint64_t ident;				 /* as BPF computes it: see struct tp_frame */
 	uint64_t co_name, name, file, linetable; /* name: co_qualname on 3.11+, else co_name */

@@ -64,9 +64,8 @@ struct tpw_state {
 	__u8 win[TP_WIN_MASK + 1 + TP_FRAME_BUF + 8]; /* +: loads at masked offsets */
 	__u64 win_base;				      /* user address of win[0] */
 	__u64 win_len;				      /* bytes of win that hold a copy, 0 if none */
-	/* code object -> identity, direct-mapped, filled at most TP_ICACHE_NS
-	 * ago: a code object whose address was reused is noticed within that
-	 * time, and a deep stack reads each repeated code object's name once. */
+	/* code object -> identity, direct-mapped, for the sample being
+	 * walked: a deep stack reads each repeated code object's name once. */
 	struct tpw_ident_ent icache[TP_ICACHE];
 	struct tpw_type_ent tycache[TP_TYCACHE]; /* like icache, for types */
 	/* Before the tstates map: most samples on a CPU are of a few threads. */
