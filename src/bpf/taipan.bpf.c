@@ -253,6 +253,15 @@ struct {
 	__type(value, __u32);
 } progs SEC(".maps");
 
+/* This CPU's walk state (the scratch map), and the CPU in *cpu if asked. */
+static __always_inline struct tpw_state *cpu_state(__u32 *cpu)
+{
+	__u32 id = bpf_get_smp_processor_id();
+	if (cpu)
+		*cpu = id;
+	return bpf_map_lookup_elem(&scratch, &id);
+}
+
 /* include/linux/sched.h: set at the start of do_exit(). */
 #define PF_EXITING 0x00000004
 
@@ -418,8 +427,7 @@ static __always_inline void finish(struct bpf_perf_event_data *ctx, struct tpw_s
 SEC("perf_event")
 int walk_native(struct bpf_perf_event_data *ctx)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct tpw_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	struct tpw_state *st = cpu_state(NULL);
 	if (!st)
 		return 0;
 	if (tpn_step(st)) {
@@ -440,8 +448,7 @@ int walk_native(struct bpf_perf_event_data *ctx)
 SEC("perf_event")
 int describe_codes(struct bpf_perf_event_data *ctx)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct tpw_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	struct tpw_state *st = cpu_state(NULL);
 	if (!st)
 		return 0;
 	for (int i = 0; i < TP_DESCRIBE_PER_PROG; i++) {
@@ -465,8 +472,7 @@ int describe_codes(struct bpf_perf_event_data *ctx)
  * the kernel allows: the stack is deeper than BPF can walk. */
 static __always_inline int walker_prog(struct bpf_perf_event_data *ctx, __u32 walker)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct tpw_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	struct tpw_state *st = cpu_state(NULL);
 	if (!st)
 		return 0;
 	if (tpw_step(st, walker)) {
@@ -529,8 +535,8 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	}
 
-	__u32 cpu = bpf_get_smp_processor_id();
-	struct tpw_state *st = bpf_map_lookup_elem(&scratch, &cpu);
+	__u32 cpu;
+	struct tpw_state *st = cpu_state(&cpu);
 	if (!st)
 		return 0;
 	struct tp_sample *s = &st->s;

@@ -375,17 +375,16 @@ static json_t *jstr(const char *s)
 	return j ? j : json_null();
 }
 
-/* Whether Python frame fr is one that stacks leave out (SYMBOLIZER_SKIP). */
-static bool py_frame_skipped(struct symbolizer *sz, const struct tp_frame *fr)
+/* Python frame fr as JSON, or NULL: out of memory, or *skip set for a frame
+ * that stacks leave out (SYMBOLIZER_SKIP). */
+static json_t *json_py_frame(struct symbolizer *sz, const struct tp_frame *fr, bool *skip)
 {
 	struct prof_frame f;
-	return symbolizer_frame(sz, fr, &f) == SYMBOLIZER_SKIP;
-}
-
-static json_t *json_py_frame(struct symbolizer *sz, const struct tp_frame *fr)
-{
-	struct prof_frame f;
-	if (symbolizer_frame(sz, fr, &f))
+	int err = symbolizer_frame(sz, fr, &f);
+	*skip = err == SYMBOLIZER_SKIP;
+	if (*skip)
+		return NULL;
+	if (err)
 		return json_pack("{s:s, s:n, s:n, s:n, s:n, s:I}", "kind", "python", "name", "file",
 				 "line", "first_line", "code", (json_int_t)fr->code);
 	return json_pack("{s:s, s:o, s:o, s:i, s:i}", "kind", "python", "name", jstr(f.name),
@@ -400,11 +399,12 @@ static int json_merged(struct symbolizer *sz, const struct nthread *nt, json_t *
 		const struct merge_step *st = &nt->steps[i];
 		const struct nwalk_sym *sym = &nt->syms[st->index];
 		json_t *jf = NULL;
+		bool skip = false;
 		switch (st->op) {
 		case MERGE_PYTHON:
-			if (py_frame_skipped(sz, &smp->frames[st->index]))
+			jf = json_py_frame(sz, &smp->frames[st->index], &skip);
+			if (skip)
 				continue;
-			jf = json_py_frame(sz, &smp->frames[st->index]);
 			break;
 		case MERGE_NATIVE:
 			jf = json_pack("{s:s, s:o, s:o, s:o}", "kind", "native", "name",
@@ -464,9 +464,10 @@ static int print_json(const struct pyproc *pp, struct symbolizer *sz, const stru
 			}
 		}
 		for (uint32_t k = 0; !(nt && nt->smp) && k < t->nframes; k++) {
-			if (py_frame_skipped(sz, &t->frames[k]))
+			bool skip;
+			json_t *jf = json_py_frame(sz, &t->frames[k], &skip);
+			if (skip)
 				continue;
-			json_t *jf = json_py_frame(sz, &t->frames[k]);
 			if (!jf || json_array_append_new(frames, jf)) {
 				json_decref(frames);
 				goto out;

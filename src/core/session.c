@@ -348,7 +348,6 @@ static int kernel_frame(struct session *s, uint64_t addr)
 	return profile_intern_frame(s->prof, &f);
 }
 
-/* The profile frame id of BPF frame bf of process p. */
 /* What python_frame() returns for a frame that stacks leave out. */
 #define FRAME_SKIP INT_MAX
 

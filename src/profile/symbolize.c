@@ -70,11 +70,13 @@ struct qual_name {
 /* BPF's first look at a code object (struct tp_code_ev): the copies of its
  * parts, read in place of the target's memory when the object itself is gone
  * by the time a frame needs it. */
+struct snap_key {
+	uint64_t code, ident;
+};
+
 struct code_snap {
 	UT_hash_handle hh;
-	struct {
-		uint64_t code, ident;
-	} key;
+	struct snap_key key;
 	struct tp_code_part part[TP_CP__COUNT];
 	const uint8_t *bytes[TP_CP__COUNT];
 	size_t slot; /* in symbolizer.snap_ring */
@@ -436,17 +438,14 @@ int symbolizer_describe(struct symbolizer *sz, const struct tp_code_ev *ev)
 	size_t total = 0;
 	for (int i = 0; i < TP_CP__COUNT; i++)
 		total += ev->part[i].len <= room[i] ? ev->part[i].len : room[i];
-	struct {
-		uint64_t code, ident;
-	} key = {ev->code, ev->ident};
+	struct snap_key key = {ev->code, ev->ident};
 	HASH_FIND(hh, sz->snaps, &key, sizeof(key), n);
 	if (n)
 		snap_drop(sz, n); /* described again: the newer copy wins */
 	if (!(n = malloc(sizeof(*n) + total)))
 		return -ENOMEM;
 	memset(n, 0, sizeof(*n));
-	n->key.code = ev->code;
-	n->key.ident = ev->ident;
+	n->key = key;
 	size_t at = 0;
 	for (int i = 0; i < TP_CP__COUNT; i++) {
 		n->part[i] = ev->part[i];
@@ -471,9 +470,7 @@ int symbolizer_describe(struct symbolizer *sz, const struct tp_code_ev *ev)
 static void use_snapshot(struct symbolizer *sz, struct code_info *c, uint64_t ident)
 {
 	struct code_snap *n;
-	struct {
-		uint64_t code, ident;
-	} key = {c->addr, ident};
+	struct snap_key key = {c->addr, ident};
 	HASH_FIND(hh, sz->snaps, &key, sizeof(key), n);
 	if (!n)
 		return;
