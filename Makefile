@@ -227,6 +227,7 @@ demo: run
 bench: $(BUILD)/taipan bench-unwtab
 	@scripts/make-roots.sh --bench
 	$(PYTHON) bench/overhead.py --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/startup.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/compare.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/overhead.py --native --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/native.py --taipan $(abspath $(BUILD)/taipan)

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -97,6 +98,12 @@ struct session {
 	uint64_t epoch;		/* of s->prof: frame ids cached before another are void */
 	bool rescans;		/* some process's rescan is due */
 	bool ksyms_failed;
+	/* /proc/kallsyms is read by a thread of its own from session_start
+	 * (ksyms_reader) until the first kernel frame needs it. */
+	pthread_t ksyms_thread;
+	bool ksyms_reading;
+	int ksyms_errno;
+	bool first_sample_seen;
 };
 
 static struct sproc *sproc_get(struct session *s, pid_t pid)
@@ -316,16 +323,41 @@ static int marker(struct session *s, const char *text)
 	return profile_intern_frame(s->prof, &f);
 }
 
-/* Reads the kernel's symbols once, saying so if it cannot. */
+static void *ksyms_reader(void *arg)
+{
+	struct session *s = arg;
+	s->ksyms = ksyms_load(NULL);
+	s->ksyms_errno = s->ksyms ? 0 : errno;
+	return NULL;
+}
+
+/* Starts reading the kernel's symbols in a thread: reading /proc/kallsyms
+ * costs tens of milliseconds of CPU, most of it in the kernel's own
+ * formatting, which neither the start of sampling nor the reader of the ring
+ * has to wait for. Reads them here if no thread can be started. */
+static void start_ksyms(struct session *s)
+{
+	if (s->ksyms || s->ksyms_failed || s->ksyms_reading)
+		return;
+	s->ksyms_reading = !pthread_create(&s->ksyms_thread, NULL, ksyms_reader, s);
+}
+
+/* The kernel's symbols, once read, saying so if they cannot be. */
 static void load_ksyms(struct session *s)
 {
 	if (s->ksyms || s->ksyms_failed)
 		return;
-	s->ksyms = ksyms_load(NULL);
+	if (s->ksyms_reading) {
+		pthread_join(s->ksyms_thread, NULL);
+		s->ksyms_reading = false;
+	} else {
+		s->ksyms = ksyms_load(NULL);
+		s->ksyms_errno = s->ksyms ? 0 : errno;
+	}
 	if (s->ksyms)
 		return;
 	s->ksyms_failed = true;
-	if (errno == EPERM)
+	if (s->ksyms_errno == EPERM)
 		log_warn("kernel symbol addresses in /proc/kallsyms are hidden from "
 			 "taipan (it needs CAP_SYSLOG): kernel frames stay addresses");
 	else
@@ -593,6 +625,15 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	int ret = profile_add(s->prof, s->ids, n, &lb, 1);
 	if (!ret)
 		s->st.samples++;
+	if (!s->first_sample_seen) {
+		/* For bench/compare.py: what starting cost, threads included. */
+		struct rusage ru;
+		s->first_sample_seen = true;
+		if (!getrusage(RUSAGE_SELF, &ru))
+			log_debug("first sample: %.1f ms of CPU since taipan started",
+				  (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+				      (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3);
+	}
 	return ret;
 }
 
@@ -758,6 +799,8 @@ void session_free(struct session *s)
 		s->sm.ops->free(s->sm.impl);
 	pyproc_cache_free(s->cache);
 	profile_free(s->prof);
+	if (s->ksyms_reading)
+		pthread_join(s->ksyms_thread, NULL);
 	ksyms_free(s->ksyms);
 	free(s->ids);
 	free(s);
@@ -801,11 +844,11 @@ static void scan_proc(struct session *s)
 
 int session_start(struct session *s, char *err, size_t errlen)
 {
-	/* Now rather than at the first kernel frame: reading /proc/kallsyms
-	 * takes tens of milliseconds, during which the ring would fill, and
-	 * `record -- CMD` starts CMD only after this. */
+	/* Now rather than at the first kernel frame, which would stop the
+	 * ring's reader while it fills; in a thread, so that sampling starts
+	 * without waiting for it. */
 	if (s->opts.kernel_stacks)
-		load_ksyms(s);
+		start_ksyms(s);
 	if (s->opts.system_wide)
 		scan_proc(s);
 	/* Here, after `record -- CMD` forked CMD, which keeps its priority;
