@@ -49,10 +49,11 @@ def bpf_ids(pid, kind):
 
 
 def prog_stats(name, pid):
-    """(run_time_ns, run_cnt) of pid's BPF program called name."""
+    """(run_time_ns, run_cnt) of pid's BPF program called name, or name_loop
+    (its build for kernels with bpf_loop)."""
     for i in bpf_ids(pid, "prog_id"):
         p = json.loads(sh(["bpftool", "prog", "show", "id", str(i), "-j"]).stdout or "{}")
-        if p.get("name") == name:
+        if p.get("name") in (name, name + "_loop"):
             return p.get("run_time_ns", 0), p.get("run_cnt", 0)
     return None
 

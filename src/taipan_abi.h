@@ -34,6 +34,8 @@
  * the sample that filled it only (walk/python.h). TP_ICACHE_NS: how long the
  * per-CPU type cache trusts an entry. */
 #define TP_ICACHE 256
+#define TP_SCACHE 16	 /* per-CPU str -> is "self" or "cls" cache entries */
+#define TP_CODE_SPAN 128 /* most bytes of a code object read at once */
 #define TP_ICACHE_NS 10000000ULL
 #define TP_TYCACHE 64	   /* per-CPU type -> is a metatype cache entries */
 #define TP_TCACHE 64	   /* per-CPU thread -> PyThreadState cache entries */
@@ -42,6 +44,10 @@
 /* Interpreters and threads visited when looking for a thread's PyThreadState. */
 #define TP_MAX_INTERPS 4
 #define TP_MAX_THREADS 256
+/* Steps of that search (walk/python.h, tpw_search_step): one to start each
+ * interpreter's list, one per thread state, one to end each list, one to
+ * stop. */
+#define TP_FIND_STEPS (TP_MAX_INTERPS * (TP_MAX_THREADS + 2) + 1)
 
 /* Map sizes. */
 #define TP_MAX_PROCS 32768   /* procs: Python and known non-Python processes (LRU) */
@@ -88,7 +94,11 @@ struct tp_py_offsets {
 	__u16 code_filename;  /* PyCodeObject.co_filename: the identity check too */
 	__u16 code_qualname;  /* PyCodeObject.co_qualname (3.11+), 0 if none: described codes */
 	__u16 code_linetable; /* co_linetable / co_lnotab: described codes */
-	__u16 pad[2];
+	/* co_varnames and PyTupleObject.ob_item (TP_LF_SELF_CLASS), 0 if
+	 * unknown: the walker reads a first local's class only where the
+	 * first local is called self or cls. */
+	__u16 code_varnames;
+	__u16 tuple_item;
 	__u32 flags; /* enum tp_layout_flags */
 };
 

@@ -161,7 +161,7 @@ static __always_inline void tpw_tstate_store(void *st, __u32 tid, __u64 ts)
  * from a process's address range to its file. */
 struct urows {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_INNER_MAP);
+	__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);
 	__uint(max_entries, 1);
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, sizeof(struct tp_urow));
@@ -423,14 +423,68 @@ static __always_inline void finish(struct bpf_perf_event_data *ctx, struct tpw_s
 	submit(st);
 }
 
-/* The native unwinder: a step, then the next program or the sample. */
-SEC("perf_event")
-int walk_native(struct bpf_perf_event_data *ctx)
+/* bpf_loop's callbacks, for kernels that have it (5.17+): the verifier
+ * checks a callback's body once, where it checks an unrolled loop's body
+ * once per copy. ctx points to struct loop_ctx on the caller's stack. */
+struct loop_ctx {
+	struct tpw_state *st;
+	__u64 fsbase; /* search_cb's */
+};
+
+/* A walker's callback takes TP_FRAMES_PER_CB frames, unrolled: a call per
+ * frame cost about 10 ns more a frame than the unrolled build. */
+#define TP_FRAMES_PER_CB 2
+_Static_assert(TP_FRAMES_PER_PROG % TP_FRAMES_PER_CB == 0, "a walker step is whole callbacks");
+
+static long interp_frame_cb(__u64 i, void *ctx)
+{
+	struct tpw_state *st = ((struct loop_ctx *)ctx)->st;
+	for (int k = 0; k < TP_FRAMES_PER_CB; k++)
+		if (!tpw_interp_frame(st))
+			return 1;
+	return 0;
+}
+
+static long frame_object_cb(__u64 i, void *ctx)
+{
+	struct tpw_state *st = ((struct loop_ctx *)ctx)->st;
+	for (int k = 0; k < TP_FRAMES_PER_CB; k++)
+		if (!tpw_frame_object(st))
+			return 1;
+	return 0;
+}
+
+static long native_frame_cb(__u64 i, void *ctx)
+{
+	struct tpw_state *st = ((struct loop_ctx *)ctx)->st;
+	if (st->u.done)
+		return 1;
+	tpn_frame(st);
+	return st->u.done != 0;
+}
+
+static long search_cb(__u64 i, void *ctx)
+{
+	struct loop_ctx *l = ctx;
+	return tpw_search_step(l->st, l->fsbase);
+}
+
+/* The native unwinder: a step, then the next program or the sample. With
+ * loop set, the step's frames go through bpf_loop. */
+static __always_inline int native_prog(struct bpf_perf_event_data *ctx, bool loop)
 {
 	struct tpw_state *st = cpu_state(NULL);
 	if (!st)
 		return 0;
-	if (tpn_step(st)) {
+	bool more;
+	if (loop) {
+		struct loop_ctx l = {.st = st};
+		bpf_loop(TP_UFRAMES_PER_PROG, native_frame_cb, &l, 0);
+		more = !st->u.done;
+	} else {
+		more = tpn_step(st);
+	}
+	if (more) {
 		st->s.walk_calls++;
 		bpf_tail_call(ctx, &progs, TP_WALK_NATIVE);
 		st->s.uerr = TP_UERR_STEPS;
@@ -439,6 +493,18 @@ int walk_native(struct bpf_perf_event_data *ctx)
 		report_unmapped(st->s.pid, st->s.tid);
 	submit(st);
 	return 0;
+}
+
+SEC("perf_event")
+int walk_native(struct bpf_perf_event_data *ctx)
+{
+	return native_prog(ctx, false);
+}
+
+SEC("perf_event")
+int walk_native_loop(struct bpf_perf_event_data *ctx)
+{
+	return native_prog(ctx, true);
 }
 
 /* Describes the code objects the walk met for the first time (struct
@@ -469,13 +535,24 @@ int describe_codes(struct bpf_perf_event_data *ctx)
 
 /* One walker program: a step of the walk, then the next program or the
  * sample. The tail call fails only when the chain has used every tail call
- * the kernel allows: the stack is deeper than BPF can walk. */
-static __always_inline int walker_prog(struct bpf_perf_event_data *ctx, __u32 walker)
+ * the kernel allows: the stack is deeper than BPF can walk. With loop set,
+ * the step's frames go through bpf_loop: the same frames, the same cut. */
+static __always_inline int walker_prog(struct bpf_perf_event_data *ctx, __u32 walker, bool loop)
 {
 	struct tpw_state *st = cpu_state(NULL);
 	if (!st)
 		return 0;
-	if (tpw_step(st, walker)) {
+	bool more;
+	if (loop) {
+		struct loop_ctx l = {.st = st};
+		bpf_loop(TP_FRAMES_PER_PROG / TP_FRAMES_PER_CB,
+			 walker == TP_WALK_INTERP_FRAMES ? interp_frame_cb : frame_object_cb, &l,
+			 0);
+		more = tpw_more(st);
+	} else {
+		more = tpw_step(st, walker);
+	}
+	if (more) {
 		st->s.walk_calls++;
 		bpf_tail_call(ctx, &progs, walker);
 	}
@@ -489,17 +566,31 @@ static __always_inline int walker_prog(struct bpf_perf_event_data *ctx, __u32 wa
 SEC("perf_event")
 int walk_frame_objects(struct bpf_perf_event_data *ctx)
 {
-	return walker_prog(ctx, TP_WALK_FRAME_OBJECTS);
+	return walker_prog(ctx, TP_WALK_FRAME_OBJECTS, false);
+}
+
+SEC("perf_event")
+int walk_frame_objects_loop(struct bpf_perf_event_data *ctx)
+{
+	return walker_prog(ctx, TP_WALK_FRAME_OBJECTS, true);
 }
 
 SEC("perf_event")
 int walk_interp_frames(struct bpf_perf_event_data *ctx)
 {
-	return walker_prog(ctx, TP_WALK_INTERP_FRAMES);
+	return walker_prog(ctx, TP_WALK_INTERP_FRAMES, false);
 }
 
 SEC("perf_event")
-int on_sample(struct bpf_perf_event_data *ctx)
+int walk_interp_frames_loop(struct bpf_perf_event_data *ctx)
+{
+	return walker_prog(ctx, TP_WALK_INTERP_FRAMES, true);
+}
+
+/* Every sample starts here: is it of a Python process, which thread state
+ * runs, which frame is on top; then the walker takes over. With loop set,
+ * the search for an uncached thread state goes through bpf_loop. */
+static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loop)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
@@ -560,7 +651,17 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		s->err = TP_ERR_FSBASE;
 		goto out;
 	}
-	__u64 ts = tpw_find_tstate(st, id, fsbase);
+	__u64 ts;
+	if (loop) {
+		ts = tpw_tstate_cached(st, id, fsbase);
+		if (!ts && !tpw_search_begin(st)) {
+			struct loop_ctx l = {.st = st, .fsbase = fsbase};
+			bpf_loop(TP_FIND_STEPS, search_cb, &l, 0);
+			ts = tpw_search_end(st, id);
+		}
+	} else {
+		ts = tpw_find_tstate(st, id, fsbase);
+	}
 	if (!ts)
 		goto out;
 	s->tstate = ts;
@@ -574,6 +675,18 @@ int on_sample(struct bpf_perf_event_data *ctx)
 out:
 	finish(ctx, st);
 	return 0;
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+	return sample_prog(ctx, false);
+}
+
+SEC("perf_event")
+int on_sample_loop(struct bpf_perf_event_data *ctx)
+{
+	return sample_prog(ctx, true);
 }
 
 /* A child of a target becomes a target: `record -- cmd` and --subprocesses

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -30,6 +31,7 @@ struct bpfrun {
 	int nattached;
 	unsigned int rate_hz;
 	bool native;
+	bool loop; /* the bpf_loop programs were loaded */
 	struct bpf_link *mmap_link;
 };
 
@@ -42,6 +44,19 @@ static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list 
 	if (!getenv("TAIPAN_DEBUG") && !getenv("TAIPAN_DEBUG_VERIFIER"))
 		return 0;
 	return vfprintf(stderr, fmt, args);
+}
+
+/* Whether to load the programs whose loops are bpf_loop calls (kernels
+ * 5.17+): the verifier checks each loop body once, which makes loading
+ * about N times cheaper than the unrolled programs kept for older kernels.
+ * TAIPAN_BPF_LOOP=0 takes the unrolled ones anyway (for tests and for a
+ * kernel whose bpf_loop misbehaves). */
+static bool use_bpf_loop(void)
+{
+	const char *env = getenv("TAIPAN_BPF_LOOP");
+	if (env && !strcmp(env, "0"))
+		return false;
+	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, NULL) == 1;
 }
 
 /* Whether this thread has cap in its effective set; true when that cannot
@@ -111,6 +126,22 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 	bpf_program__set_autoload(br->skel->progs.on_mmap, o->native);
 	bpf_program__set_autoattach(br->skel->progs.on_mmap, false);
 	br->native = o->native;
+	/* Of each program that loops, one of its two builds is loaded. */
+	br->loop = use_bpf_loop();
+	__typeof__(br->skel->progs) *p = &br->skel->progs;
+	struct bpf_program *unrolled[] = {p->on_sample, p->walk_frame_objects,
+					  p->walk_interp_frames, p->walk_native};
+	struct bpf_program *looped[] = {p->on_sample_loop, p->walk_frame_objects_loop,
+					p->walk_interp_frames_loop, p->walk_native_loop};
+	for (size_t i = 0; i < sizeof(looped) / sizeof(looped[0]); i++) {
+		bpf_program__set_autoload(unrolled[i], !br->loop);
+		bpf_program__set_autoload(looped[i], br->loop);
+		bpf_program__set_autoattach(unrolled[i], false);
+		bpf_program__set_autoattach(looped[i], false);
+	}
+	if (getenv("TAIPAN_DEBUG"))
+		fprintf(stderr, "taipan: debug: BPF loops: %s\n",
+			br->loop ? "bpf_loop" : "unrolled (no bpf_loop)");
 	ret = bpf_map__set_max_entries(br->skel->maps.scratch, (uint32_t)br->ncpus);
 	if (ret) {
 		snprintf(err, errlen, "cannot size the scratch map: %s", strerror(-ret));
@@ -125,10 +156,12 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 		goto fail;
 	}
 	int fds[TP_NWALKERS] = {
-	    [TP_WALK_FRAME_OBJECTS] = bpf_program__fd(br->skel->progs.walk_frame_objects),
-	    [TP_WALK_NATIVE] = bpf_program__fd(br->skel->progs.walk_native),
-	    [TP_WALK_INTERP_FRAMES] = bpf_program__fd(br->skel->progs.walk_interp_frames),
-	    [TP_WALK_DESCRIBE] = bpf_program__fd(br->skel->progs.describe_codes)};
+	    [TP_WALK_FRAME_OBJECTS] =
+		bpf_program__fd(br->loop ? p->walk_frame_objects_loop : p->walk_frame_objects),
+	    [TP_WALK_NATIVE] = bpf_program__fd(br->loop ? p->walk_native_loop : p->walk_native),
+	    [TP_WALK_INTERP_FRAMES] =
+		bpf_program__fd(br->loop ? p->walk_interp_frames_loop : p->walk_interp_frames),
+	    [TP_WALK_DESCRIBE] = bpf_program__fd(p->describe_codes)};
 	for (int slot = 0; slot < TP_NWALKERS && !ret; slot++)
 		ret = bpf_map_update_elem(bpf_map__fd(br->skel->maps.progs), &slot, &fds[slot],
 					  BPF_ANY);
@@ -196,7 +229,8 @@ int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
 			return ret;
 		}
 		br->perf_fds[cpu] = fd;
-		br->perf_links[cpu] = bpf_program__attach_perf_event(br->skel->progs.on_sample, fd);
+		br->perf_links[cpu] = bpf_program__attach_perf_event(
+		    br->loop ? br->skel->progs.on_sample_loop : br->skel->progs.on_sample, fd);
 		if (!br->perf_links[cpu]) {
 			ret = -errno;
 			snprintf(err, errlen, "cannot attach to the perf event on CPU %d: %s", cpu,
@@ -313,33 +347,31 @@ int bpfrun_put_table(struct bpfrun *br, uint32_t slot, const struct tp_ufile *in
 	uint32_t n = info->npages + info->nrows;
 	if (!slot || slot >= TP_MAX_UFILES || !n)
 		return -EINVAL;
-	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP);
+	/* Mappable, so that the rows go in by one copy: a batch update costs
+	 * the kernel a copy and a check per row, which made the tables of a
+	 * process's libraries most of taipan's start-up. */
+	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP | BPF_F_MMAPABLE);
 	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "urows", sizeof(uint32_t),
 				sizeof(struct tp_urow), n, &mo);
 	if (fd < 0)
 		return -errno;
 	int ret = 0;
-	uint32_t *keys = malloc((size_t)n * sizeof(*keys));
-	if (!keys) {
-		ret = -ENOMEM;
+	/* An array's elements lie 8-byte aligned (kernel/bpf/arraymap.c). */
+	size_t stride = (sizeof(struct tp_urow) + 7) & ~(size_t)7;
+	long page = sysconf(_SC_PAGESIZE);
+	size_t len = ((size_t)n * stride + (size_t)page - 1) & ~((size_t)page - 1);
+	char *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (mem == MAP_FAILED) {
+		ret = -errno;
 		goto out;
 	}
 	for (uint32_t i = 0; i < n; i++)
-		keys[i] = i;
-	uint32_t count = n;
-	if (bpf_map_update_batch(fd, keys, entries, &count, NULL)) {
-		/* Kernels without batch updates on arrays: one by one. */
-		for (uint32_t i = 0; i < n && !ret; i++)
-			if (bpf_map_update_elem(fd, &keys[i], &entries[i], BPF_ANY))
-				ret = -errno;
-		if (ret)
-			goto out;
-	}
+		memcpy(mem + (size_t)i * stride, &entries[i], sizeof(*entries));
+	munmap(mem, len);
 	if (bpf_map_update_elem(bpf_map__fd(br->skel->maps.ufile_info), &slot, info, BPF_ANY) ||
 	    bpf_map_update_elem(bpf_map__fd(br->skel->maps.ufiles), &slot, &fd, BPF_ANY))
 		ret = -errno;
 out:
-	free(keys);
 	close(fd); /* the outer map holds it */
 	return ret;
 }

@@ -400,6 +400,8 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	    {"code file name", l->code_filename, &o->code_filename, true},
 	    {"code qualified name", l->code_qualname, &o->code_qualname, false},
 	    {"code line table", l->code_linetable, &o->code_linetable, false},
+	    {"code variable names", l->code_varnames, &o->code_varnames, false},
+	    {"tuple items", l->tuple_item, &o->tuple_item, false},
 	    /* Where a name's characters start: BPF reads the first 8 of them
 	     * as part of a code object's identity. */
 	    {"str characters", l->unicode_state >= 0 ? l->unicode_ascii_size : l->bytes_sval,

@@ -43,6 +43,12 @@
 /* code object -> identity (struct tp_frame.ident) as last read on this CPU. */
 struct tpw_ident_ent {
 	__u64 code, ident, time_ns;
+	__u64 selfish; /* <= 3.10: the first local is called self or cls */
+};
+
+/* A str's address -> whether it is "self" or "cls", for one sample. */
+struct tpw_str_ent {
+	__u64 str, time_ns, selfish;
 };
 
 /* Whether the objects of a type are classes (<= 3.10's Class.method). */
@@ -68,8 +74,27 @@ struct tpw_state {
 	 * walked: a deep stack reads each repeated code object's name once. */
 	struct tpw_ident_ent icache[TP_ICACHE];
 	struct tpw_type_ent tycache[TP_TYCACHE]; /* like icache, for types */
+	struct tpw_str_ent scache[TP_SCACHE];	 /* like icache, for argument names */
+	/* The last first local whose class was looked up, in this sample:
+	 * the methods of one object calling each other share it. */
+	struct {
+		__u64 obj, cls, time_ns;
+	} l0;
+	__u8 cbuf[TP_CODE_SPAN + 8]; /* a code object's fields (+: loads at masked offsets) */
 	/* Before the tstates map: most samples on a CPU are of a few threads. */
 	struct tpw_tstate_ent tcache[TP_TCACHE];
+	/* The search for a thread state (tpw_search_step). */
+	struct {
+		__u64 interp;	/* the interpreter being searched, 0 at the end */
+		__u64 ts;	/* the next thread state of its list */
+		__u64 found;	/* the answer */
+		__u32 nthreads; /* visited in this interpreter's list */
+		__u16 ninterps; /* interpreters whose lists were started */
+		__u8 listing;	/* 1 while in a list, 0 between two */
+		__u8 pad;
+		__u16 limit; /* TP_ERR_*_LIMIT met, the answer if none is found */
+		__u16 pad2[3];
+	} find;
 	__u64 frame; /* next frame to read, 0 when the walk is over */
 	__u64 prev;  /* the frame read before st->frame, 0 if none */
 	struct tp_proc proc;
@@ -203,73 +228,140 @@ TPW_INLINE void tpw_begin(struct tpw_state *st)
 	st->win_len = 0;
 }
 
-/* The PyThreadState of the thread id (pid_tgid) whose fs base is fsbase:
- * the cached one if it still matches, else found by walking every
- * interpreter's thread list. thread_id is pthread_self(), which is the fs
- * base on x86-64 glibc, so this finds threads that do not hold the GIL, and
- * works inside pid namespaces. Returns 0 with st->s.err set when none is
- * found. */
-TPW_INLINE __u64 tpw_find_tstate(struct tpw_state *st, __u64 id, __u64 fsbase)
+/* The PyThreadState remembered for the thread id (pid_tgid) whose fs base is
+ * fsbase, if its thread id still says so: from this CPU's cache, else from
+ * the host's (tpw_tstate_lookup). 0 if none, or none that matches.
+ * thread_id is pthread_self(), which is the fs base on x86-64 glibc, so this
+ * finds threads that do not hold the GIL, and works inside pid namespaces. */
+TPW_INLINE __u64 tpw_tstate_cached(struct tpw_state *st, __u64 id, __u64 fsbase)
 {
 	const struct tp_py_offsets *o = &st->proc.off;
 	__u32 tid = (__u32)id;
 	struct tpw_tstate_ent *te = &st->tcache[tid & (TP_TCACHE - 1)];
-	__u64 ts = 0, thread_id = 0, interp = 0;
-	__u16 limit = 0; /* a list longer than the walk visits */
+	__u64 ts = te->id == id ? te->ts : tpw_tstate_lookup(st, tid), thread_id = 0;
 
-	if (te->id == id)
-		ts = te->ts;
-	else
-		ts = tpw_tstate_lookup(st, tid);
-	if (ts) {
-		/* The thread id and the frame pointer read next are a few
-		 * dozen bytes apart: one read for both. */
-		__u64 a = o->ts_thread_id, b = o->ts_frame;
-		__u64 lo = a < b ? a : b, hi = (a < b ? b : a) + 8;
-		if (hi - lo <= TP_TSTATE_SPAN)
-			tpw_win_fill(st, ts + lo, hi - lo);
-		if (!tpw_win_read_u64(st, &thread_id, ts + a) && thread_id == fsbase) {
-			te->id = id;
-			te->ts = ts;
-			tpw_count(st, TP_STAT_TSTATE_CACHED);
-			return ts;
-		}
-	}
-	if (tpw_read_u64(st, &interp, st->proc.interp_head_addr)) {
+	if (!ts)
+		return 0;
+	/* The thread id and the frame pointer read next are a few dozen
+	 * bytes apart: one read for both. */
+	__u64 a = o->ts_thread_id, b = o->ts_frame;
+	__u64 lo = a < b ? a : b, hi = (a < b ? b : a) + 8;
+	if (hi - lo <= TP_TSTATE_SPAN)
+		tpw_win_fill(st, ts + lo, hi - lo);
+	if (tpw_win_read_u64(st, &thread_id, ts + a) || thread_id != fsbase)
+		return 0;
+	te->id = id;
+	te->ts = ts;
+	tpw_count(st, TP_STAT_TSTATE_CACHED);
+	return ts;
+}
+
+/* The search of every interpreter's thread list for a thread state, in
+ * steps (st->find): one step starts an interpreter's list, visits one
+ * thread state, or ends a list. A search takes at most TP_FIND_STEPS
+ * steps, each verified once where BPF has bpf_loop. Returns -1 with
+ * st->s.err set if the list of interpreters cannot be read. */
+TPW_INLINE int tpw_search_begin(struct tpw_state *st)
+{
+	st->find.ts = 0;
+	st->find.found = 0;
+	st->find.nthreads = 0;
+	st->find.ninterps = 0;
+	st->find.listing = 0;
+	st->find.limit = 0;
+	if (tpw_read_u64(st, &st->find.interp, st->proc.interp_head_addr)) {
 		st->s.err = TP_ERR_INTERP_HEAD;
+		return -1;
+	}
+	return 0;
+}
+
+/* One step of the search for the thread state whose thread id is fsbase.
+ * Says whether the search is over: found (st->find.found), or failed with
+ * st->s.err set. */
+TPW_INLINE bool tpw_search_step(struct tpw_state *st, __u64 fsbase)
+{
+	const struct tp_py_offsets *o = &st->proc.off;
+	__u64 thread_id = 0;
+
+	if (!st->find.listing) {
+		/* Between two lists: start the next interpreter's. */
+		if (!st->find.interp || st->find.ninterps >= TP_MAX_INTERPS) {
+			if (st->find.interp)
+				st->find.limit = TP_ERR_INTERP_LIMIT;
+			st->s.err = st->find.limit ? st->find.limit : TP_ERR_NO_TSTATE;
+			return true;
+		}
+		if (tpw_read_u64(st, &st->find.ts, st->find.interp + o->interp_tstate_head)) {
+			st->s.err = TP_ERR_INTERP_THREADS;
+			return true;
+		}
+		st->find.ninterps++;
+		st->find.nthreads = 0;
+		st->find.listing = 1;
+		return false;
+	}
+	if (!st->find.ts || st->find.nthreads >= TP_MAX_THREADS) {
+		/* This list is over: a list longer than the walk visits is
+		 * said so if nothing else is found. */
+		if (st->find.ts)
+			st->find.limit = TP_ERR_THREAD_LIMIT;
+		if (tpw_read_u64(st, &st->find.interp, st->find.interp + o->interp_next))
+			st->find.interp = 0;
+		st->find.listing = 0;
+		return false;
+	}
+	if (tpw_read_u64(st, &thread_id, st->find.ts + o->ts_thread_id)) {
+		st->s.err = TP_ERR_TSTATE_ID;
+		return true;
+	}
+	if (thread_id == fsbase) {
+		st->find.found = st->find.ts;
+		return true;
+	}
+	st->find.nthreads++;
+	if (tpw_read_u64(st, &st->find.ts, st->find.ts + o->ts_next)) {
+		st->s.err = TP_ERR_TSTATE_NEXT;
+		return true;
+	}
+	return false;
+}
+
+/* The search's answer for thread id (pid_tgid), remembered in both caches;
+ * 0 with st->s.err set if none. */
+TPW_INLINE __u64 tpw_search_end(struct tpw_state *st, __u64 id)
+{
+	__u64 ts = st->find.found;
+	if (!ts) {
+		if (!st->s.err)
+			st->s.err = TP_ERR_NO_TSTATE; /* out of steps: cannot happen */
 		return 0;
 	}
-	for (int i = 0; i < TP_MAX_INTERPS && interp; i++) {
-		if (tpw_read_u64(st, &ts, interp + o->interp_tstate_head)) {
-			st->s.err = TP_ERR_INTERP_THREADS;
-			return 0;
-		}
-		for (int j = 0; j < TP_MAX_THREADS && ts; j++) {
-			if (tpw_read_u64(st, &thread_id, ts + o->ts_thread_id)) {
-				st->s.err = TP_ERR_TSTATE_ID;
-				return 0;
-			}
-			if (thread_id == fsbase) {
-				tpw_tstate_store(st, tid, ts);
-				te->id = id;
-				te->ts = ts;
-				tpw_count(st, TP_STAT_TSTATE_WALKED);
-				return ts;
-			}
-			if (tpw_read_u64(st, &ts, ts + o->ts_next)) {
-				st->s.err = TP_ERR_TSTATE_NEXT;
-				return 0;
-			}
-		}
-		if (ts)
-			limit = TP_ERR_THREAD_LIMIT;
-		if (tpw_read_u64(st, &interp, interp + o->interp_next))
-			interp = 0;
-	}
-	if (interp)
-		limit = TP_ERR_INTERP_LIMIT;
-	st->s.err = limit ? limit : TP_ERR_NO_TSTATE;
-	return 0;
+	__u32 tid = (__u32)id;
+	struct tpw_tstate_ent *te = &st->tcache[tid & (TP_TCACHE - 1)];
+	tpw_tstate_store(st, tid, ts);
+	te->id = id;
+	te->ts = ts;
+	tpw_count(st, TP_STAT_TSTATE_WALKED);
+	return ts;
+}
+
+/* The PyThreadState of the thread id (pid_tgid) whose fs base is fsbase:
+ * the cached one if it still matches, else found by walking every
+ * interpreter's thread list. Returns 0 with st->s.err set when none is
+ * found. BPF's programs for kernels with bpf_loop run the same steps
+ * through it. */
+TPW_INLINE __u64 tpw_find_tstate(struct tpw_state *st, __u64 id, __u64 fsbase)
+{
+	__u64 ts = tpw_tstate_cached(st, id, fsbase);
+	if (ts)
+		return ts;
+	if (tpw_search_begin(st))
+		return 0;
+	for (int i = 0; i < TP_FIND_STEPS; i++)
+		if (tpw_search_step(st, fsbase))
+			break;
+	return tpw_search_end(st, id);
 }
 
 /* Sets st->frame to the current frame of thread state ts: 0 when the
@@ -305,37 +397,103 @@ TPW_INLINE __u32 tpw_walker(const struct tpw_state *st)
 							 : TP_WALK_FRAME_OBJECTS;
 }
 
-/* What identifies the code object at code now (tp_code_ident()). The cache
- * serves repeats within one sample only: the code objects of a stack being
- * walked are held by its frames, while between two samples an address can
- * pass to another code object, and a name read then would be the wrong one. */
-TPW_INLINE __u64 tpw_code_ident(struct tpw_state *st, __u64 code)
+/* Whether the str at str is "self" or "cls" (its first 8 bytes of
+ * characters, terminator included), cached for the sample: a stack's code
+ * objects share a few interned argument names. */
+TPW_INLINE __u64 tpw_str_selfish(struct tpw_state *st, __u64 str)
+{
+	struct tpw_str_ent *e = &st->scache[(str >> 4) & (TP_SCACHE - 1)];
+	__u64 now = st->s.time_ns, chars = 0;
+	if (e->str == str && e->time_ns == now)
+		return e->selfish;
+	tpw_read_u64(st, &chars, str + st->proc.off.name_data);
+	e->str = str;
+	e->time_ns = now;
+	/* Little-endian "self\0" and "cls\0". */
+	e->selfish =
+	    (chars & 0xffffffffffULL) == 0x666c6573ULL || (chars & 0xffffffffULL) == 0x736c63ULL;
+	return e->selfish;
+}
+
+/* The 8 bytes at offset off of the code object bytes in st->cbuf. */
+TPW_INLINE __u64 tpw_cbuf_u64(const struct tpw_state *st, __u32 off)
+{
+	const __u8 *p = &st->cbuf[off & (TP_CODE_SPAN - 1)];
+#ifdef __BPF__
+	return *(const __u64 *)p;
+#else
+	__u64 v;
+	__builtin_memcpy(&v, p, sizeof(v));
+	return v;
+#endif
+}
+
+/* What the walk knows of the code object at code now: its identity
+ * (tp_code_ident()) and, <= 3.10, whether its first local is called self
+ * or cls (only then is that local's class worth a read). The cache serves
+ * repeats within one sample only: the code objects of a stack being walked
+ * are held by its frames, while between two samples an address can pass to
+ * another code object, and a name read then would be the wrong one. */
+TPW_INLINE struct tpw_ident_ent *tpw_code_entry(struct tpw_state *st, __u64 code)
 {
 	struct tpw_ident_ent *e = &st->icache[(code >> 4) & (TP_ICACHE - 1)];
 	__u64 now = st->s.time_ns;
 	if (e->code == code && e->time_ns == now)
-		return e->ident;
+		return e;
 	const struct tp_py_offsets *o = &st->proc.off;
-	__u64 ptrs[2] = {0, 0}, name = 0, file = 0, chars = 0;
-	if (o->code_filename + 8 == o->code_name) {
-		/* Every version so far: one read for both. */
-		if (!tpw_read(st, ptrs, sizeof(ptrs), code + o->code_filename)) {
+	__u32 fo = o->code_filename, no = o->code_name, vo = o->code_varnames;
+	bool names = (o->flags & TP_LF_SELF_CLASS) && vo && o->tuple_item;
+	__u32 lo = fo < no ? fo : no, hi = (fo < no ? no : fo) + 8;
+	if (names) {
+		lo = vo < lo ? vo : lo;
+		hi = vo + 8 > hi ? vo + 8 : hi;
+	}
+	__u64 name = 0, file = 0, chars = 0, varnames = 0;
+	/* Every version so far: the fields lie within a few words, and one
+	 * read takes them all. */
+	__u64 len = hi - lo;
+	if (!names && fo + 8 == no) {
+		/* 3.11+ and every version so far: file and name side by side. */
+		__u64 ptrs[2] = {0, 0};
+		if (!tpw_read(st, ptrs, sizeof(ptrs), code + fo)) {
 			file = ptrs[0];
 			name = ptrs[1];
 		}
+	} else if (len < TP_CODE_SPAN) {
+#ifdef __BPF__
+		asm volatile("" : "+r"(len)); /* keep the mask below: the verifier needs it */
+#endif
+		if (!tpw_read(st, st->cbuf, len & (TP_CODE_SPAN - 1), code + lo)) {
+			file = tpw_cbuf_u64(st, fo - lo);
+			name = tpw_cbuf_u64(st, no - lo);
+			varnames = names ? tpw_cbuf_u64(st, vo - lo) : 0;
+		}
 	} else {
-		tpw_read_u64(st, &name, code + o->code_name);
-		tpw_read_u64(st, &file, code + o->code_filename);
+		tpw_read_u64(st, &name, code + no);
+		tpw_read_u64(st, &file, code + fo);
+		if (names)
+			tpw_read_u64(st, &varnames, code + vo);
 	}
 	if (name)
 		tpw_read_u64(st, &chars, name + o->name_data);
 	__u64 ident = tp_code_ident(name, chars, file);
 	if (ident)
 		tpw_code_first(st, code, ident);
+	/* Without the offsets, every first local's class is read, as user
+	 * space decides alone which to use. */
+	__u64 selfish = !names, first = 0;
+	if (names && varnames && !tpw_read_u64(st, &first, varnames + o->tuple_item) && first)
+		selfish = tpw_str_selfish(st, first);
 	e->code = code;
 	e->ident = ident;
+	e->selfish = selfish;
 	e->time_ns = now;
-	return ident;
+	return e;
+}
+
+TPW_INLINE __u64 tpw_code_ident(struct tpw_state *st, __u64 code)
+{
+	return tpw_code_entry(st, code)->ident;
 }
 
 /* Whether code, as read from a frame, cannot be a code object's address:
@@ -367,11 +525,18 @@ TPW_INLINE __u64 tpw_first_local_class(struct tpw_state *st, int at)
 {
 	const struct tp_py_offsets *o = &st->proc.off;
 	__u64 local0 = tpw_win_u64(st, at, o->frame_localsplus), type = 0, tflags = 0;
-	if (!local0 || tpw_read_u64(st, &type, local0 + o->obj_type) || !type)
+	__u64 now = st->s.time_ns;
+	if (!local0)
+		return 0;
+	if (st->l0.obj == local0 && st->l0.time_ns == now)
+		return st->l0.cls;
+	st->l0.obj = local0;
+	st->l0.time_ns = now;
+	st->l0.cls = 0;
+	if (tpw_read_u64(st, &type, local0 + o->obj_type) || !type)
 		return 0;
 	/* Types are few and their flags fixed: read each type's once. */
 	struct tpw_type_ent *e = &st->tycache[(type >> 4) & (TP_TYCACHE - 1)];
-	__u64 now = st->s.time_ns;
 	if (e->type != type || now - e->time_ns >= TP_ICACHE_NS) {
 		if (tpw_read_u64(st, &tflags, type + o->type_flags))
 			return 0;
@@ -379,54 +544,65 @@ TPW_INLINE __u64 tpw_first_local_class(struct tpw_state *st, int at)
 		e->is_meta = (tflags & PY_TPFLAGS_TYPE_SUBCLASS) != 0;
 		e->time_ns = now;
 	}
-	return e->is_meta ? local0 : type;
+	st->l0.cls = e->is_meta ? local0 : type;
+	return st->l0.cls;
 }
 
-/* One step of the walk: up to TP_FRAMES_PER_PROG frames from st->frame.
- * <= 3.10: a chain of PyFrameObject through f_back; f_lasti is an int. */
-TPW_INLINE void tpw_walk_frame_objects(struct tpw_state *st)
+/* Ends the walk at the current frame with err. */
+TPW_INLINE bool tpw_stop(struct tpw_state *st, __u16 err)
+{
+	st->s.err = err;
+	st->frame = 0;
+	return false;
+}
+
+/* Moves the walk from frame f, just read, to its caller back; says whether
+ * the walk goes on. */
+TPW_INLINE bool tpw_advance(struct tpw_state *st, __u64 f, __u64 back)
+{
+	if (tpw_loops(back, f, st->prev)) {
+		st->s.err = TP_ERR_FRAME_LOOP;
+		back = 0;
+	}
+	st->prev = f;
+	st->frame = back;
+	return back != 0;
+}
+
+/* One frame of the walk, <= 3.10: a chain of PyFrameObject through
+ * f_back; f_lasti is an int. Says whether the walk goes on. The walk's
+ * position lives in st (frame, prev, s.nframes), so that a loop of the
+ * kernel's (bpf_loop) can call this as well as an unrolled one. */
+TPW_INLINE bool tpw_frame_object(struct tpw_state *st)
 {
 	const struct tp_py_offsets *o = &st->proc.off;
-	__u64 f = st->frame, prev = st->prev;
+	__u64 f = st->frame;
 	__u32 n = st->s.nframes;
 
-	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
-		int at = tpw_frame_at(st, f, false);
-		if (at < 0) {
-			st->s.err = TP_ERR_FRAME;
-			f = 0;
-			break;
-		}
-		__u64 code = tpw_win_u64(st, at, o->frame_code);
-		if (tpw_not_code(code)) {
-			st->s.err = TP_ERR_FRAME_LOOP;
-			f = 0;
-			break;
-		}
-		struct tp_frame *fr = &st->s.frames[tpw_frame_idx(n)];
-		fr->code = code;
-		fr->ident = tpw_code_ident(st, code);
-		fr->pos = tpw_win_u32(st, at, o->frame_lasti);
-		fr->flags = 0;
-		fr->aux = tpw_first_local_class(st, at); /* every <= 3.10 version */
-		n++;
-		__u64 back = tpw_win_u64(st, at, o->frame_back);
-		if (tpw_loops(back, f, prev)) {
-			st->s.err = TP_ERR_FRAME_LOOP;
-			back = 0;
-		}
-		prev = f;
-		f = back;
-	}
-	st->s.nframes = n;
-	st->frame = f;
-	st->prev = prev;
+	if (!f || n >= TP_MAX_FRAMES)
+		return false;
+	int at = tpw_frame_at(st, f, true);
+	if (at < 0)
+		return tpw_stop(st, TP_ERR_FRAME);
+	__u64 code = tpw_win_u64(st, at, o->frame_code);
+	if (tpw_not_code(code))
+		return tpw_stop(st, TP_ERR_FRAME_LOOP);
+	struct tp_frame *fr = &st->s.frames[tpw_frame_idx(n)];
+	struct tpw_ident_ent *ce = tpw_code_entry(st, code);
+	fr->code = code;
+	fr->ident = ce->ident;
+	fr->pos = tpw_win_u32(st, at, o->frame_lasti);
+	fr->flags = 0;
+	/* Every <= 3.10 version: user space names self.method Class.method. */
+	fr->aux = ce->selfish ? tpw_first_local_class(st, at) : 0;
+	st->s.nframes = n + 1;
+	return tpw_advance(st, f, tpw_win_u64(st, at, o->frame_back));
 }
 
-/* One step of the walk, 3.11+: a chain of _PyInterpreterFrame through
+/* One frame of the walk, 3.11+: a chain of _PyInterpreterFrame through
  * previous; the position is a pointer into the code object; frames owned by
  * the C stack are skipped, and mark the Python frame below them as where an
- * eval loop was entered.
+ * eval loop was entered. Says whether the walk goes on.
  *
  * A frame's `previous` can be stale. 3.12's generic CALL of a Python
  * function (Python/bytecodes.c, inst(CALL), the _PyEvalFramePushAndInit
@@ -438,67 +614,59 @@ TPW_INLINE void tpw_walk_frame_objects(struct tpw_state *st)
  * where `previous` does, and whose type's type is `type`, which is its own
  * type: read as frames, a loop. tpw_not_code() stops at the object,
  * tpw_loops() at any frame that leads back to itself or its callee. */
-TPW_INLINE void tpw_walk_interp_frames(struct tpw_state *st)
+TPW_INLINE bool tpw_interp_frame(struct tpw_state *st)
 {
 	const struct tp_py_offsets *o = &st->proc.off;
-	/* Branch-free where the versions differ: masks chosen once. */
+	/* Branch-free where the versions differ: masks. */
 	__u64 code_mask = (o->flags & TP_LF_STACKREF) ? ~3ULL : ~0ULL;
 	__u32 owner_limit = (o->flags & TP_LF_OWNER) ? PY_OWNER_NOT_PYTHON : 256;
 	__u8 entry_mask = (o->flags & TP_LF_IS_ENTRY) ? 0xff : 0;
-	__u64 f = st->frame, prev = st->prev;
+	__u64 f = st->frame;
 	__u32 n = st->s.nframes;
 
-	for (int i = 0; i < TP_FRAMES_PER_PROG && f && n < TP_MAX_FRAMES; i++) {
-		int at = tpw_frame_at(st, f, true);
-		if (at < 0) {
-			st->s.err = TP_ERR_FRAME;
-			f = 0;
-			break;
-		}
-		__u32 owner = tpw_win_u8(st, at, o->frame_owner);
-		__u64 code = tpw_win_u64(st, at, o->frame_code) & code_mask;
-		if (tpw_not_code(code)) {
-			st->s.err = TP_ERR_FRAME_LOOP;
-			f = 0;
-			break;
-		}
-		/* keep is 1 for a Python frame and 0 for a shim or entry frame
-		 * (owner >= limit), computed without a branch: a branch here
-		 * doubles the verifier's states on every iteration. A skipped
-		 * frame is written and then overwritten by the next one, and
-		 * marks the Python frame below it as where an eval loop was
-		 * entered. When n is 0 that mark lands in an unused slot. */
-		__u32 keep = (owner - owner_limit) >> 31;
-		struct tp_frame *fr = &st->s.frames[tpw_frame_idx(n)];
-		fr->code = code;
-		fr->ident = tpw_code_ident(st, code);
-		fr->pos = (__u32)(tpw_win_u64(st, at, o->frame_lasti) - code);
-		fr->flags = tpw_win_u8(st, at, o->frame_is_entry) & entry_mask & TP_FF_ENTRY;
-		fr->aux = 0;
-		st->s.frames[tpw_frame_idx(n - 1)].flags |= (1 - keep) & TP_FF_ENTRY;
-		n += keep;
-		__u64 back = tpw_win_u64(st, at, o->frame_back);
-		if (tpw_loops(back, f, prev)) {
-			st->s.err = TP_ERR_FRAME_LOOP;
-			back = 0;
-		}
-		prev = f;
-		f = back;
-	}
-	st->s.nframes = n;
-	st->frame = f;
-	st->prev = prev;
+	if (!f || n >= TP_MAX_FRAMES)
+		return false;
+	int at = tpw_frame_at(st, f, true);
+	if (at < 0)
+		return tpw_stop(st, TP_ERR_FRAME);
+	__u32 owner = tpw_win_u8(st, at, o->frame_owner);
+	__u64 code = tpw_win_u64(st, at, o->frame_code) & code_mask;
+	if (tpw_not_code(code))
+		return tpw_stop(st, TP_ERR_FRAME_LOOP);
+	/* keep is 1 for a Python frame and 0 for a shim or entry frame
+	 * (owner >= limit), computed without a branch: a branch here doubles
+	 * the verifier's states on every frame of an unrolled walk. A skipped
+	 * frame is written and then overwritten by the next one, and marks
+	 * the Python frame below it as where an eval loop was entered. When n
+	 * is 0 that mark lands in an unused slot. */
+	__u32 keep = (owner - owner_limit) >> 31;
+	struct tp_frame *fr = &st->s.frames[tpw_frame_idx(n)];
+	fr->code = code;
+	fr->ident = tpw_code_ident(st, code);
+	fr->pos = (__u32)(tpw_win_u64(st, at, o->frame_lasti) - code);
+	fr->flags = tpw_win_u8(st, at, o->frame_is_entry) & entry_mask & TP_FF_ENTRY;
+	fr->aux = 0;
+	st->s.frames[tpw_frame_idx(n - 1)].flags |= (1 - keep) & TP_FF_ENTRY;
+	st->s.nframes = n + keep;
+	return tpw_advance(st, f, tpw_win_u64(st, at, o->frame_back));
 }
 
-/* Runs one walker step, and says whether another should follow: the
- * stack goes on and there is room for its frames. */
+/* Whether another walker step should follow this one: the stack goes on
+ * and there is room for its frames. */
+TPW_INLINE bool tpw_more(const struct tpw_state *st)
+{
+	return st->frame && st->s.nframes < TP_MAX_FRAMES;
+}
+
+/* Runs one walker step, up to TP_FRAMES_PER_PROG frames from st->frame,
+ * and says whether another should follow. */
 TPW_INLINE bool tpw_step(struct tpw_state *st, __u32 walker)
 {
-	if (walker == TP_WALK_INTERP_FRAMES)
-		tpw_walk_interp_frames(st);
-	else
-		tpw_walk_frame_objects(st);
-	return st->frame && st->s.nframes < TP_MAX_FRAMES;
+	for (int i = 0; i < TP_FRAMES_PER_PROG; i++)
+		if (!(walker == TP_WALK_INTERP_FRAMES ? tpw_interp_frame(st)
+						      : tpw_frame_object(st)))
+			break;
+	return tpw_more(st);
 }
 
 /* Ends a walk that stopped with frames left: at the depth limit, or out of

@@ -340,10 +340,11 @@ def record_args(out, target, seconds=2, rate=500, extra=(), quiet=True):
     return args + ["--"] + list(target)
 
 
-def record(taipan, out, target, seconds=2, rate=500, extra=(), quiet=True, timeout=60):
+def record(taipan, out, target, seconds=2, rate=500, extra=(), quiet=True, timeout=60, **kw):
     """Runs `taipan record` (record_args()) and checks that it succeeded and
-    wrote a profile to out. Returns the finished process (run_taipan())."""
-    res = run_taipan(taipan, record_args(out, target, seconds, rate, extra, quiet), timeout=timeout)
+    wrote a profile to out; kw go to run_taipan() (env=...). Returns the
+    finished process (run_taipan())."""
+    res = run_taipan(taipan, record_args(out, target, seconds, rate, extra, quiet), timeout=timeout, **kw)
     assert res.returncode == 0, res.stderr
     assert os.path.exists(out) and os.path.getsize(out) > 0, res.stderr
     return res

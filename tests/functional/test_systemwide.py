@@ -31,7 +31,8 @@ def wait_attached(rec, timeout=20):
     while time.time() < deadline:
         assert rec.poll() is None, rec.stderr.read()
         out = subprocess.run(["bpftool", "prog", "show", "-j"], stdout=subprocess.PIPE, text=True).stdout
-        if any(p.get("name") == "on_sample" for p in json.loads(out or "[]")):
+        # on_sample_loop where the kernel has bpf_loop
+        if any(p.get("name", "").startswith("on_sample") for p in json.loads(out or "[]")):
             return
         time.sleep(0.1)
     raise AssertionError("taipan did not attach")
