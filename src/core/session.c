@@ -101,6 +101,7 @@ struct session {
 	/* /proc/kallsyms is read by a thread of its own from session_start
 	 * (ksyms_reader) until the first kernel frame needs it. */
 	pthread_t ksyms_thread;
+	_Atomic pid_t ksyms_tid; /* its thread id, once it runs */
 	bool ksyms_reading;
 	int ksyms_errno;
 	bool first_sample_seen;
@@ -326,6 +327,11 @@ static int marker(struct session *s, const char *text)
 static void *ksyms_reader(void *arg)
 {
 	struct session *s = arg;
+	/* At the lowest priority: classifying the first processes comes first
+	 * (a parent not known in time loses the first samples of the children
+	 * it forks); load_ksyms() raises it when a name is needed. */
+	s->ksyms_tid = gettid();
+	setpriority(PRIO_PROCESS, (id_t)s->ksyms_tid, 19);
 	s->ksyms = ksyms_load(NULL);
 	s->ksyms_errno = s->ksyms ? 0 : errno;
 	return NULL;
@@ -348,6 +354,13 @@ static void load_ksyms(struct session *s)
 	if (s->ksyms || s->ksyms_failed)
 		return;
 	if (s->ksyms_reading) {
+		/* Needed now: at this thread's priority (a thread that has not
+		 * set its tid yet has not lowered its priority either). */
+		errno = 0;
+		int nice = getpriority(PRIO_PROCESS, 0);
+		pid_t tid = s->ksyms_tid;
+		if (tid > 0 && !errno)
+			setpriority(PRIO_PROCESS, (id_t)tid, nice);
 		pthread_join(s->ksyms_thread, NULL);
 		s->ksyms_reading = false;
 	} else {

@@ -119,11 +119,10 @@ TPW_INLINE __u32 tpw_frame_idx(__u32 n)
 	return n & (TP_MAX_FRAMES - 1);
 }
 
-/* Loads at a masked offset of the window. BPF loads directly; user space
+/* Loads from a copy of target memory. BPF loads directly; user space
  * copies, because target memory owes it no alignment. */
-TPW_INLINE __u64 tpw_win_u64(const struct tpw_state *st, __u32 at, __u16 off)
+TPW_INLINE __u64 tpw_ld64(const __u8 *p)
 {
-	const __u8 *p = &st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
 #ifdef __BPF__
 	return *(const __u64 *)p;
 #else
@@ -133,9 +132,8 @@ TPW_INLINE __u64 tpw_win_u64(const struct tpw_state *st, __u32 at, __u16 off)
 #endif
 }
 
-TPW_INLINE __u32 tpw_win_u32(const struct tpw_state *st, __u32 at, __u16 off)
+TPW_INLINE __u32 tpw_ld32(const __u8 *p)
 {
-	const __u8 *p = &st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
 #ifdef __BPF__
 	return *(const __u32 *)p;
 #else
@@ -143,6 +141,17 @@ TPW_INLINE __u32 tpw_win_u32(const struct tpw_state *st, __u32 at, __u16 off)
 	__builtin_memcpy(&v, p, sizeof(v));
 	return v;
 #endif
+}
+
+/* Loads at a masked offset of the window. */
+TPW_INLINE __u64 tpw_win_u64(const struct tpw_state *st, __u32 at, __u16 off)
+{
+	return tpw_ld64(&st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))]);
+}
+
+TPW_INLINE __u32 tpw_win_u32(const struct tpw_state *st, __u32 at, __u16 off)
+{
+	return tpw_ld32(&st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))]);
 }
 
 TPW_INLINE __u8 tpw_win_u8(const struct tpw_state *st, __u32 at, __u16 off)
@@ -418,14 +427,7 @@ TPW_INLINE __u64 tpw_str_selfish(struct tpw_state *st, __u64 str)
 /* The 8 bytes at offset off of the code object bytes in st->cbuf. */
 TPW_INLINE __u64 tpw_cbuf_u64(const struct tpw_state *st, __u32 off)
 {
-	const __u8 *p = &st->cbuf[off & (TP_CODE_SPAN - 1)];
-#ifdef __BPF__
-	return *(const __u64 *)p;
-#else
-	__u64 v;
-	__builtin_memcpy(&v, p, sizeof(v));
-	return v;
-#endif
+	return tpw_ld64(&st->cbuf[off & (TP_CODE_SPAN - 1)]);
 }
 
 /* What the walk knows of the code object at code now: its identity

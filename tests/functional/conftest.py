@@ -468,3 +468,17 @@ def marked_lines(path):
 
 def total(stacks):
     return sum(s.count for s in stacks)
+
+
+def assert_deep_recursion(stacks, depth=1000):
+    """deep.py DEPTH's stacks: <module>, main, rec depth + 1 times, spin;
+    nothing marked but the native part's cut (native frames stop at 128 per
+    sample, and before 3.11 a Python call is several native frames)."""
+    assert total(stacks) >= 50
+    for s in stacks:
+        assert not any(f.marker and f.text != "[native: truncated]" for f in s.frames), \
+            [f.text for f in s.frames[:3]]
+        names = [f.name for f in s.python]
+        assert names[:2] == ["<module>", "main"], names[:3]
+        assert names[2:-1] == ["rec"] * (depth + 1), "depth %d" % names.count("rec")
+        assert names[-1] == "spin"

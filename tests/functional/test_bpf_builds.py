@@ -13,7 +13,7 @@ import platform
 
 import pytest
 
-from conftest import interpreter, marked_lines, matrix_sample, record_folded, total
+from conftest import assert_deep_recursion, interpreter, marked_lines, matrix_sample, record_folded, total
 
 BUILDS = {"bpf_loop": {}, "unrolled": {"TAIPAN_BPF_LOOP": "0"}}
 # Both walkers (frame objects up to 3.10, interpreter frames from 3.11),
@@ -46,15 +46,7 @@ def test_1000_deep_every_frame_native_included(taipan, workload, tmp_path, ident
     native unwinder, which is cut at its limit and says so."""
     w = workload(interpreter(ident), "deep.py", 30, 1000)
     stacks, _ = record_folded(taipan, tmp_path, w.pid, rate=200, extra=["--no-kernel"], env=env_for(build))
-    stacks = [s for s in stacks if s.pid == w.pid]
-    assert total(stacks) >= 50
-    for s in stacks:
-        assert not any(f.marker and f.text != "[native: truncated]" for f in s.frames), \
-            [f.text for f in s.frames[:3]]
-        names = [f.name for f in s.python]
-        assert names[:2] == ["<module>", "main"], names[:3]
-        assert names[2:-1] == ["rec"] * 1001, "depth %d" % names.count("rec")
-        assert names[-1] == "spin"
+    assert_deep_recursion([s for s in stacks if s.pid == w.pid], 1000)
 
 
 @pytest.mark.parametrize("build", BUILDS)
