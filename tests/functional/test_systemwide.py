@@ -111,6 +111,13 @@ def test_short_lived_processes_keep_their_names(taipan, tmp_path):
     print("short-lived, outside short_lived_work:", other.most_common(6))
     assert len({s.pid for s in stacks}) >= 190, "processes seen"
     assert every >= 5000
+    # With a Python stack: 96.6% measured on a quiet VM, 96.0% with
+    # stress-ng on every CPU (87.7% before the start-up and priority work);
+    # the rest is interpreter start-up and exit, and samples before
+    # recognition.
+    python = sum(s.count for s in stacks if s.python)
+    assert python >= 0.93 * every, "%d of %d samples with a Python stack: %s" % (
+        python, every, other.most_common(4))
     assert lost <= 0.05 * every, "%d of %d samples lost" % (lost, every)
     # Each process spends 100-300 ms in short_lived_work and the rest in
     # start-up (imports, named) and exit: 68-74% measured, now that a child
