@@ -94,27 +94,17 @@ static const char *privilege_hint(int err, bool need_bpf)
 	return "";
 }
 
-int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, struct bpfrun **out,
-		char *err, size_t errlen)
+/* Opens, configures and loads the BPF object into br->skel, with the
+ * bpf_loop build of each looping program if br->loop, else the unrolled
+ * one. 0, or a negative errno with err filled. */
+static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err, size_t errlen)
 {
-	struct bpfrun *br = calloc(1, sizeof(*br));
-	int ret = 0;
-	if (!br)
-		return -ENOMEM;
-	libbpf_set_print(libbpf_quiet);
-	br->rate_hz = o->rate_hz;
-	br->ncpus = libbpf_num_possible_cpus();
-	if (br->ncpus <= 0) {
-		ret = br->ncpus ? br->ncpus : -EINVAL;
-		snprintf(err, errlen, "cannot count CPUs: %s", strerror(-ret));
-		goto fail;
-	}
-
+	int ret;
 	br->skel = taipan_bpf__open();
 	if (!br->skel) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot open the BPF object: %s", strerror(-ret));
-		goto fail;
+		return ret;
 	}
 	br->skel->rodata->cfg.system_wide = o->system_wide;
 	br->skel->rodata->cfg.kernel_stacks = o->kernel_stacks;
@@ -125,9 +115,7 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 	 * syscall tracepoints still profiles, reading new mappings late. */
 	bpf_program__set_autoload(br->skel->progs.on_mmap, o->native);
 	bpf_program__set_autoattach(br->skel->progs.on_mmap, false);
-	br->native = o->native;
 	/* Of each program that loops, one of its two builds is loaded. */
-	br->loop = use_bpf_loop();
 	__typeof__(br->skel->progs) *p = &br->skel->progs;
 	struct bpf_program *unrolled[] = {p->on_sample, p->walk_frame_objects,
 					  p->walk_interp_frames, p->walk_native};
@@ -145,16 +133,49 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 	ret = bpf_map__set_max_entries(br->skel->maps.scratch, (uint32_t)br->ncpus);
 	if (ret) {
 		snprintf(err, errlen, "cannot size the scratch map: %s", strerror(-ret));
-		goto fail;
+		return ret;
 	}
 	ret = taipan_bpf__load(br->skel);
-	if (ret) {
+	if (ret)
 		snprintf(err, errlen,
 			 "cannot load the BPF programs: %s%s; TAIPAN_DEBUG_VERIFIER=1 shows the "
 			 "verifier log",
 			 strerror(-ret), privilege_hint(ret, true));
+	return ret;
+}
+
+int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, struct bpfrun **out,
+		char *err, size_t errlen)
+{
+	struct bpfrun *br = calloc(1, sizeof(*br));
+	int ret = 0;
+	if (!br)
+		return -ENOMEM;
+	libbpf_set_print(libbpf_quiet);
+	br->rate_hz = o->rate_hz;
+	br->ncpus = libbpf_num_possible_cpus();
+	if (br->ncpus <= 0) {
+		ret = br->ncpus ? br->ncpus : -EINVAL;
+		snprintf(err, errlen, "cannot count CPUs: %s", strerror(-ret));
 		goto fail;
 	}
+
+	br->native = o->native;
+	br->loop = use_bpf_loop();
+	ret = load_skel(br, o, err, errlen);
+	if (ret && br->loop && ret != -EPERM) {
+		/* A kernel that has bpf_loop but refuses these programs' use of
+		 * it: the unrolled build may still load. */
+		if (getenv("TAIPAN_DEBUG"))
+			fprintf(stderr, "taipan: debug: %s; trying the unrolled build\n", err);
+		taipan_bpf__destroy(br->skel);
+		br->skel = NULL;
+		br->loop = false;
+		ret = load_skel(br, o, err, errlen);
+	}
+	if (ret)
+		goto fail;
+	__typeof__(br->skel->progs) *p = &br->skel->progs;
 	int fds[TP_NWALKERS] = {
 	    [TP_WALK_FRAME_OBJECTS] =
 		bpf_program__fd(br->loop ? p->walk_frame_objects_loop : p->walk_frame_objects),

@@ -98,12 +98,13 @@ struct session {
 	uint64_t epoch;		/* of s->prof: frame ids cached before another are void */
 	bool rescans;		/* some process's rescan is due */
 	bool ksyms_failed;
-	/* /proc/kallsyms is read by a thread of its own from session_start
-	 * (ksyms_reader) until the first kernel frame needs it. */
-	pthread_t ksyms_thread;
-	_Atomic pid_t ksyms_tid; /* its thread id, once it runs */
-	bool ksyms_reading;
 	int ksyms_errno;
+	/* /proc/kallsyms is read by a thread of its own from session_start
+	 * (ksyms_reader); the first kernel frame takes its table if done. */
+	pthread_t ksyms_thread;
+	bool bg_reading;	/* the thread was started and not joined */
+	struct ksyms *bg_ksyms; /* its table, the thread's until joined */
+	int bg_errno;
 	bool first_sample_seen;
 };
 
@@ -324,16 +325,13 @@ static int marker(struct session *s, const char *text)
 	return profile_intern_frame(s->prof, &f);
 }
 
+static void load_ksyms(struct session *s);
+
 static void *ksyms_reader(void *arg)
 {
 	struct session *s = arg;
-	/* At the lowest priority: classifying the first processes comes first
-	 * (a parent not known in time loses the first samples of the children
-	 * it forks); load_ksyms() raises it when a name is needed. */
-	s->ksyms_tid = gettid();
-	setpriority(PRIO_PROCESS, (id_t)s->ksyms_tid, 19);
-	s->ksyms = ksyms_load(NULL);
-	s->ksyms_errno = s->ksyms ? 0 : errno;
+	s->bg_ksyms = ksyms_load(NULL);
+	s->bg_errno = s->bg_ksyms ? 0 : errno;
 	return NULL;
 }
 
@@ -343,9 +341,30 @@ static void *ksyms_reader(void *arg)
  * has to wait for. Reads them here if no thread can be started. */
 static void start_ksyms(struct session *s)
 {
-	if (s->ksyms || s->ksyms_failed || s->ksyms_reading)
+	if (s->ksyms || s->ksyms_failed || s->bg_reading)
 		return;
-	s->ksyms_reading = !pthread_create(&s->ksyms_thread, NULL, ksyms_reader, s);
+	s->bg_reading = !pthread_create(&s->ksyms_thread, NULL, ksyms_reader, s);
+	if (!s->bg_reading)
+		load_ksyms(s);
+}
+
+/* Waits for the thread, and takes its table unless one was read here. It
+ * runs at the priority taipan started with, below the reader's (session_start
+ * raises only the reader's): classifying the first processes comes first, and
+ * a wait here is at most what reading the table here would take. */
+static void take_bg_ksyms(struct session *s)
+{
+	if (!s->bg_reading)
+		return;
+	pthread_join(s->ksyms_thread, NULL);
+	s->bg_reading = false;
+	if (!s->ksyms && !s->ksyms_failed) {
+		s->ksyms = s->bg_ksyms;
+		s->ksyms_errno = s->bg_errno;
+	} else {
+		ksyms_free(s->bg_ksyms);
+	}
+	s->bg_ksyms = NULL;
 }
 
 /* The kernel's symbols, once read, saying so if they cannot be. */
@@ -353,17 +372,8 @@ static void load_ksyms(struct session *s)
 {
 	if (s->ksyms || s->ksyms_failed)
 		return;
-	if (s->ksyms_reading) {
-		/* Needed now: at this thread's priority (a thread that has not
-		 * set its tid yet has not lowered its priority either). */
-		errno = 0;
-		int nice = getpriority(PRIO_PROCESS, 0);
-		pid_t tid = s->ksyms_tid;
-		if (tid > 0 && !errno)
-			setpriority(PRIO_PROCESS, (id_t)tid, nice);
-		pthread_join(s->ksyms_thread, NULL);
-		s->ksyms_reading = false;
-	} else {
+	take_bg_ksyms(s);
+	if (!s->ksyms && !s->ksyms_errno) { /* no thread was started */
 		s->ksyms = ksyms_load(NULL);
 		s->ksyms_errno = s->ksyms ? 0 : errno;
 	}
@@ -812,8 +822,7 @@ void session_free(struct session *s)
 		s->sm.ops->free(s->sm.impl);
 	pyproc_cache_free(s->cache);
 	profile_free(s->prof);
-	if (s->ksyms_reading)
-		pthread_join(s->ksyms_thread, NULL);
+	take_bg_ksyms(s);
 	ksyms_free(s->ksyms);
 	free(s->ids);
 	free(s);
