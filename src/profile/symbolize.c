@@ -45,7 +45,8 @@ struct code_info {
 	char *name;
 	char *file;
 	int firstlineno;
-	int shim; /* a frame CPython runs on its own behalf: left out of stacks */
+	int shim;  /* a frame CPython runs on its own behalf: left out of stacks */
+	int freed; /* not ok: the object had been freed when it was read */
 	enum first_arg first_arg;
 	uint8_t *linetable;
 	size_t ltlen;
@@ -318,17 +319,31 @@ static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, st
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
 		if (offs[i] + 8 > hi)
 			hi = offs[i] + 8;
+	memset(id, 0, sizeof(*id));
 	if (hi > CODE_HEAD)
 		return -EINVAL;
 	int err = rd(sz, addr, obj, (size_t)hi);
 	if (err)
 		return err;
+	/* A block pymalloc freed: its reference count (the word before
+	 * ob_type) now links the pool's free blocks, a pointer near the block
+	 * itself, or 0 at the end of the list. No live object has a count of
+	 * 0 or one within 1 MiB of its own address (3.14+ keep flags in the
+	 * upper half, far above any address). The rest of the block still
+	 * holds the freed object's fields, so its identity would match while
+	 * the strs it points to may already hold other text. (glibc's free
+	 * overwrites ob_type as well, which the check below sees.) */
+	if (l->obj_type >= 8) {
+		uint64_t refcnt = 0;
+		memcpy(&refcnt, obj + l->obj_type - 8, 8);
+		if (!refcnt || !((refcnt ^ addr) >> 20))
+			return -ESTALE;
+	}
 	/* A code object's type is PyCode_Type: anything else is a stale or
 	 * corrupt pointer, and its "names" would be garbage. */
 	if (sz->pp.code_type_addr &&
 	    field_ptr(obj, (size_t)hi, l->obj_type) != sz->pp.code_type_addr)
 		return -EINVAL;
-	memset(id, 0, sizeof(*id));
 	id->co_name = field_ptr(obj, (size_t)hi, l->code_name);
 	id->name =
 	    field_ptr(obj, (size_t)hi, l->code_qualname >= 0 ? l->code_qualname : l->code_name);
@@ -360,6 +375,7 @@ static void fill_code(struct symbolizer *sz, struct code_info *c)
 	if (sz->bytes >= MAX_CACHE_BYTES)
 		goto bad;
 	int hi = read_code_head(sz, c->addr, obj, &c->id);
+	c->freed = hi == -ESTALE;
 	if (hi < 0)
 		goto bad;
 	c->name = read_str(sz, c->id.name);
@@ -580,6 +596,13 @@ int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct pro
 		replace_code(sz, c);
 	if (c && f->ident && sz->snaps)
 		use_snapshot(sz, c, f->ident);
+	if (c && !c->ok && c->freed) {
+		/* Read now, the object was freed after the sample, and BPF
+		 * made no copy of it. */
+		out->kind = PROF_FRAME_MARKER;
+		out->name = "[code object freed]";
+		return -ESTALE;
+	}
 	if (!c || !c->ok) {
 		out->kind = PROF_FRAME_MARKER;
 		out->name = "[unknown]";

@@ -129,11 +129,40 @@ static void test_no_firstlineno(void **state)
 	assert_int_equal(out.line, 0);
 }
 
+/* A code object whose block pymalloc freed after the sample: its first
+ * word (ob_refcnt) links the pool's free blocks, a pointer near the block,
+ * or is 0 at the end of the list, while the rest still reads as the old
+ * object. Its strs may hold other text by now: it is marked, not named. */
+static void test_freed_block_is_marked(void **state)
+{
+	static const uint64_t heads[] = {BASE + CODE + 0x40, 0};
+	(void)state;
+	for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
+		struct image im;
+		struct pyproc pp;
+		struct prof_frame out;
+		struct tp_frame f = {.code = BASE + CODE};
+		build(&im, &pp, CO_FIRSTLINENO);
+		put64(&im, CODE, heads[i]);
+		struct symbolizer *sz = symbolizer_new(&pp);
+		assert_non_null(sz);
+		assert_int_equal(symbolizer_frame(sz, &f, &out), -ESTALE);
+		assert_int_equal(out.kind, PROF_FRAME_MARKER);
+		assert_string_equal(out.name, "[code object freed]");
+		/* Alive again (another object at the address): read anew. */
+		put64(&im, CODE, 1);
+		f.ident = 1;
+		assert_int_equal(symbolizer_frame(sz, &f, &out), -ESTALE);
+		symbolizer_free(sz);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_firstlineno),
 	    cmocka_unit_test(test_no_firstlineno),
+	    cmocka_unit_test(test_freed_block_is_marked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
