@@ -348,22 +348,19 @@ static void start_ksyms(struct session *s)
 		load_ksyms(s);
 }
 
-/* Waits for the thread, and takes its table unless one was read here. It
- * runs at the priority taipan started with, below the reader's (session_start
- * raises only the reader's): classifying the first processes comes first, and
- * a wait here is at most what reading the table here would take. */
+/* Waits for the thread and takes its table (nothing else reads one while
+ * it runs). It runs at the priority taipan started with, below the reader's
+ * (session_start raises only the reader's): classifying the first processes
+ * comes first, and a wait here is at most what reading the table here would
+ * take. */
 static void take_bg_ksyms(struct session *s)
 {
 	if (!s->bg_reading)
 		return;
 	pthread_join(s->ksyms_thread, NULL);
 	s->bg_reading = false;
-	if (!s->ksyms && !s->ksyms_failed) {
-		s->ksyms = s->bg_ksyms;
-		s->ksyms_errno = s->bg_errno;
-	} else {
-		ksyms_free(s->bg_ksyms);
-	}
+	s->ksyms = s->bg_ksyms;
+	s->ksyms_errno = s->bg_errno;
 	s->bg_ksyms = NULL;
 }
 
@@ -649,7 +646,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	if (!ret)
 		s->st.samples++;
 	if (!s->first_sample_seen) {
-		/* For bench/compare.py: what starting cost, threads included. */
+		/* For bench/startup.py: what starting cost, threads included. */
 		struct rusage ru;
 		s->first_sample_seen = true;
 		if (!getrusage(RUSAGE_SELF, &ru))
