@@ -416,6 +416,22 @@ enum tp_native_err {
 	    TP_UERR__COUNT
 };
 
+/* Kernel addresses that user space wants named: it fills addr[0 .. n) and
+ * runs the ksym_names program (BPF_PROG_TEST_RUN), which writes each one's
+ * "%ps" (symbol, then " [module]" for a module's) into name[]: the kernel's
+ * own lookup, for the addresses seen, instead of reading and parsing all of
+ * /proc/kallsyms. One copy, in the BPF object's global data, shared through
+ * its mmap. */
+#define TP_KSYM_BATCH 128
+#define TP_KSYM_LEN 128
+struct tp_ksym_req {
+	__u32 n;
+	__u32 pad;
+	__u64 addr[TP_KSYM_BATCH];
+	char name[TP_KSYM_BATCH][TP_KSYM_LEN];
+};
+_Static_assert(TP_KSYM_BATCH > TP_KSTACK_MAX, "a sample's kernel stack is named in one run");
+
 /* Per-CPU counters, read by --stats. */
 enum tp_stat {
 	TP_STAT_SAMPLES = 0,	      /* perf samples in tracked processes */

@@ -32,6 +32,7 @@ struct bpfrun {
 	unsigned int rate_hz;
 	bool native;
 	bool loop; /* the bpf_loop programs were loaded */
+	bool ksym; /* ksym_names was loaded */
 	struct bpf_link *mmap_link;
 };
 
@@ -58,6 +59,16 @@ static bool use_bpf_loop(void)
 	if (env && !strcmp(env, "0"))
 		return false;
 	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_PERF_EVENT, BPF_FUNC_loop, NULL) == 1;
+}
+
+/* Whether the kernel can run ksym_names: syscall programs that may call
+ * bpf_snprintf (5.14+). TAIPAN_BPF_KSYMS=0 reads /proc/kallsyms instead. */
+static bool use_bpf_ksyms(void)
+{
+	const char *env = getenv("TAIPAN_BPF_KSYMS");
+	if (env && !strcmp(env, "0"))
+		return false;
+	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_SYSCALL, BPF_FUNC_snprintf, NULL) == 1;
 }
 
 /* Whether this thread has cap in its effective set; true when that cannot
@@ -116,6 +127,8 @@ static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err,
 	 * syscall tracepoints still profiles, reading new mappings late. */
 	bpf_program__set_autoload(br->skel->progs.on_mmap, o->native);
 	bpf_program__set_autoattach(br->skel->progs.on_mmap, false);
+	bpf_program__set_autoload(br->skel->progs.ksym_names, br->ksym);
+	bpf_program__set_autoattach(br->skel->progs.ksym_names, false);
 	/* Of each program that loops, one of its two builds is loaded. */
 	__typeof__(br->skel->progs) *p = &br->skel->progs;
 	struct bpf_program *unrolled[] = {p->on_sample, p->walk_frame_objects,
@@ -163,15 +176,18 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 
 	br->native = o->native;
 	br->loop = use_bpf_loop();
+	br->ksym = o->kernel_stacks && use_bpf_ksyms();
 	ret = load_skel(br, o, err, errlen);
-	if (ret && br->loop && ret != -EPERM) {
-		/* A kernel that has bpf_loop but refuses these programs' use of
-		 * it: the unrolled build may still load. */
+	if (ret && (br->loop || br->ksym) && ret != -EPERM) {
+		/* A kernel that has bpf_loop (or syscall programs) but refuses
+		 * these programs' use of it: the unrolled build, without
+		 * ksym_names, may still load. */
 		if (getenv("TAIPAN_DEBUG"))
 			fprintf(stderr, "taipan: debug: %s; trying the unrolled build\n", err);
 		taipan_bpf__destroy(br->skel);
 		br->skel = NULL;
 		br->loop = false;
+		br->ksym = false;
 		ret = load_skel(br, o, err, errlen);
 	}
 	if (ret)
@@ -497,6 +513,33 @@ static int op_del_range(void *impl, const struct tp_umap_key *k)
 	return bpfrun_del_range(impl, k);
 }
 
+int bpfrun_kernel_names(struct bpfrun *br, const uint64_t *addr, uint32_t n,
+			char (*name)[TP_KSYM_LEN])
+{
+	if (!br->ksym || !br->skel->bss)
+		return -ENOTSUP;
+	if (n > TP_KSYM_BATCH)
+		return -EINVAL;
+	struct tp_ksym_req *req = &br->skel->bss->ksym_req;
+	req->n = n;
+	if (n)
+		memcpy(req->addr, addr, n * sizeof(*addr));
+	LIBBPF_OPTS(bpf_test_run_opts, run);
+	int ret = bpf_prog_test_run_opts(bpf_program__fd(br->skel->progs.ksym_names), &run);
+	if (ret)
+		return ret < 0 ? ret : -EIO;
+	for (uint32_t i = 0; i < n; i++) {
+		memcpy(name[i], req->name[i], TP_KSYM_LEN);
+		name[i][TP_KSYM_LEN - 1] = '\0';
+	}
+	return 0;
+}
+
+static int op_kernel_names(void *impl, const uint64_t *addr, uint32_t n, char (*name)[TP_KSYM_LEN])
+{
+	return bpfrun_kernel_names(impl, addr, n, name);
+}
+
 static const struct sampler_ops bpfrun_ops = {
     .start = op_start,
     .stop = op_stop,
@@ -512,6 +555,7 @@ static const struct sampler_ops bpfrun_ops = {
     .del_table = op_del_table,
     .set_range = op_set_range,
     .del_range = op_del_range,
+    .kernel_names = op_kernel_names,
 };
 
 int bpfrun_sampler_open(const struct sampler_opts *o, sampler_handler fn, void *ctx,

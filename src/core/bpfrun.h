@@ -54,6 +54,10 @@ int bpfrun_del_range(struct bpfrun *br, const struct tp_umap_key *k);
  * -ENOENT. */
 int bpfrun_last_exec(struct bpfrun *br, uint32_t tgid, uint64_t *ns);
 
+/* Names n (<= TP_KSYM_BATCH) kernel addresses: see struct sampler_ops. */
+int bpfrun_kernel_names(struct bpfrun *br, const uint64_t *addr, uint32_t n,
+			char (*name)[TP_KSYM_LEN]);
+
 /* How many CPUs are sampled. */
 int bpfrun_ncpus(const struct bpfrun *br);
 

@@ -60,6 +60,12 @@ struct sampler_ops {
 	int (*del_table)(void *impl, uint32_t slot);
 	int (*set_range)(void *impl, const struct tp_umap_key *k, const struct tp_umap *v);
 	int (*del_range)(void *impl, const struct tp_umap_key *k);
+	/* Names n (<= TP_KSYM_BATCH) kernel addresses the kernel's way
+	 * ("%ps": symbol, " [module]" after a module's, "0x..." for none).
+	 * 0, -ENOTSUP where the kernel cannot (the caller reads
+	 * /proc/kallsyms), or another negative errno. May be NULL. */
+	int (*kernel_names)(void *impl, const uint64_t *addr, uint32_t n,
+			    char (*name)[TP_KSYM_LEN]);
 };
 
 struct sampler {

@@ -106,6 +106,17 @@ struct session {
 	struct ksyms *bg_ksyms; /* its table, the thread's until joined */
 	int bg_errno;
 	bool first_sample_seen;
+	/* The kernel names kernel addresses itself (sampler_ops.kernel_names)
+	 * as they are first seen, instead of /proc/kallsyms being read. */
+	bool bpf_ksyms;
+	struct kname *knames;
+};
+
+/* A kernel address named by the kernel; name NULL: no symbol. */
+struct kname {
+	uint64_t addr;
+	char *name;
+	UT_hash_handle hh;
 };
 
 static struct sproc *sproc_get(struct session *s, pid_t pid)
@@ -385,13 +396,75 @@ static void load_ksyms(struct session *s)
 			 "frames stay addresses");
 }
 
+static void free_knames(struct session *s)
+{
+	struct kname *k, *tmp;
+	HASH_ITER(hh, s->knames, k, tmp)
+	{
+		HASH_DEL(s->knames, k);
+		free(k->name);
+		free(k);
+	}
+}
+
+/* Has the kernel name those of addr[0 .. n) that it has not named yet, in
+ * one run. If it cannot, /proc/kallsyms names them from now on. */
+static void name_kernel_addrs(struct session *s, const __u64 *addr, uint32_t n)
+{
+	uint64_t want[TP_KSYM_BATCH];
+	char names[TP_KSYM_BATCH][TP_KSYM_LEN]; /* 16 KiB */
+	uint32_t nwant = 0;
+	if (!s->bpf_ksyms)
+		return;
+	for (uint32_t i = 0; i < n && nwant < TP_KSYM_BATCH; i++) {
+		struct kname *k;
+		HASH_FIND(hh, s->knames, &addr[i], sizeof(addr[i]), k);
+		bool dup = k != NULL;
+		for (uint32_t j = 0; j < nwant && !dup; j++)
+			dup = want[j] == addr[i];
+		if (!dup)
+			want[nwant++] = addr[i];
+	}
+	if (!nwant)
+		return;
+	int ret = s->sm.ops->kernel_names(s->sm.impl, want, nwant, names);
+	if (ret) {
+		log_debug("the kernel cannot name kernel addresses (%s): reading /proc/kallsyms",
+			  strerror(-ret));
+		s->bpf_ksyms = false;
+		free_knames(s);
+		return;
+	}
+	for (uint32_t i = 0; i < nwant; i++) {
+		struct kname *k = calloc(1, sizeof(*k));
+		if (!k)
+			return; /* named later, or an address */
+		k->addr = want[i];
+		/* "%ps" gives "0x..." for no symbol, and " [module]" after a
+		 * module's symbol: the module is not part of the name, as with
+		 * /proc/kallsyms. */
+		if (strncmp(names[i], "0x", 2) && names[i][0]) {
+			names[i][strcspn(names[i], " ")] = '\0';
+			k->name = strdup(names[i]);
+		}
+		HASH_ADD(hh, s->knames, addr, sizeof(k->addr), k);
+	}
+}
+
 static int kernel_frame(struct session *s, uint64_t addr)
 {
 	char buf[64];
 	struct prof_frame f = {
 	    .kind = PROF_FRAME_KERNEL, .module = "[kernel.kallsyms]", .addr = addr};
-	load_ksyms(s);
-	const char *name = s->ksyms ? ksyms_lookup(s->ksyms, addr, NULL) : NULL;
+	const char *name = NULL;
+	if (s->bpf_ksyms) {
+		struct kname *k;
+		HASH_FIND(hh, s->knames, &addr, sizeof(addr), k);
+		name = k ? k->name : NULL;
+	} else {
+		load_ksyms(s);
+		name = s->ksyms ? ksyms_lookup(s->ksyms, addr, NULL) : NULL;
+	}
 	if (!name) {
 		snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
 		name = buf;
@@ -619,6 +692,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 		if ((id = push_python(s, p, smp, &n, (int)smp->nframes - 1, 0)) < 0)
 			return id;
 	}
+	name_kernel_addrs(s, smp->kstack, smp->nkstack);
 	for (int i = (int)smp->nkstack - 1; i >= 0; i--) {
 		if ((id = kernel_frame(s, smp->kstack[i])) < 0)
 			return id;
@@ -792,6 +866,9 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 		session_free(s);
 		return ret;
 	}
+	/* A run naming no address tells whether the kernel can. */
+	s->bpf_ksyms = o->kernel_stacks && s->sm.ops->kernel_names &&
+		       !s->sm.ops->kernel_names(s->sm.impl, NULL, 0, NULL);
 	if (o->native != SESSION_NATIVE_NONE && s->sm.ops->put_table) {
 		s->native = native_new(&s->sm);
 		s->nsyms = nativesym_new();
@@ -821,6 +898,7 @@ void session_free(struct session *s)
 	profile_free(s->prof);
 	take_bg_ksyms(s);
 	ksyms_free(s->ksyms);
+	free_knames(s);
 	free(s->ids);
 	free(s);
 }
@@ -866,7 +944,7 @@ int session_start(struct session *s, char *err, size_t errlen)
 	/* Now rather than at the first kernel frame, which would stop the
 	 * ring's reader while it fills; in a thread, so that sampling starts
 	 * without waiting for it. */
-	if (s->opts.kernel_stacks)
+	if (s->opts.kernel_stacks && !s->bpf_ksyms)
 		start_ksyms(s);
 	if (s->opts.system_wide)
 		scan_proc(s);

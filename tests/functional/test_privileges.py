@@ -94,28 +94,46 @@ def test_dump_without_ptrace_names_it(taipan, workload):
     assert "CAP_SYS_PTRACE" in res.stderr, res.stderr
 
 
-def test_kernel_symbols_need_syslog(taipan, workload, tmp_path):
+def kernel_frames_with(taipan, w, tmp_path, keep, env_prefix=()):
+    out = tmp_path / "out.folded"
+    res = with_caps(keep, list(env_prefix) + [taipan, "record", "-p", w.pid, "-d", 1, "-o", out])
+    assert res.returncode == 0, res.stderr
+    frames = [x for line in out.read_text().splitlines()
+              for x in line.rpartition(" ")[0].split(";") if x.endswith("_[k]")]
+    assert frames, out.read_text()[:500]
+    return frames, res.stderr
+
+
+def syscalls_workload(workload):
     py = "/usr/bin/python3.11"
     if not os.path.exists(py):
         pytest.skip("no /usr/bin/python3.11")
+    return workload(py, "syscalls.py", 60)
+
+
+def test_kernel_symbols_named_by_the_kernel_need_no_syslog(taipan, workload, tmp_path):
+    """Where the kernel names kernel addresses itself (a BPF syscall program,
+    5.14+), CAP_BPF and CAP_PERFMON are enough: names, no addresses, and
+    /proc/kallsyms is not read."""
+    w = syscalls_workload(workload)
+    frames, err = kernel_frames_with(taipan, w, tmp_path, MIN)
+    assert not any(f.startswith("0x") for f in frames), frames[:5]
+    assert any(f.startswith(("do_syscall_64", "entry_SYSCALL_64")) for f in frames), frames[:20]
+    assert "kallsyms" not in err, err
+
+
+def test_kernel_symbols_from_kallsyms_need_syslog(taipan, workload, tmp_path):
+    """TAIPAN_BPF_KSYMS=0 (and kernels before 5.14) read /proc/kallsyms,
+    whose addresses need CAP_SYSLOG while kernel.perf_event_paranoid > 1."""
     with open("/proc/sys/kernel/perf_event_paranoid") as f:
         if int(f.read()) <= 1:
             pytest.skip("kernel.perf_event_paranoid <= 1 shows kallsyms to everyone")
-    w = workload(py, "syscalls.py", 60)
-
-    def kernel_frames(keep):
-        out = tmp_path / "out.folded"
-        res = with_caps(keep, [taipan, "record", "-p", w.pid, "-d", 1, "-o", out])
-        assert res.returncode == 0, res.stderr
-        frames = [x for line in out.read_text().splitlines()
-                  for x in line.rpartition(" ")[0].split(";") if x.endswith("_[k]")]
-        assert frames, out.read_text()[:500]
-        return frames, res.stderr
-
-    frames, err = kernel_frames(MIN)
+    w = syscalls_workload(workload)
+    env = ["env", "TAIPAN_BPF_KSYMS=0"]
+    frames, err = kernel_frames_with(taipan, w, tmp_path, MIN, env)
     assert all(re.match(r"^0x[0-9a-f]+_\[k\]$", f) for f in frames), frames[:5]
     assert "kallsyms" in err, err
-    frames, err = kernel_frames(MIN + ["syslog"])
+    frames, err = kernel_frames_with(taipan, w, tmp_path, MIN + ["syslog"], env)
     assert not any(f.startswith("0x") for f in frames), frames[:5]
     assert "kallsyms" not in err, err
 
