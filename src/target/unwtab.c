@@ -42,6 +42,11 @@ struct span {
 	uint64_t start, end;
 	uint32_t cost; /* bytes of CFA program behind it */
 	bool debug;    /* from .debug_frame */
+	/* For run_span(), when prog is not NULL: the FDE's program, its
+	 * first address, and its CIE's initial program and factors. */
+	const uint8_t *prog, *prog_end, *init, *init_end;
+	uint64_t loc, caf;
+	int64_t daf;
 };
 
 struct build {
@@ -53,6 +58,7 @@ struct build {
 	struct tp_urow *rows;
 	size_t nrows, rows_cap;
 	uint64_t work, budget;
+	bool ref; /* every row through libdw (unwtab_build_ref) */
 	struct unwtab *t;
 };
 
@@ -252,7 +258,7 @@ static int check_insns(const uint8_t *p, const uint8_t *end, uint8_t enc)
 	return 0;
 }
 
-static int add_span(struct build *b, uint64_t start, uint64_t end, uint32_t cost, bool debug)
+static int add_span(struct build *b, const struct span *s)
 {
 	if (b->nspans == b->spans_cap) {
 		size_t cap = b->spans_cap ? 2 * b->spans_cap : 1024;
@@ -266,7 +272,7 @@ static int add_span(struct build *b, uint64_t start, uint64_t end, uint32_t cost
 		b->spans = n;
 		b->spans_cap = cap;
 	}
-	b->spans[b->nspans++] = (struct span){start, end, cost, debug};
+	b->spans[b->nspans++] = *s;
 	return 0;
 }
 
@@ -341,11 +347,25 @@ static int list_fdes(struct build *b, Elf_Data *data, uint64_t addr, bool eh, bo
 			b->t->fdes_bad++;
 			continue;
 		}
-		err = add_span(
-		    b, loc, loc + len,
-		    (uint32_t)(end - e.fde.start) +
-			(uint32_t)(c.cie.initial_instructions_end - c.cie.initial_instructions),
-		    debug);
+		struct span sp = {
+		    .start = loc,
+		    .end = loc + len,
+		    .cost = (uint32_t)(end - e.fde.start) +
+			    (uint32_t)(c.cie.initial_instructions_end - c.cie.initial_instructions),
+		    .debug = debug};
+		/* run_span() follows the programs of x86-64's usual CIEs; the
+		 * rest (signal frames: 'S') are left to libdw. */
+		if (!debug && !b->ref && c.cie.return_address_register == REG_RA &&
+		    !strchr(c.cie.augmentation, 'S')) {
+			sp.prog = p;
+			sp.prog_end = end;
+			sp.init = c.cie.initial_instructions;
+			sp.init_end = c.cie.initial_instructions_end;
+			sp.loc = loc;
+			sp.caf = c.cie.code_alignment_factor;
+			sp.daf = c.cie.data_alignment_factor;
+		}
+		err = add_span(b, &sp);
 		if (err)
 			return err;
 	}
@@ -408,7 +428,9 @@ static int arrange_spans(struct build *b, size_t neh)
 			}
 			uint64_t e = j < neh && b->spans[j].start < dbg[i].end ? b->spans[j].start
 									       : dbg[i].end;
-			err = add_span(b, s, e, dbg[i].cost, true);
+			struct span part = {
+			    .start = s, .end = e, .cost = dbg[i].cost, .debug = true};
+			err = add_span(b, &part);
 			s = e;
 		}
 		if (dbg[i].end > covered)
@@ -588,6 +610,261 @@ static int walk_span(struct build *b, Dwarf_CFI *cfi, const struct span *s)
 	return 0;
 }
 
+/* --- rows without libdw -------------------------------------------------------- */
+
+/* run_span() interprets an FDE's program once, row by row, where libdw
+ * interprets it from its start again for each row (walk_span(): most of a
+ * table's build time). It follows what convert() can turn into a row, the
+ * same way libdw does (elfutils' libdw/cfi.c and its x86-64 initial rules:
+ * rbp and the return address "same value" until a CIE says otherwise), and
+ * gives up on anything else: an expression or a register rule for rbp or
+ * the return address, a CFA expression (the PLT's), DW_CFA_set_loc, a state
+ * stack deeper than RUN_DEPTH. libdw then builds that span as before.
+ * test_unwtab.c checks that both ways give the same rows for whole
+ * libraries. */
+enum run_rule { RR_SAME, RR_UNDEF, RR_OFFSET };
+enum run_cfa { RC_UNDEF, RC_OFFSET, RC_INVALID };
+
+struct run_state {
+	uint64_t cfa_reg;
+	int64_t cfa_off, ra_off, fp_off;
+	uint8_t cfa, ra, fp; /* enum run_cfa, enum run_rule */
+};
+
+#define RUN_DEPTH 8
+#define RUN_GIVE_UP 1
+
+/* convert() for a run_state: the same row for the same rules. */
+static struct tp_urow run_row(const struct run_state *st)
+{
+	const struct tp_urow bad = {.cfa = TP_CFA_INVALID, .fp = TP_FP_SAME};
+	struct tp_urow r = bad;
+
+	if (st->ra == RR_UNDEF) {
+		r.cfa = TP_CFA_END;
+		return r;
+	}
+	if (st->ra != RR_OFFSET || st->ra_off != -8)
+		return r;
+	if (st->fp == RR_OFFSET) {
+		if (st->fp_off < INT16_MIN || st->fp_off > INT16_MAX)
+			return r;
+		r.fp = TP_FP_AT;
+		r.fp_off = (int16_t)st->fp_off;
+	}
+	if (st->cfa != RC_OFFSET || (st->cfa_reg != REG_RSP && st->cfa_reg != REG_RBP) ||
+	    st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX)
+		return bad;
+	r.cfa = st->cfa_reg == REG_RSP ? TP_CFA_SP : TP_CFA_FP;
+	r.cfa_off = (int32_t)st->cfa_off;
+	return r;
+}
+
+/* Sets reg's rule, where it is one run_row() reads. */
+static void run_set(struct run_state *st, uint64_t reg, uint8_t rule, int64_t off)
+{
+	if (reg == REG_RA) {
+		st->ra = rule;
+		st->ra_off = off;
+	} else if (reg == REG_RBP) {
+		st->fp = rule;
+		st->fp_off = off;
+	}
+}
+
+/* A factored offset as libdw computes it: in unsigned 64-bit arithmetic. */
+static int64_t run_factor(uint64_t v, int64_t factor)
+{
+	return (int64_t)(v * (uint64_t)factor);
+}
+
+/* The row of st for [lo, hi), clipped to the span. */
+static int run_emit(struct build *b, const struct span *s, uint64_t lo, uint64_t hi,
+		    const struct run_state *st)
+{
+	if (hi <= s->start || lo >= s->end)
+		return 0;
+	return push_row(b, lo > s->start ? lo : s->start, run_row(st));
+}
+
+/* Executes the program [p, end) on *st from *loc. rows: an FDE's program,
+ * whose rows are pushed, with init the state its CIE left; else a CIE's
+ * initial program (init NULL), where neither an advance nor a restore may
+ * appear. Returns 0, RUN_GIVE_UP, or push_row()'s error. */
+static int run_prog(struct build *b, const struct span *s, const uint8_t *p, const uint8_t *end,
+		    struct run_state *st, const struct run_state *init, uint64_t *loc)
+{
+	struct run_state saved[RUN_DEPTH];
+	int depth = 0, err;
+
+	while (p < end) {
+		uint8_t op = *p++;
+		uint64_t reg = op & 0x3f, v, delta;
+
+		switch (op & 0xc0) {
+		case DW_CFA_advance_loc:
+			delta = op & 0x3f;
+			goto advance;
+		case DW_CFA_offset:
+			if (read_value(&p, end, DW_EH_PE_uleb128, &v))
+				return RUN_GIVE_UP;
+			run_set(st, reg, RR_OFFSET, run_factor(v, s->daf));
+			continue;
+		case DW_CFA_restore:
+			goto restore;
+		}
+		switch (op) {
+		case DW_CFA_nop:
+			continue;
+		case DW_CFA_advance_loc1:
+			if (p >= end)
+				return RUN_GIVE_UP;
+			delta = *p++;
+			goto advance;
+		case DW_CFA_advance_loc2:
+			if (read_value(&p, end, DW_EH_PE_udata2, &delta))
+				return RUN_GIVE_UP;
+			goto advance;
+		case DW_CFA_advance_loc4:
+			if (read_value(&p, end, DW_EH_PE_udata4, &delta))
+				return RUN_GIVE_UP;
+			goto advance;
+		case DW_CFA_def_cfa:
+		case DW_CFA_def_cfa_sf:
+			if (read_value(&p, end, DW_EH_PE_uleb128, &reg) ||
+			    read_value(&p, end,
+				       op == DW_CFA_def_cfa ? DW_EH_PE_uleb128 : DW_EH_PE_sleb128,
+				       &v))
+				return RUN_GIVE_UP;
+			st->cfa = RC_OFFSET;
+			st->cfa_reg = reg;
+			st->cfa_off = op == DW_CFA_def_cfa ? (int64_t)v : run_factor(v, s->daf);
+			continue;
+		case DW_CFA_def_cfa_register:
+			if (read_value(&p, end, DW_EH_PE_uleb128, &reg))
+				return RUN_GIVE_UP;
+			if (st->cfa != RC_OFFSET)
+				st->cfa = RC_INVALID;
+			st->cfa_reg = reg;
+			continue;
+		case DW_CFA_def_cfa_offset:
+		case DW_CFA_def_cfa_offset_sf:
+			if (read_value(&p, end,
+				       op == DW_CFA_def_cfa_offset ? DW_EH_PE_uleb128
+								   : DW_EH_PE_sleb128,
+				       &v))
+				return RUN_GIVE_UP;
+			if (st->cfa != RC_OFFSET)
+				st->cfa = RC_INVALID;
+			st->cfa_off =
+			    op == DW_CFA_def_cfa_offset ? (int64_t)v : run_factor(v, s->daf);
+			continue;
+		case DW_CFA_undefined:
+		case DW_CFA_same_value:
+			if (read_value(&p, end, DW_EH_PE_uleb128, &reg))
+				return RUN_GIVE_UP;
+			run_set(st, reg, op == DW_CFA_undefined ? RR_UNDEF : RR_SAME, 0);
+			continue;
+		case DW_CFA_offset_extended:
+		case DW_CFA_offset_extended_sf:
+			if (read_value(&p, end, DW_EH_PE_uleb128, &reg) ||
+			    read_value(&p, end,
+				       op == DW_CFA_offset_extended ? DW_EH_PE_uleb128
+								    : DW_EH_PE_sleb128,
+				       &v))
+				return RUN_GIVE_UP;
+			run_set(st, reg, RR_OFFSET, run_factor(v, s->daf));
+			continue;
+		case DW_CFA_restore_extended:
+			if (read_value(&p, end, DW_EH_PE_uleb128, &reg))
+				return RUN_GIVE_UP;
+			goto restore;
+		case DW_CFA_remember_state:
+			if (!init || depth == RUN_DEPTH)
+				return RUN_GIVE_UP;
+			saved[depth++] = *st;
+			continue;
+		case DW_CFA_restore_state:
+			if (!init || depth == 0)
+				return RUN_GIVE_UP;
+			*st = saved[--depth];
+			continue;
+		case DW_CFA_GNU_args_size:
+			if (read_value(&p, end, DW_EH_PE_uleb128, &v))
+				return RUN_GIVE_UP;
+			continue;
+		case DW_CFA_register:
+		case DW_CFA_val_offset:
+		case DW_CFA_val_offset_sf:
+			if (read_value(&p, end, DW_EH_PE_uleb128, &reg) || reg == REG_RA ||
+			    reg == REG_RBP ||
+			    read_value(&p, end,
+				       op == DW_CFA_val_offset_sf ? DW_EH_PE_sleb128
+								  : DW_EH_PE_uleb128,
+				       &v))
+				return RUN_GIVE_UP;
+			continue; /* a register no row needs */
+		case DW_CFA_expression:
+		case DW_CFA_val_expression:
+			if (read_value(&p, end, DW_EH_PE_uleb128, &reg) || reg == REG_RA ||
+			    reg == REG_RBP || read_value(&p, end, DW_EH_PE_uleb128, &v) ||
+			    v > (uint64_t)(end - p))
+				return RUN_GIVE_UP;
+			p += v;
+			continue;
+		default: /* set_loc, def_cfa_expression, GNU_negative_offset_extended */
+			return RUN_GIVE_UP;
+		}
+	restore:
+		if (!init)
+			return RUN_GIVE_UP;
+		if (reg == REG_RA)
+			run_set(st, reg, init->ra, init->ra_off);
+		else if (reg == REG_RBP)
+			run_set(st, reg, init->fp, init->fp_off);
+		continue;
+	advance:
+		if (!init || delta > UINT32_MAX || s->caf > UINT32_MAX)
+			return RUN_GIVE_UP;
+		delta *= s->caf;
+		if (delta && (err = run_emit(b, s, *loc, *loc + delta, st)))
+			return err;
+		*loc += delta;
+		if (*loc >= s->end)
+			return 0;
+	}
+	return 0;
+}
+
+/* The rows of one span in one pass over its FDE's program. Returns 0,
+ * RUN_GIVE_UP having pushed nothing, or push_row()'s error. */
+static int run_span(struct build *b, const struct span *s)
+{
+	struct run_state st = {.cfa = RC_UNDEF, .ra = RR_SAME, .fp = RR_SAME}, init;
+	size_t nrows = b->nrows;
+	uint32_t invalid = b->t->rows_invalid;
+	uint64_t loc = 0;
+	int err;
+
+	b->work += s->cost + 64u;
+	if (b->work > b->budget)
+		return -E2BIG;
+	err = run_prog(b, s, s->init, s->init_end, &st, NULL, &loc);
+	if (!err) {
+		init = st;
+		loc = s->loc;
+		err = run_prog(b, s, s->prog, s->prog_end, &st, &init, &loc);
+	}
+	if (!err && loc < s->end)
+		err = run_emit(b, s, loc, s->end, &st);
+	if (err == RUN_GIVE_UP) {
+		/* Its first row only appended or merged: nothing before it moved. */
+		b->nrows = nrows;
+		b->t->rows_invalid = invalid;
+	}
+	return err;
+}
+
 static int make_rows(struct build *b, Dwarf_CFI *eh, Dwarf_CFI *dbg)
 {
 	const struct tp_urow nocfi = {.cfa = TP_CFA_NOCFI, .fp = TP_FP_SAME};
@@ -600,6 +877,8 @@ static int make_rows(struct build *b, Dwarf_CFI *eh, Dwarf_CFI *dbg)
 		if (i && s->start > prev_end)
 			err = push_row(b, prev_end, nocfi);
 		if (!err)
+			err = s->prog ? run_span(b, s) : RUN_GIVE_UP;
+		if (err == RUN_GIVE_UP)
 			err = walk_span(b, s->debug ? dbg : eh, s);
 		if (!err) {
 			b->t->fdes++;
@@ -685,9 +964,9 @@ static Elf_Scn *find_section(Elf *elf, const char *name, GElf_Shdr *sh)
 	return NULL;
 }
 
-static int build(Elf *elf, struct unwtab *out)
+static int build(Elf *elf, struct unwtab *out, bool ref)
 {
-	struct build b = {.elf = elf, .t = out, .budget = WORK_BASE};
+	struct build b = {.elf = elf, .t = out, .budget = WORK_BASE, .ref = ref};
 	Dwarf_CFI *eh = NULL, *dbg = NULL;
 	Dwarf *dw = NULL;
 	Elf_Data *data;
@@ -763,7 +1042,7 @@ out:
 	return err;
 }
 
-int unwtab_build(const char *path, struct unwtab *out)
+static int build_file(const char *path, struct unwtab *out, bool ref)
 {
 	struct stat st;
 	Elf *elf;
@@ -790,11 +1069,21 @@ int unwtab_build(const char *path, struct unwtab *out)
 		err = -ENOEXEC;
 		goto out;
 	}
-	err = build(elf, out);
+	err = build(elf, out, ref);
 	elf_end(elf);
 out:
 	close(fd);
 	return err;
+}
+
+int unwtab_build(const char *path, struct unwtab *out)
+{
+	return build_file(path, out, false);
+}
+
+int unwtab_build_ref(const char *path, struct unwtab *out)
+{
+	return build_file(path, out, true);
 }
 
 int unwtab_build_mem(const void *image, size_t len, struct unwtab *out)
@@ -817,7 +1106,7 @@ int unwtab_build_mem(const void *image, size_t len, struct unwtab *out)
 		free(copy);
 		return -ENOEXEC;
 	}
-	err = build(elf, out);
+	err = build(elf, out, false);
 	elf_end(elf);
 	free(copy);
 	return err;

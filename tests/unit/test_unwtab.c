@@ -519,10 +519,70 @@ static void test_errors(void **state)
 	unwtab_free(&t);
 }
 
+/* The one-pass interpreter (unwtab_build) and libdw row by row
+ * (unwtab_build_ref) give the same table: every row, counter and page of
+ * real libraries and executables, PIE, static and shared, several compilers'
+ * output. Where libdw's quadratic cost stopped the reference (truncated),
+ * the reference's rows must be the start of the full table. */
+static void test_one_pass_matches_libdw(void **state)
+{
+	const char *globs[] = {LIBC,
+			       EXE311_DEBIAN,
+			       "/root/.pyenv/versions/*/lib/libpython*.so.1.0",
+			       "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+			       "/usr/lib/x86_64-linux-gnu/libm.so.6",
+			       "/usr/lib/x86_64-linux-gnu/libcrypto.so.3",
+			       "/usr/lib/x86_64-linux-gnu/libelf.so.1",
+			       "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+			       "/usr/bin/bash"};
+	size_t compared = 0;
+	(void)state;
+
+	need_file(LIBC);
+	for (size_t gi = 0; gi < sizeof(globs) / sizeof(globs[0]); gi++) {
+		glob_t g;
+
+		if (glob(globs[gi], 0, NULL, &g))
+			continue;
+		for (size_t i = 0; i < g.gl_pathc; i++) {
+			const char *path = g.gl_pathv[i];
+			struct unwtab a, b;
+
+			if (unwtab_build(path, &a))
+				continue;
+			assert_int_equal(unwtab_build_ref(path, &b), 0);
+			check_invariants(&a);
+			if (b.truncated) {
+				print_message("%s: libdw stopped at %u rows of %u\n", path, b.nrows,
+					      a.nrows);
+				assert_true(b.nrows <= a.nrows);
+				assert_memory_equal(a.rows, b.rows,
+						    (b.nrows - 1) * sizeof(*b.rows));
+			} else {
+				if (a.nrows != b.nrows)
+					fail_msg("%s: %u rows, libdw %u", path, a.nrows, b.nrows);
+				assert_memory_equal(a.rows, b.rows, a.nrows * sizeof(*a.rows));
+				assert_memory_equal(a.pages, b.pages, a.npages * sizeof(*a.pages));
+				assert_int_equal(a.fdes, b.fdes);
+				assert_int_equal(a.fdes_bad, b.fdes_bad);
+				assert_int_equal(a.rows_invalid, b.rows_invalid);
+				assert_int_equal(a.truncated, 0);
+			}
+			unwtab_free(&a);
+			unwtab_free(&b);
+			compared++;
+		}
+		globfree(&g);
+	}
+	print_message("compared %zu files\n", compared);
+	assert_true(compared >= 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_libc_oracle),
+	    cmocka_unit_test(test_one_pass_matches_libdw),
 	    cmocka_unit_test(test_libpython312_oracle),
 	    cmocka_unit_test(test_debian_python311_oracle),
 	    cmocka_unit_test(test_start_is_end),
