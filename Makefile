@@ -46,9 +46,19 @@ endif
 # The libraries' flags come from pkg-config (uthash is headers only). Errors
 # are kept quiet here, where make deps must still run on a machine that
 # lacks the packages; pkg-check says what is missing before a compile.
-PKGS := libbpf libelf libdw zlib liblzma libprotobuf-c jansson ncursesw libmicrohttpd libcurl
-PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+# libmicrohttpd and libcurl (the agent's server and pushes) give headers only:
+# they are opened when the agent needs them (src/util/dynlib.h), by the
+# soname of the library the headers came with.
+PKGS := libbpf libelf libdw zlib liblzma libprotobuf-c jansson ncursesw
+PKGS_OPENED := libmicrohttpd libcurl
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) $(PKGS_OPENED) 2>/dev/null)
 PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+soname = $(shell objdump -p $$($(PKG_CONFIG) --variable=libdir $(1) 2>/dev/null)/$(2).so \
+	2>/dev/null | awk '$$1 == "SONAME" {print $$2}')
+CURL_SONAME := $(call soname,libcurl,libcurl)
+MHD_SONAME := $(call soname,libmicrohttpd,libmicrohttpd)
+PKG_CFLAGS += $(if $(CURL_SONAME),-DCURL_SONAME='"$(CURL_SONAME)"') \
+	      $(if $(MHD_SONAME),-DMHD_SONAME='"$(MHD_SONAME)"')
 CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 CFLAGS += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE $(HARDEN) $(SANFLAGS) \
@@ -121,7 +131,7 @@ $(GEN)/html_assets.c: $(HTML_ASSETS)
 # Names the libraries pkg-config does not know, rather than letting the
 # compiler fail on a missing header.
 pkg-check:
-	@$(PKG_CONFIG) --exists --print-errors $(PKGS) || \
+	@$(PKG_CONFIG) --exists --print-errors $(PKGS) $(PKGS_OPENED) || \
 	  { echo "missing libraries: make deps installs them" >&2; exit 1; }
 
 $(BUILD)/obj/profile.pb-c.o: $(GEN)/profile.pb-c.c

@@ -37,6 +37,31 @@
 #include "agent/agentlog.h"
 #include "agent/httpd.h"
 #include "util/clock.h"
+#include "util/dynlib.h"
+
+#ifndef MHD_SONAME
+#define MHD_SONAME "libmicrohttpd.so.12"
+#endif
+
+/* libmicrohttpd, opened by the first httpd_start() (util/dynlib.h). */
+#define MHD_FNS(X)                                                                                 \
+	X(MHD_, add_response_header)                                                               \
+	X(MHD_, create_response_from_buffer)                                                       \
+	X(MHD_, destroy_response)                                                                  \
+	X(MHD_, get_connection_info)                                                               \
+	X(MHD_, lookup_connection_value)                                                           \
+	X(MHD_, queue_response)                                                                    \
+	X(MHD_, resume_connection)                                                                 \
+	X(MHD_, start_daemon)                                                                      \
+	X(MHD_, stop_daemon)                                                                       \
+	X(MHD_, suspend_connection)
+
+static struct {
+	MHD_FNS(DYNLIB_FIELD_)
+} mhd;
+static const char *const mhd_names[] = {MHD_FNS(DYNLIB_NAME_)};
+_Static_assert(sizeof(mhd) == sizeof(mhd_names) / sizeof(mhd_names[0]) * sizeof(void (*)(void)),
+	       "one pointer a name");
 
 #define CONN_LIMIT 32
 #define CONN_PER_IP 16
@@ -193,28 +218,28 @@ bool httpd_bearer_ok(const char *auth, const char *token)
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned int status, const char *ctype,
 			       void *body, size_t len, bool must_free)
 {
-	struct MHD_Response *r = MHD_create_response_from_buffer(
+	struct MHD_Response *r = mhd.create_response_from_buffer(
 	    len, body, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
 	if (!r) {
 		if (must_free)
 			free(body);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	mhd.add_response_header(r, "X-Content-Type-Options", "nosniff");
+	mhd.add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET");
+		mhd.add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET");
 	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5");
+		mhd.add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "5");
 	if (status == MHD_HTTP_UNAUTHORIZED)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+		mhd.add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 					"Bearer realm=\"taipan\"");
 	if (!strcmp(ctype, "application/octet-stream"))
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_DISPOSITION,
+		mhd.add_response_header(r, MHD_HTTP_HEADER_CONTENT_DISPOSITION,
 					"attachment; filename=\"profile\"");
-	enum MHD_Result ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
+	enum MHD_Result ret = mhd.queue_response(c, status, r);
+	mhd.destroy_response(r);
 	return ret;
 }
 
@@ -237,7 +262,7 @@ static enum MHD_Result refuse(struct httpd *h, struct MHD_Connection *c, unsigne
 static struct conn *conn_of(struct MHD_Connection *c)
 {
 	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	    mhd.get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	return ci ? ci->socket_context : NULL;
 }
 
@@ -258,7 +283,7 @@ static bool admitted(struct httpd *h, struct MHD_Connection *c, struct conn *cn,
 		status = MHD_HTTP_FORBIDDEN;
 		body = "this user may not use the agent; see --allow-uid\n";
 	} else if (h->o.token &&
-		   !httpd_bearer_ok(MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+		   !httpd_bearer_ok(mhd.lookup_connection_value(c, MHD_HEADER_KIND,
 								MHD_HTTP_HEADER_AUTHORIZATION),
 				    h->o.token)) {
 		agentlog_limited(&h->lim, "token",
@@ -279,19 +304,19 @@ static bool admitted(struct httpd *h, struct MHD_Connection *c, struct conn *cn,
 static enum MHD_Result start_profile(struct httpd *h, struct MHD_Connection *c, void **con_cls)
 {
 	unsigned int seconds;
-	const char *arg = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "seconds");
+	const char *arg = mhd.lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "seconds");
 	if (httpd_parse_seconds(arg, &seconds))
 		return refuse(h, c, MHD_HTTP_BAD_REQUEST,
 			      "seconds must be a whole number from 1 to 300\n");
 	/* A GET has no body; one that comes with a body is not ours. */
-	if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH) ||
-	    MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+	if (mhd.lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH) ||
+	    mhd.lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
 		return refuse(h, c, MHD_HTTP_BAD_REQUEST, "a profile request has no body\n");
 	struct httpd_req *r = calloc(1, sizeof(*r));
 	if (!r)
 		return refuse(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n");
 	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	    mhd.get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	r->conn = c;
 	r->fd = ci ? ci->connect_fd : -1;
 	r->seconds = seconds;
@@ -307,7 +332,7 @@ static enum MHD_Result start_profile(struct httpd *h, struct MHD_Connection *c, 
 	}
 	/* Suspended before the main loop can see it, so that its resume
 	 * never comes first; under the lock, so that httpd_stop sees it. */
-	MHD_suspend_connection(c);
+	mhd.suspend_connection(c);
 	struct httpd_req **tail = &h->incoming;
 	while (*tail)
 		tail = &(*tail)->next;
@@ -432,7 +457,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		return;
 	}
 	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	    mhd.get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (!ci)
 		return;
 	cn = calloc(1, sizeof(*cn));
@@ -661,6 +686,10 @@ int httpd_start(const struct httpd_opts *o, struct httpd **out, char *err, size_
 			 o->listen);
 		return -EINVAL;
 	}
+	ret = dynlib_open(MHD_SONAME, mhd_names, sizeof(mhd_names) / sizeof(mhd_names[0]),
+			  (void (**)(void)) & mhd, err, errlen);
+	if (ret)
+		return ret;
 	struct httpd *h = calloc(1, sizeof(*h));
 	if (!h) {
 		snprintf(err, errlen, "out of memory");
@@ -702,7 +731,7 @@ int httpd_start(const struct httpd_opts *o, struct httpd **out, char *err, size_
 			     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
 	if (!h->is_unix && ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	h->d = MHD_start_daemon(
+	h->d = mhd.start_daemon(
 	    flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, h,
 	    MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONN_LIMIT,
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)CONN_PER_IP,
@@ -765,7 +794,7 @@ void httpd_reply(struct httpd *h, struct httpd_req *r, unsigned int status, cons
 		h->counts.refused++;
 	pthread_mutex_unlock(&h->mu);
 	/* Outside the lock: the handler takes it inside libmicrohttpd's. */
-	MHD_resume_connection(r->conn);
+	mhd.resume_connection(r->conn);
 }
 
 bool httpd_req_gone(const struct httpd_req *r)
@@ -789,7 +818,7 @@ void httpd_abandon(struct httpd *h, struct httpd_req *r)
 	pthread_mutex_unlock(&h->mu);
 	/* Nobody reads: resumed only to be closed. */
 	shutdown(r->fd, SHUT_RDWR);
-	MHD_resume_connection(r->conn);
+	mhd.resume_connection(r->conn);
 }
 
 void httpd_tick(struct httpd *h)
@@ -854,7 +883,7 @@ void httpd_stop(struct httpd *h, double wait_s)
 		if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&h->mu);
-	MHD_stop_daemon(h->d);
+	mhd.stop_daemon(h->d);
 	remove_socket(h);
 	agentlog_limiter_destroy(&h->lim);
 	pthread_cond_destroy(&h->cv);

@@ -25,6 +25,36 @@
 #include "agent/agentlog.h"
 #include "agent/push.h"
 #include "util/clock.h"
+#include "util/dynlib.h"
+
+#ifndef CURL_SONAME
+#define CURL_SONAME "libcurl.so.4"
+#endif
+
+/* libcurl, opened by the first push_new() (util/dynlib.h). */
+#define CURL_FNS(X)                                                                                \
+	X(curl_, global_init)                                                                      \
+	X(curl_, global_cleanup)                                                                   \
+	X(curl_, easy_init)                                                                        \
+	X(curl_, easy_cleanup)                                                                     \
+	X(curl_, easy_setopt)                                                                      \
+	X(curl_, easy_perform)                                                                     \
+	X(curl_, easy_getinfo)                                                                     \
+	X(curl_, easy_strerror)                                                                    \
+	X(curl_, mime_init)                                                                        \
+	X(curl_, mime_free)                                                                        \
+	X(curl_, mime_addpart)                                                                     \
+	X(curl_, mime_name)                                                                        \
+	X(curl_, mime_filename)                                                                    \
+	X(curl_, mime_type)                                                                        \
+	X(curl_, mime_data)
+
+static struct {
+	CURL_FNS(DYNLIB_FIELD_)
+} cu;
+static const char *const cu_names[] = {CURL_FNS(DYNLIB_NAME_)};
+_Static_assert(sizeof(cu) == sizeof(cu_names) / sizeof(cu_names[0]) * sizeof(void (*)(void)),
+	       "one pointer a name");
 
 /* How the server should read the samples: counts of CPU samples, summed
  * over time, scaled by the sampling period. */
@@ -204,37 +234,35 @@ static int send_job(struct pusher *p, const struct job *j, char *why, size_t why
 		snprintf(why, whylen, "cannot build the ingest URL: %s", strerror(-err));
 		goto out;
 	}
-	mime = curl_mime_init(p->curl);
+	mime = cu.mime_init(p->curl);
 	if (!mime) {
 		err = -ENOMEM;
 		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
-	if (!(part = curl_mime_addpart(mime)) || curl_mime_name(part, "profile") ||
-	    curl_mime_filename(part, "profile.pprof") ||
-	    curl_mime_type(part, "application/octet-stream") ||
-	    curl_mime_data(part, j->data, j->len) || !(part = curl_mime_addpart(mime)) ||
-	    curl_mime_name(part, "sample_type_config") ||
-	    curl_mime_filename(part, "sample_type_config.json") ||
-	    curl_mime_type(part, "application/json") ||
-	    curl_mime_data(part, sample_type_config, CURL_ZERO_TERMINATED)) {
+	if (!(part = cu.mime_addpart(mime)) || cu.mime_name(part, "profile") ||
+	    cu.mime_filename(part, "profile.pprof") ||
+	    cu.mime_type(part, "application/octet-stream") || cu.mime_data(part, j->data, j->len) ||
+	    !(part = cu.mime_addpart(mime)) || cu.mime_name(part, "sample_type_config") ||
+	    cu.mime_filename(part, "sample_type_config.json") ||
+	    cu.mime_type(part, "application/json") ||
+	    cu.mime_data(part, sample_type_config, CURL_ZERO_TERMINATED)) {
 		err = -ENOMEM;
 		snprintf(why, whylen, "out of memory");
 		goto out;
 	}
-	curl_easy_setopt(p->curl, CURLOPT_URL, url);
-	curl_easy_setopt(p->curl, CURLOPT_MIMEPOST, mime);
-	curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, &reply);
-	curl_easy_setopt(p->curl, CURLOPT_ERRORBUFFER, errbuf);
-	CURLcode rc = curl_easy_perform(p->curl);
-	curl_easy_setopt(p->curl, CURLOPT_ERRORBUFFER, NULL);
+	cu.easy_setopt(p->curl, CURLOPT_URL, url);
+	cu.easy_setopt(p->curl, CURLOPT_MIMEPOST, mime);
+	cu.easy_setopt(p->curl, CURLOPT_WRITEDATA, &reply);
+	cu.easy_setopt(p->curl, CURLOPT_ERRORBUFFER, errbuf);
+	CURLcode rc = cu.easy_perform(p->curl);
+	cu.easy_setopt(p->curl, CURLOPT_ERRORBUFFER, NULL);
 	if (rc != CURLE_OK) {
 		err = -EIO;
-		snprintf(why, whylen, "%s%s%s", curl_easy_strerror(rc), *errbuf ? ": " : "",
-			 errbuf);
+		snprintf(why, whylen, "%s%s%s", cu.easy_strerror(rc), *errbuf ? ": " : "", errbuf);
 		goto out;
 	}
-	curl_easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &code);
+	cu.easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &code);
 	if (code < 200 || code > 299) {
 		while (reply.len && reply.text[reply.len - 1] == ' ')
 			reply.text[--reply.len] = 0;
@@ -243,9 +271,9 @@ static int send_job(struct pusher *p, const struct job *j, char *why, size_t why
 	}
 out:
 	/* The handle must not point at what is freed now. */
-	curl_easy_setopt(p->curl, CURLOPT_MIMEPOST, NULL);
-	curl_easy_setopt(p->curl, CURLOPT_WRITEDATA, NULL);
-	curl_mime_free(mime);
+	cu.easy_setopt(p->curl, CURLOPT_MIMEPOST, NULL);
+	cu.easy_setopt(p->curl, CURLOPT_WRITEDATA, NULL);
+	cu.mime_free(mime);
 	return err;
 }
 
@@ -344,7 +372,7 @@ static void release(struct pusher *p, bool sync_up)
 		pthread_cond_destroy(&p->cv);
 		pthread_mutex_destroy(&p->mu);
 	}
-	curl_easy_cleanup(p->curl);
+	cu.easy_cleanup(p->curl);
 	free(p->q);
 	free(p->url);
 	free(p->name);
@@ -368,9 +396,13 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 		snprintf(err, errlen, "the push backlog must hold at least one window");
 		return -EINVAL;
 	}
+	ret = dynlib_open(CURL_SONAME, cu_names, sizeof(cu_names) / sizeof(cu_names[0]),
+			  (void (**)(void)) & cu, err, errlen);
+	if (ret)
+		return ret;
 	ret = -ENOMEM;
 	snprintf(err, errlen, "out of memory");
-	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+	if (cu.global_init(CURL_GLOBAL_DEFAULT)) {
 		snprintf(err, errlen, "cannot initialise libcurl");
 		goto fail;
 	}
@@ -385,7 +417,7 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 	p->url = strdup(o->url);
 	p->name = strdup(o->name);
 	p->q = calloc(p->cap, sizeof(*p->q));
-	p->curl = curl_easy_init();
+	p->curl = cu.easy_init();
 	if (!p->url || !p->name || !p->q || !p->curl)
 		goto fail;
 	pthread_mutex_init(&p->mu, NULL);
@@ -397,15 +429,15 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 
 	/* What every request shares. No signals: the worker is not the main
 	 * thread. Only HTTP(S); redirects are not followed. */
-	curl_easy_setopt(p->curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(p->curl, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(p->curl, CURLOPT_CONNECTTIMEOUT, 5L);
-	curl_easy_setopt(p->curl, CURLOPT_TIMEOUT, 30L);
-	curl_easy_setopt(p->curl, CURLOPT_USERAGENT, "taipan-agent");
-	curl_easy_setopt(p->curl, CURLOPT_WRITEFUNCTION, on_reply);
-	curl_easy_setopt(p->curl, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(p->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-	curl_easy_setopt(p->curl, CURLOPT_XFERINFODATA, p);
+	cu.easy_setopt(p->curl, CURLOPT_NOSIGNAL, 1L);
+	cu.easy_setopt(p->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	cu.easy_setopt(p->curl, CURLOPT_CONNECTTIMEOUT, 5L);
+	cu.easy_setopt(p->curl, CURLOPT_TIMEOUT, 30L);
+	cu.easy_setopt(p->curl, CURLOPT_USERAGENT, "taipan-agent");
+	cu.easy_setopt(p->curl, CURLOPT_WRITEFUNCTION, on_reply);
+	cu.easy_setopt(p->curl, CURLOPT_NOPROGRESS, 0L);
+	cu.easy_setopt(p->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+	cu.easy_setopt(p->curl, CURLOPT_XFERINFODATA, p);
 
 	ret = -pthread_create(&p->thread, NULL, worker, p);
 	if (ret) {
@@ -418,7 +450,7 @@ fail:
 	if (p)
 		release(p, sync_up);
 	if (curl_up)
-		curl_global_cleanup();
+		cu.global_cleanup();
 	return ret;
 }
 
@@ -467,5 +499,5 @@ void push_free(struct pusher *p, double flush_s, struct push_stats *final)
 	if (final)
 		push_get_stats(p, final);
 	release(p, true);
-	curl_global_cleanup();
+	cu.global_cleanup();
 }
