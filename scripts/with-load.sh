@@ -14,7 +14,9 @@ load=$!
 trap 'kill "$load" 2>/dev/null; wait "$load" 2>/dev/null' EXIT
 # Wait until the workers run, not a fixed time.
 for _ in $(seq 100); do
-	[ "$(pgrep -c -P "$load" 2>/dev/null || echo 0)" -ge "$n" ] && break
+	# pgrep -c prints 0 and fails when none runs yet.
+	running=$(pgrep -c -P "$load" 2>/dev/null)
+	[ "${running:-0}" -ge "$n" ] && break
 	sleep 0.1
 done
 echo "with-load: $n stress-ng CPU workers running; $*" >&2
