@@ -56,12 +56,7 @@
 	X(MHD_, stop_daemon)                                                                       \
 	X(MHD_, suspend_connection)
 
-static struct {
-	MHD_FNS(DYNLIB_FIELD_)
-} mhd;
-static const char *const mhd_names[] = {MHD_FNS(DYNLIB_NAME_)};
-_Static_assert(sizeof(mhd) == sizeof(mhd_names) / sizeof(mhd_names[0]) * sizeof(void (*)(void)),
-	       "one pointer a name");
+DYNLIB_TABLE(mhd, MHD_FNS);
 
 #define CONN_LIMIT 32
 #define CONN_PER_IP 16
@@ -686,8 +681,7 @@ int httpd_start(const struct httpd_opts *o, struct httpd **out, char *err, size_
 			 o->listen);
 		return -EINVAL;
 	}
-	ret = dynlib_open(MHD_SONAME, mhd_names, sizeof(mhd_names) / sizeof(mhd_names[0]),
-			  (void (**)(void)) & mhd, err, errlen);
+	ret = DYNLIB_OPEN(mhd, MHD_SONAME, err, errlen);
 	if (ret)
 		return ret;
 	struct httpd *h = calloc(1, sizeof(*h));

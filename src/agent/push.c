@@ -49,12 +49,7 @@
 	X(curl_, mime_type)                                                                        \
 	X(curl_, mime_data)
 
-static struct {
-	CURL_FNS(DYNLIB_FIELD_)
-} cu;
-static const char *const cu_names[] = {CURL_FNS(DYNLIB_NAME_)};
-_Static_assert(sizeof(cu) == sizeof(cu_names) / sizeof(cu_names[0]) * sizeof(void (*)(void)),
-	       "one pointer a name");
+DYNLIB_TABLE(cu, CURL_FNS);
 
 /* How the server should read the samples: counts of CPU samples, summed
  * over time, scaled by the sampling period. */
@@ -396,8 +391,7 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 		snprintf(err, errlen, "the push backlog must hold at least one window");
 		return -EINVAL;
 	}
-	ret = dynlib_open(CURL_SONAME, cu_names, sizeof(cu_names) / sizeof(cu_names[0]),
-			  (void (**)(void)) & cu, err, errlen);
+	ret = DYNLIB_OPEN(cu, CURL_SONAME, err, errlen);
 	if (ret)
 		return ret;
 	ret = -ENOMEM;

@@ -6,10 +6,11 @@
  * of CPU for code only the agent runs. Their headers still give the types
  * and the constants; the functions come through a table.
  *
- * A module lists its functions once, as X(name) entries of a macro, and
- * declares the table with DYNLIB_TABLE(prefix, LIST): a struct holding one
- * pointer a function, each of that function's own type, and the names to
- * look up. */
+ * A module lists its functions once, as X(prefix_, name) entries of a
+ * macro LIST, and declares the table with DYNLIB_TABLE(var, LIST): var, a
+ * struct holding one pointer a function, each of that function's own type
+ * (called as var.name(...)), and var_names, the symbols to look up.
+ * DYNLIB_OPEN(var, soname, err, errlen) fills it. */
 #ifndef TAIPAN_DYNLIB_H
 #define TAIPAN_DYNLIB_H
 
@@ -17,6 +18,19 @@
 
 #define DYNLIB_FIELD_(prefix, name) __typeof__(prefix##name) *name;
 #define DYNLIB_NAME_(prefix, name) #prefix #name,
+
+#define DYNLIB_TABLE(var, LIST)                                                                    \
+	static struct {                                                                            \
+		LIST(DYNLIB_FIELD_)                                                                \
+	} var;                                                                                     \
+	static const char *const var##_names[] = {LIST(DYNLIB_NAME_)};                             \
+	_Static_assert(sizeof(var) ==                                                              \
+			   sizeof(var##_names) / sizeof(var##_names[0]) * sizeof(void (*)(void)),  \
+		       "one pointer a name")
+
+#define DYNLIB_OPEN(var, soname, err, errlen)                                                      \
+	dynlib_open(soname, var##_names, sizeof(var##_names) / sizeof(var##_names[0]),             \
+		    (void (**)(void)) & var, err, errlen)
 
 /* Opens soname once (later calls return what the first one did) and
  * resolves names[0 .. n) into fns[0 .. n). 0, or -ENOENT with a one-line
