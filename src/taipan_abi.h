@@ -178,6 +178,8 @@ static inline __u64 tp_code_ident(__u64 name, __u64 chars, __u64 file)
 	X(NONE, "", "ok", "the walk reached the bottom of the stack")                              \
 	X(FSBASE, "[no thread pointer]", "no_fsbase",                                              \
 	  "the task has no fs base, so its thread state cannot be matched")                        \
+	X(EXITING, "[thread exiting]", "exiting",                                                  \
+	  "the thread was sampled on its way out (exit): its Python state is gone")                \
 	X(INTERP_HEAD, "[interpreter unreadable]", "interp_head",                                  \
 	  "the pointer to the first interpreter could not be read")                                \
 	X(INTERP_THREADS, "[interpreter unreadable]", "interp_threads",                            \

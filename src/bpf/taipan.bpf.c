@@ -646,6 +646,13 @@ static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loo
 	}
 
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	/* In exit, past its thread state's deletion and soon its memory's
+	 * (exit_mm): nothing of Python to read, and reads would fail as if
+	 * the interpreter were broken. */
+	if (BPF_CORE_READ(task, flags) & PF_EXITING) {
+		s->err = TP_ERR_EXITING;
+		goto out;
+	}
 	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
 	if (!fsbase) {
 		s->err = TP_ERR_FSBASE;
