@@ -666,8 +666,14 @@ int cmd_record(int argc, char **argv)
 		 strcmp(a.output, "-") ? a.output : "standard output", output_format_name(a.format),
 		 (unsigned long long)st.samples, st.processes, st.processes == 1 ? "" : "es",
 		 (unsigned long long)st.lost);
-	if (!st.samples)
+	if (!st.samples && st.unsupported) {
+		/* Not "did not run": what was there could not be read. */
+		log_error("no samples: %u Python process%s refused, the first: %s", st.unsupported,
+			  st.unsupported == 1 ? " was" : "es were", st.refused);
+		failed = true;
+	} else if (!st.samples) {
 		log_warn("no samples: the targets did not run Python on a CPU while recorded");
+	}
 	if (a.stats)
 		print_stats(&st);
 	status = failed ? 1 : 0;

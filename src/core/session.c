@@ -271,7 +271,8 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 	}
 	snprintf(err, errlen, "%s", msg);
 	if (ret == -ENOTSUP) {
-		s->st.unsupported++;
+		if (!s->st.unsupported++)
+			snprintf(s->st.refused, sizeof(s->st.refused), "%s", msg);
 		if (!require_python)
 			log_warn("%s", msg);
 	}

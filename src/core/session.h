@@ -72,6 +72,7 @@ struct session_stats {
 	uint64_t native_build_ms;     /* spent building them */
 	unsigned int processes;	      /* Python processes seen */
 	unsigned int unsupported;     /* processes refused (version, layout) */
+	char refused[512];	      /* why the first of them was refused, "" if none */
 	uint64_t bpf_samples;	      /* perf samples in tracked processes */
 };
 
