@@ -64,10 +64,50 @@ build_root() {
   echo "make-roots: $name ready in $((SECONDS - t0)) s" >&2
 }
 
+# build_free_threaded VERSION: CPython's free-threaded build (PEP 703,
+# ./configure --disable-gil), which Debian does not ship, compiled from the
+# python3.13 source package that the sid root's apt fetches and checks, on the
+# host, without PGO, and installed into the sid root as
+# /opt/python3.13t/bin/python3.13t. Rebuilt only when VERSION changes.
+build_free_threaded() {
+  local version=$1 root=$cache/sid
+  local prefix=/opt/python3.13t stamp=$root/opt/python3.13t/.taipan-source
+  local want="python3.13=$version --disable-gil"
+  if [[ -e $stamp && $(cat "$stamp") == "$want" ]]; then
+    return 0
+  fi
+  local t0=$SECONDS src=$cache/build-3.13t
+  echo "make-roots: building CPython $version free-threaded into sid:$prefix (about 10 minutes, once)" >&2
+  echo "deb-src $mirror sid main" >"$root/etc/apt/sources.list.d/taipan-src.list"
+  rm -rf "$src"
+  mkdir -p "$src"
+  if ! chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+      sh -c "apt-get update -qq && cd /tmp && rm -f python3.13_* && apt-get source -qq --download-only python3.13=$version" \
+      >>"$log" 2>&1; then
+    echo "make-roots: apt-get source python3.13=$version in sid failed; see $log" >&2
+    exit 1
+  fi
+  local orig
+  orig=$(ls "$root"/tmp/python3.13_*.orig.tar.* 2>/dev/null | head -1)
+  [[ -n $orig ]] || { echo "make-roots: no python3.13 orig tarball in $root/tmp" >&2; exit 1; }
+  tar -xf "$orig" -C "$src" --strip-components=1
+  rm -f "$root"/tmp/python3.13_*
+  if ! (cd "$src" && ./configure --disable-gil --prefix=$prefix --without-ensurepip \
+          --disable-test-modules && make -j"$(nproc)" && make install DESTDIR="$root" &&
+          ln -sf python3.13 "$root$prefix/bin/python3.13t") >>"$log" 2>&1; then
+    echo "make-roots: building the free-threaded CPython failed; see $log" >&2
+    exit 1
+  fi
+  rm -rf "$src"
+  echo "$want" >"$stamp"
+  echo "make-roots: python3.13t ready in $((SECONDS - t0)) s" >&2
+}
+
 build_root bullseye bullseye python3.9
 build_root sid sid python3.13 python3.14 python3.15 \
   python3.13-dbg python3.14-dbg python3.15-dbg python3.13-nopie python3.14-nopie python3.15-nopie \
   libpython3.13-dev libpython3.14-dev libpython3.15-dev
+build_free_threaded 3.13.15-1
 if ((bench)); then
   build_root trixie trixie python3.13 austin
 fi

@@ -242,9 +242,10 @@ static char *read_str(const struct symbolizer *sz, uint64_t obj)
 		return NULL;
 	if (len > MAX_STR)
 		len = MAX_STR;
-	unsigned kind = (state >> PY_STATE_KIND_SHIFT) & PY_STATE_KIND_MASK,
-		 compact = (state >> PY_STATE_COMPACT_SHIFT) & 1,
-		 ascii = (state >> PY_STATE_ASCII_SHIFT) & 1;
+	unsigned int sh = pyproc_str_state_shift(&sz->pp);
+	unsigned kind = (state >> (PY_STATE_KIND_SHIFT + sh)) & PY_STATE_KIND_MASK,
+		 compact = (state >> (PY_STATE_COMPACT_SHIFT + sh)) & 1,
+		 ascii = (state >> (PY_STATE_ASCII_SHIFT + sh)) & 1;
 	if (!compact || (kind != 1 && kind != 2 && kind != 4))
 		return NULL;
 	uint64_t data = obj + (uint64_t)(ascii ? l->unicode_ascii_size : l->unicode_compact_size);
@@ -307,6 +308,40 @@ static uint64_t field_ptr(const uint8_t *obj, size_t objlen, int32_t off)
 
 #define CODE_HEAD 512
 
+/* Whether the object at addr, whose head is obj (through ob_type), is a
+ * block the allocator freed. The rest of such a block still holds the freed
+ * object's fields, so its identity would match while the strs it points to
+ * may already hold other text. (glibc's free overwrites ob_type as well,
+ * which the type check after this sees.) */
+static bool block_freed(const struct symbolizer *sz, uint64_t addr, const uint8_t *obj)
+{
+	const struct py_layout *l = &sz->pp.layout;
+	if (sz->pp.free_threaded) {
+		/* mimalloc links free blocks through their first word (ob_tid)
+		 * and leaves the counts as they were when the object died: no
+		 * local reference and a shared count of 0 (flags aside). A
+		 * live object has a reference in one or the other, or is
+		 * immortal (a local count of UINT32_MAX). */
+		uint32_t local;
+		int64_t shared;
+		if (l->obj_type < PY_FT_REF_LOCAL_BEFORE_TYPE)
+			return false;
+		memcpy(&local, obj + l->obj_type - PY_FT_REF_LOCAL_BEFORE_TYPE, 4);
+		memcpy(&shared, obj + l->obj_type - PY_FT_REF_SHARED_BEFORE_TYPE, 8);
+		return !local && (shared >> PY_FT_REF_SHARED_SHIFT) == 0;
+	}
+	/* pymalloc: the reference count (the word before ob_type) now links
+	 * the pool's free blocks, a pointer near the block itself, or 0 at the
+	 * end of the list. No live object has a count of 0 or one within 1 MiB
+	 * of its own address (3.14+ keep flags in the upper half, far above
+	 * any address). */
+	uint64_t refcnt = 0;
+	if (l->obj_type < 8)
+		return false;
+	memcpy(&refcnt, obj + l->obj_type - 8, 8);
+	return !refcnt || !((refcnt ^ addr) >> 20);
+}
+
 /* Reads the head of the code object at addr into obj and its identity into
  * id. Returns the number of bytes read, or a negative errno; -EINVAL when
  * the object is not a code object. */
@@ -325,20 +360,8 @@ static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, st
 	int err = rd(sz, addr, obj, (size_t)hi);
 	if (err)
 		return err;
-	/* A block pymalloc freed: its reference count (the word before
-	 * ob_type) now links the pool's free blocks, a pointer near the block
-	 * itself, or 0 at the end of the list. No live object has a count of
-	 * 0 or one within 1 MiB of its own address (3.14+ keep flags in the
-	 * upper half, far above any address). The rest of the block still
-	 * holds the freed object's fields, so its identity would match while
-	 * the strs it points to may already hold other text. (glibc's free
-	 * overwrites ob_type as well, which the check below sees.) */
-	if (l->obj_type >= 8) {
-		uint64_t refcnt = 0;
-		memcpy(&refcnt, obj + l->obj_type - 8, 8);
-		if (!refcnt || !((refcnt ^ addr) >> 20))
-			return -ESTALE;
-	}
+	if (block_freed(sz, addr, obj))
+		return -ESTALE;
 	/* A code object's type is PyCode_Type: anything else is a stale or
 	 * corrupt pointer, and its "names" would be garbage. */
 	if (sz->pp.code_type_addr &&

@@ -151,6 +151,8 @@ static int write_all(const struct capture *c, FILE *f)
 	const struct pyproc *pp = &c->pp;
 	fprintf(f, "%s\nversion %s\nmajor %u\nminor %u\nhexversion 0x%" PRIx32 "\n", CAPTURE_MAGIC,
 		pp->version, pp->major, pp->minor, pp->hexversion);
+	if (pp->free_threaded)
+		fputs("free_threaded 1\n", f);
 	fprintf(f, "interp_head 0x%" PRIx64 "\nruntime 0x%" PRIx64 "\ncode_type 0x%" PRIx64 "\n",
 		(uint64_t)pp->tp.interp_head_addr, pp->runtime_addr, pp->code_type_addr);
 #define PUT_FIELD(name, how, member) fprintf(f, "layout " #name " %" PRId32 "\n", pp->layout.name);
@@ -223,6 +225,10 @@ static int load_line(struct capture *c, FILE *f, char *line, size_t *image)
 		return 0;
 	if (sscanf(line, "hexversion %llx", &a) == 1) {
 		pp->hexversion = (uint32_t)a;
+		return 0;
+	}
+	if (sscanf(line, "free_threaded %llu", &a) == 1) {
+		pp->free_threaded = a != 0;
 		return 0;
 	}
 	if (sscanf(line, "interp_head %llx", &a) == 1) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "target/debugoffsets.h"
+#include "walk/cpython.h"
 
 /* No CPython struct comes near this; _PyRuntimeState, the largest, is ~300 KiB
  * in 3.13-3.15. A bigger "size" means the bytes are not what we think. */
@@ -187,13 +188,14 @@ static int read_member(const unsigned char *buf, const struct py_debug_offsets_r
 }
 
 int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, uint64_t *hexversion,
-			   char *err, size_t errlen)
+			   bool *free_threaded, char *err, size_t errlen)
 {
 	const unsigned char *b = buf;
 	const struct py_debug_offsets_row *row;
 	unsigned int major, minor, rminor;
 	uint64_t version, ft, v = 0;
 	bool fallback;
+	const char *build;
 	int ret;
 
 	if (err && errlen)
@@ -201,6 +203,8 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 	if (!buf || !out || !hexversion)
 		return fail(err, errlen, "_Py_DebugOffsets: no buffer");
 	*hexversion = 0;
+	if (free_threaded)
+		*free_threaded = false;
 
 	if (len < PY_DEBUG_OFFSETS_VERSION_POS + MEMBER_SIZE)
 		return fail(err, errlen,
@@ -233,19 +237,26 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 		return fail(err, errlen, "_Py_DebugOffsets truncated: %zu bytes, 3.%u needs %d",
 			    len, rminor, row->struct_size);
 
-	/* Checked before the layout, which a free-threaded build changes (every
-	 * object header grows by 16 bytes). */
+	/* A free-threaded build (PEP 703) says so here. Its object header is
+	 * 32 bytes instead of 16, which moves every field after it; the offsets
+	 * below already say where they are, so only what _Py_DebugOffsets does
+	 * not describe differs (the supplement, skipped below). */
 	if (row->free_threaded_pos < 0)
 		return fail(err, errlen,
 			    "_Py_DebugOffsets: the 3.%u row has no free_threaded position", rminor);
 	ft = read_u64(b, row->free_threaded_pos);
-	if (ft == 1)
-		return fail(err, errlen,
-			    "_Py_DebugOffsets of 3.%u: free-threaded builds are not supported yet",
-			    minor);
-	if (ft != 0)
+	if (ft > 1)
 		return fail(err, errlen, "_Py_DebugOffsets: free_threaded is %llu, not 0 or 1",
 			    (unsigned long long)ft);
+	if (free_threaded)
+		*free_threaded = ft == 1;
+	build = ft ? " (free-threaded)" : "";
+	if (ft && minor >= PY_FT_TLBC_SINCE_MINOR)
+		return fail(
+		    err, errlen,
+		    "_Py_DebugOffsets of 3.%u (free-threaded): thread-local bytecode (3.%dt "
+		    "and later) is not supported yet",
+		    minor, PY_FT_TLBC_SINCE_MINOR);
 
 	/* Every position must lie inside the bytes the row says the struct has:
 	 * a broken generated row must not read past the caller's buffer. */
@@ -262,8 +273,8 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 		v = read_u64(b, row->pos[m]);
 		if (v == 0 || v >= MAX_STRUCT_SIZE || v % STRUCT_ALIGN)
 			return fail(err, errlen,
-				    "_Py_DebugOffsets: %s %llu is not a plausible size",
-				    member_name[m], (unsigned long long)v);
+				    "_Py_DebugOffsets of 3.%u%s: %s %llu is not a plausible size",
+				    minor, build, member_name[m], (unsigned long long)v);
 	}
 
 	/* Every field is an int32_t, and all-ones is -1: "no such field". */
@@ -278,8 +289,15 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 				    member_name[u->member]);
 		}
 		ret = read_member(b, row, u->member, u->kind, &v, err, errlen);
-		if (ret)
+		if (ret) {
+			/* Name the build: the reason alone does not say which. */
+			if (err && errlen) {
+				char why[256];
+				snprintf(why, sizeof(why), "%s", err);
+				snprintf(err, errlen, "3.%u%s: %s", minor, build, why);
+			}
 			return ret;
+		}
 		set_field(out, u->field, (int32_t)v);
 	}
 
@@ -292,8 +310,12 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 			  get_field(out, FIELD(unicode_ascii_size)) + 2 * 8);
 
 	/* What _Py_DebugOffsets lacks comes from the generated row of this
-	 * minor, never another's: without one those fields stay -1. */
-	py_layout_supplement(major, minor, out);
+	 * minor, never another's: without one those fields stay -1. The rows
+	 * are read from GIL builds, whose object header is 16 bytes shorter,
+	 * so a free-threaded build takes none (what needs them, thread names,
+	 * falls back to the OS's). */
+	if (!ft)
+		py_layout_supplement(major, minor, out);
 
 	if (fallback && err && errlen)
 		snprintf(err, errlen,

@@ -12,6 +12,7 @@
 #ifndef TAIPAN_DEBUGOFFSETS_H
 #define TAIPAN_DEBUGOFFSETS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -112,15 +113,21 @@ const char *py_debug_offsets_member_name(enum py_do_member m);
  * newest row), checks every size is plausible and every offset lies inside its
  * struct, and fills *out. Fields _Py_DebugOffsets has no member for are -1.
  *
+ * *free_threaded (may be NULL) says whether it is a free-threaded build
+ * (PEP 703, Py_GIL_DISABLED), read before anything else is checked. Such a
+ * build's layout is its own _Py_DebugOffsets alone: the generated
+ * supplement, read from GIL builds, is not applied, and its fields stay -1.
+ *
  * Returns 0 on success. err is then "" or, when the positions of an older minor
  * were used, a note saying so that the caller should log. Returns -EINVAL if
  * the bytes are not a _Py_DebugOffsets this reader trusts (bad cookie, too
- * short, unknown version, implausible size, offset outside its struct, a
- * free-threaded build), with a one-line reason in err. On failure *out is
- * unspecified and *hexversion is the version if it could be read, else 0.
- * err may be NULL when errlen is 0. Reads nothing outside buf[0, len).
+ * short, unknown version, implausible size, offset outside its struct), with a
+ * one-line reason in err that names the build (free-threaded or not) once it
+ * is known. On failure *out is unspecified and *hexversion is the version if
+ * it could be read, else 0. err may be NULL when errlen is 0. Reads nothing
+ * outside buf[0, len).
  */
 int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, uint64_t *hexversion,
-			   char *err, size_t errlen);
+			   bool *free_threaded, char *err, size_t errlen);
 
 #endif /* TAIPAN_DEBUGOFFSETS_H */

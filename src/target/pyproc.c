@@ -629,7 +629,8 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 		}
 		uint64_t dhex = 0;
 		char perr[256];
-		ret = py_debug_offsets_parse(buf, want, &pp->layout, &dhex, perr, sizeof(perr));
+		ret = py_debug_offsets_parse(buf, want, &pp->layout, &dhex, &pp->free_threaded,
+					     perr, sizeof(perr));
 		if (ret) {
 			snprintf(err, errlen, "pid %d: Python %s: %s", pid, pp->version, perr);
 			ret = -ENOTSUP;
@@ -643,6 +644,9 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 			ret = -ENOTSUP;
 			goto out;
 		}
+		/* Free-threaded builds name themselves as python3.13t does. */
+		if (pp->free_threaded && strlen(pp->version) + 1 < sizeof(pp->version))
+			strcat(pp->version, "t");
 		if (perr[0]) /* positions of an older minor: worth a line with -v */
 			log_debug("pid %d: Python %s: %s", pid, pp->version, perr);
 		pp->layout_source = "_Py_DebugOffsets read from the process";

@@ -16,6 +16,7 @@
 #include "target/memread.h"
 #include "target/pyoffsets.h"
 #include "taipan_abi.h"
+#include "walk/cpython.h"
 
 struct pyproc {
 	pid_t pid;
@@ -23,7 +24,9 @@ struct pyproc {
 	char comm[TP_COMM_LEN];
 	uint32_t hexversion; /* PY_VERSION_HEX; micro and release may be 0 when unknown */
 	unsigned int major, minor;
-	char version[24];	    /* "3.11.7", or "3.8" when only the minor is known */
+	bool free_threaded;	    /* a free-threaded build (PEP 703), from _Py_DebugOffsets */
+	char version[24];	    /* "3.11.7", "3.13.15t" when free-threaded, or "3.8" when
+				     * only the minor is known */
 	const char *version_source; /* which source answered: for logs */
 	const char *layout_source;  /* where the offsets came from */
 	char binary[PATH_MAX];	    /* the ELF holding the interpreter, as the process sees it */
@@ -40,6 +43,15 @@ struct pyproc {
 	mem_reader read;
 	void *read_ctx;
 };
+
+/* How far PyASCIIObject.state's kind, compact and ascii bits sit above the
+ * GIL build's PY_STATE_*_SHIFT in pp's build (walk/cpython.h). */
+static inline unsigned int pyproc_str_state_shift(const struct pyproc *pp)
+{
+	bool byte_interned =
+	    pp->free_threaded && (pp->major > 3 || pp->minor >= PY_STATE_FT_SINCE_MINOR);
+	return byte_interned ? PY_STATE_FT_SHIFT : 0;
+}
 
 /* Reads len bytes of pp's memory at addr, with mem_read()'s contract. */
 int pyproc_read(const struct pyproc *pp, uint64_t addr, void *buf, size_t len);

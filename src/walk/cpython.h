@@ -25,6 +25,25 @@
 #define PY_STATE_KIND_MASK 7
 #define PY_STATE_COMPACT_SHIFT 5
 #define PY_STATE_ASCII_SHIFT 6
+/* The free-threaded build (Py_GIL_DISABLED) of 3.14 and later makes
+ * interned a whole byte, to be read atomically, so kind, compact and ascii
+ * follow at bit 8 (the same three bits, in the same order, 6 higher). 3.13t
+ * keeps the GIL build's bits: its header has no such #ifdef. */
+#define PY_STATE_FT_SHIFT 6
+#define PY_STATE_FT_SINCE_MINOR 14
+
+/* 3.14t and later: thread-local bytecode (gh-115999). A frame's instr_ptr
+ * may point into its thread's copy of the code, co_tlbc[tlbc_index], which
+ * taipan does not follow yet: such builds are refused rather than given
+ * wrong lines. */
+#define PY_FT_TLBC_SINCE_MINOR 14
+
+/* Include/object.h of a free-threaded build: ob_ref_local (uint32_t) and
+ * ob_ref_shared (Py_ssize_t, the count shifted left by 2 above 2 flag
+ * bits) are the 12 bytes just before ob_type. */
+#define PY_FT_REF_LOCAL_BEFORE_TYPE 12
+#define PY_FT_REF_SHARED_BEFORE_TYPE 8
+#define PY_FT_REF_SHARED_SHIFT 2
 
 /* Include/object.h: Py_TPFLAGS_MANAGED_DICT (3.11+, bpo-45340) and
  * Py_TPFLAGS_INLINE_VALUES (3.13+, gh-115776). Used only with the layouts

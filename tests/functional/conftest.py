@@ -38,6 +38,10 @@ class Interp:
     def has_qualname(self):
         return self.version >= (3, 11)
 
+    @property
+    def free_threaded(self):
+        return self.id.endswith("t")
+
     def argv(self, script, *args):
         """The command that runs a workload (a host path) with this interpreter."""
         if not self.root:
@@ -83,6 +87,11 @@ def interpreter_matrix():
         ok = os.path.exists(root + path)
         rows.append(("%s-%s%s" % (suite, minor, variant), path if ok else None,
                      tuple(int(x) for x in minor.split(".")), root))
+    # The free-threaded build (PEP 703) that make-roots.sh compiles from
+    # Debian's python3.13 source into the sid root.
+    root = os.path.join(ROOTS, "sid")
+    path = "/opt/python3.13t/bin/python3.13t"
+    rows.append(("sid-3.13t", path if os.path.exists(root + path) else None, (3, 13), root))
     return rows
 
 

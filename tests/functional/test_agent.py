@@ -32,7 +32,7 @@ from email.parser import BytesParser
 
 import pytest
 
-from conftest import go_pprof, pyenv, require
+from conftest import go_pprof, interpreter, pyenv, require
 
 INNER = "Worker.run.<locals>.inner"  # chain.py's busy function on 3.12
 
@@ -863,3 +863,13 @@ def test_install_puts_the_unit_in_place(taipan, tmp_path):
         res = subprocess.run([analyze, "verify", str(copy)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, timeout=60)
         assert res.returncode == 0 and not res.stderr.strip(), res.stderr
+
+
+def test_free_threaded_process_over_http(agents, workload, tmp_path):
+    w = workload(interpreter("sid-3.13t"), "chain.py", 60)
+    a = agents()
+    out = a.fetch("/debug/pprof/profile?seconds=3", tmp_path / "ft.pb.gz")
+    raw = go_pprof("-raw", "-tagfocus=pid=^%d$" % w.pid, out)
+    for f in (INNER, "Worker.run", "main", "<module>"):
+        assert f in raw, raw[:2000]
+    assert re.search(r"python_version:\[3\.13\.\d+t\]", raw.replace(" ", "")), raw[-2000:]

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import error_lines, pyenv, run_on_sleeper, run_taipan
+from conftest import error_lines, interpreter, pyenv, run_on_sleeper, run_taipan
 
 # Python: "name  (file:line)"; native: "name  (module)"; markers: "name".
 ROW_RE = re.compile(r"^\s*(?P<own>\d+\.\d)%\s+(?P<total>\d+\.\d)%\s+(?P<nown>\d+)\s+(?P<ntotal>\d+)\s+"
@@ -219,3 +219,16 @@ def test_help(taipan):
         assert res.returncode == 0
         for opt in ["--pid", "--rate", "--window", "keys:", "OWN%", "TOTAL%", "examples:", "taipan top -p"]:
             assert opt in res.stdout, (args, opt)
+
+
+def test_free_threaded_process(top, workload):
+    w = workload(interpreter("sid-3.13t"), "chain.py", 60)
+    s = top("-p", w.pid, "-r", 200)
+    text = s.wait_for(enough(150), what="150 samples")
+    header, rows = parse(text)
+    assert re.search(r", Python 3\.13\.\d+t, 200 Hz,", header[0]), header[0]
+    by_name = {r["name"]: r for r in rows}
+    for fn in ("Worker.run.<locals>.inner", "Worker.run", "main", "<module>"):
+        assert by_name[fn]["total"] >= 90, rows
+    s.keys("q")
+    assert s.exit_status() == 0

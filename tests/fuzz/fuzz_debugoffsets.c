@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!b)
 		return 0;
 	memcpy(b, data, size);
-	int ret = py_debug_offsets_parse(b, size, &l, &hex, err, sizeof(err));
+	int ret = py_debug_offsets_parse(b, size, &l, &hex, NULL, err, sizeof(err));
 	if (strnlen(err, sizeof(err)) == sizeof(err))
 		abort();
 	if (ret == 0) {
@@ -38,8 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	/* Short buffers and no room for the reason. */
-	py_debug_offsets_parse(b, size / 2, &l, &hex, NULL, 0);
-	py_debug_offsets_parse(b, size, &l, &hex, err, 1);
+	py_debug_offsets_parse(b, size / 2, &l, &hex, NULL, NULL, 0);
+	py_debug_offsets_parse(b, size, &l, &hex, NULL, err, 1);
 	free(b);
 	return 0;
 }

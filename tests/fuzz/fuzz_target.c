@@ -29,7 +29,8 @@ int fuzz_layout(unsigned int major, unsigned int minor, const void *dobuf, size_
 	} else {
 		uint64_t hex = 0;
 
-		if (!dobuf || py_debug_offsets_parse(dobuf, dolen, &pp->layout, &hex, NULL, 0))
+		if (!dobuf || py_debug_offsets_parse(dobuf, dolen, &pp->layout, &hex,
+						     &pp->free_threaded, NULL, 0))
 			return -1;
 		/* The struct's own version decides, as in pyproc.c. */
 		pp->hexversion = (uint32_t)hex;
@@ -359,7 +360,7 @@ bool fuzz_init_seeding(int argc, char **argv,
 
 		if (argv[i][0] == '-' || !fuzz_read_runtime(argv[i], buf, sizeof(buf)))
 			continue;
-		if (py_debug_offsets_parse(buf, sizeof(buf), &l, &hex, NULL, 0))
+		if (py_debug_offsets_parse(buf, sizeof(buf), &l, &hex, NULL, NULL, 0))
 			continue;
 		snprintf(tag, sizeof(tag), "%s-", base ? base + 1 : argv[i]);
 		seed(dir, (unsigned int)(hex >> 24), (unsigned int)(hex >> 16) & 0xff, buf, tag);

@@ -358,6 +358,7 @@ struct synthetic {
 	char err[256];
 	struct py_layout out;
 	uint64_t hex;
+	bool ft;
 };
 
 static void put_u64(struct synthetic *s, int32_t pos, uint64_t v)
@@ -373,11 +374,10 @@ static uint64_t syn_value(enum py_do_member m)
 	return 8 + 8 * ((uint64_t)m % 30);
 }
 
-/* A well-formed _Py_DebugOffsets for the newest row, claiming `version`. */
-static void synthetic_init(struct synthetic *s, uint64_t version)
+/* A well-formed _Py_DebugOffsets laid out as row r, claiming `version`. */
+static void synthetic_init_row(struct synthetic *s, const struct py_debug_offsets_row *r,
+			       uint64_t version)
 {
-	const struct py_debug_offsets_row *r =
-	    &py_debug_offsets_table[py_debug_offsets_table_len - 1];
 
 	memset(s, 0, sizeof(*s));
 	s->row = r;
@@ -391,9 +391,16 @@ static void synthetic_init(struct synthetic *s, uint64_t version)
 			put_u64(s, r->pos[m], is_size_member(m) ? SYN_SIZE : syn_value(m));
 }
 
+/* The same for the newest row. */
+static void synthetic_init(struct synthetic *s, uint64_t version)
+{
+	synthetic_init_row(s, &py_debug_offsets_table[py_debug_offsets_table_len - 1], version);
+}
+
 static int synthetic_parse(struct synthetic *s)
 {
-	return py_debug_offsets_parse(s->buf, s->len, &s->out, &s->hex, s->err, sizeof(s->err));
+	return py_debug_offsets_parse(s->buf, s->len, &s->out, &s->hex, &s->ft, s->err,
+				      sizeof(s->err));
 }
 
 static uint64_t newest_hex(void)
@@ -478,8 +485,8 @@ static void test_truncated(void **state)
 	s.len = s.row->struct_size - 1;
 	EXPECT_EINVAL(&s, "truncated");
 	assert_int_equal(s.hex, newest_hex()); /* known by then, for messages */
-	assert_int_equal(py_debug_offsets_parse(NULL, 100, &s.out, &s.hex, s.err, sizeof(s.err)),
-			 -EINVAL);
+	assert_int_equal(
+	    py_debug_offsets_parse(NULL, 100, &s.out, &s.hex, NULL, s.err, sizeof(s.err)), -EINVAL);
 }
 
 static void test_offset_beyond_size(void **state)
@@ -515,16 +522,49 @@ static void test_implausible_size(void **state)
 	EXPECT_EINVAL(&s, "code_object.size 0 is not a plausible size");
 }
 
+/* A free-threaded build is read from its own offsets, says so, and takes
+ * no supplement (its rows come from GIL builds); when its offsets do not
+ * validate, the message names the build. */
 static void test_free_threaded(void **state)
 {
+	const struct py_debug_offsets_row *r313 = &py_debug_offsets_table[0];
 	struct synthetic s;
 
 	(void)state;
-	synthetic_init(&s, newest_hex());
+	assert_int_equal(r313->hexversion >> 16, 0x030d);
+	synthetic_init_row(&s, r313, r313->hexversion);
+	assert_int_equal(synthetic_parse(&s), 0);
+	assert_false(s.ft);
+	assert_true(s.out.module_dict >= 0); /* or the check below proves nothing */
+
 	put_u64(&s, s.row->free_threaded_pos, 1);
-	EXPECT_EINVAL(&s, "free-threaded builds are not supported yet");
+	assert_int_equal(synthetic_parse(&s), 0);
+	assert_true(s.ft);
+	assert_int_equal(s.out.frame_code, syn_value(PY_DO_FRAME_EXECUTABLE));
+	assert_int_equal(s.out.obj_type, syn_value(PY_DO_PYOBJECT_OB_TYPE));
+	assert_int_equal(s.out.module_dict, -1);
+	assert_int_equal(s.out.dict_keys, -1);
+
+	put_u64(&s, s.row->pos[PY_DO_CODE_FILENAME], SYN_SIZE);
+	EXPECT_EINVAL(&s, "3.13 (free-threaded): _Py_DebugOffsets: code_object.filename");
+	synthetic_init_row(&s, r313, r313->hexversion);
+	put_u64(&s, s.row->free_threaded_pos, 1);
+	put_u64(&s, s.row->pos[PY_DO_CODE_SIZE], 0);
+	EXPECT_EINVAL(&s, "3.13 (free-threaded): code_object.size 0 is not a plausible size");
+	assert_true(s.ft);
+
 	put_u64(&s, s.row->free_threaded_pos, 7);
 	EXPECT_EINVAL(&s, "free_threaded is 7");
+	assert_false(s.ft);
+
+	/* 3.14t and later keep bytecode per thread, which the walk does not
+	 * follow: refused, never read with wrong lines. A GIL build of the
+	 * same minor is read. */
+	synthetic_init(&s, newest_hex());
+	assert_int_equal(synthetic_parse(&s), 0);
+	put_u64(&s, s.row->free_threaded_pos, 1);
+	EXPECT_EINVAL(&s, "thread-local bytecode (3.14t and later) is not supported yet");
+	assert_true(s.ft);
 }
 
 static void test_bad_version(void **state)
@@ -647,7 +687,7 @@ static void test_real_debug_offsets(void **state)
 			print_error("%s: %s\n", path, why);
 			fail();
 		}
-		if (py_debug_offsets_parse(buf, (size_t)n, &out, &hex, err, sizeof(err))) {
+		if (py_debug_offsets_parse(buf, (size_t)n, &out, &hex, NULL, err, sizeof(err))) {
 			print_error("%s: %s\n", path, err);
 			fail();
 		}
