@@ -77,7 +77,7 @@ build_free_threaded() {
     return 0
   fi
   local t0=$SECONDS src=$cache/build-3.13t
-  echo "make-roots: building CPython $version free-threaded into sid:$prefix (about 10 minutes, once)" >&2
+  echo "make-roots: building CPython $version free-threaded into sid:$prefix (about 2 minutes on 2 CPUs, once)" >&2
   echo "deb-src $mirror sid main" >"$root/etc/apt/sources.list.d/taipan-src.list"
   rm -rf "$src"
   mkdir -p "$src"

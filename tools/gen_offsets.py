@@ -376,20 +376,24 @@ class HeaderBuild:
     and running the result. Only the _Py_DebugOffsets positions come from here;
     the interpreter itself is never run."""
 
-    def __init__(self, root, incdir):
+    def __init__(self, root, incdir, free_threaded=False):
         self.root = root
         self.incdir = incdir  # .../usr/include/python3.14
         self.hexversion = patchlevel_hex(os.path.join(incdir, "patchlevel.h"))
         self.version = (self.hexversion >> 24, (self.hexversion >> 16) & 0xFF)
         micro = (self.hexversion >> 8) & 0xFF
-        self.name = f"{self.version[0]}.{self.version[1]}.{micro}"
+        # The free-threaded build's layout (PEP 703): the same headers with
+        # Py_GIL_DISABLED defined, as ./configure --disable-gil defines it.
+        self.free_threaded = free_threaded
+        self.name = f"{self.version[0]}.{self.version[1]}.{micro}" + ("t" if free_threaded else "")
         self.lib = incdir
         self.gdb_errors = ""
 
     def source(self):
         suite = os.path.basename(self.root.rstrip("/"))
         return (f"offsetof against the headers of Debian {suite} libpython{self.version[0]}."
-                f"{self.version[1]}-dev {self.name}, compiled with gcc")
+                f"{self.version[1]}-dev {self.name[:-1] if self.free_threaded else self.name}, compiled with gcc"
+                + (" and Py_GIL_DISABLED defined" if self.free_threaded else ""))
 
     def eval(self, exprs):
         """{expr: int or None}: one program prints them all; an expression the
@@ -400,9 +404,13 @@ class HeaderBuild:
         with tempfile.TemporaryDirectory() as tmp:
             src, exe = os.path.join(tmp, "do.c"), os.path.join(tmp, "do")
             for _ in range(len(exprs) + 1):
-                lines = ["#define Py_BUILD_CORE 1", "#include <Python.h>",
-                         "#include <internal/pycore_debug_offsets.h>",
-                         "#include <internal/pycore_dict.h>",
+                # 3.13 keeps _Py_DebugOffsets in pycore_runtime.h, which
+                # Python.h's internal headers bring in.
+                dbg = os.path.exists(os.path.join(self.incdir, "internal", "pycore_debug_offsets.h"))
+                lines = ["#define Py_BUILD_CORE 1", "#include <Python.h>"]
+                lines += ["#include <internal/pycore_debug_offsets.h>"] if dbg else [
+                    "#include <internal/pycore_runtime.h>"]
+                lines += ["#include <internal/pycore_dict.h>",
                          "#include <internal/pycore_moduleobject.h>", "#include <stdio.h>",
                          "int main(void)", "{"]
                 first = len(lines) + 1
@@ -411,7 +419,8 @@ class HeaderBuild:
                 lines += ["\treturn 0;", "}", ""]
                 with open(src, "w") as f:
                     f.write("\n".join(lines))
-                p = subprocess.run(["gcc", "-w", "-I", self.incdir, "-idirafter",
+                ft = ["-DPy_GIL_DISABLED=1"] if self.free_threaded else []
+                p = subprocess.run(["gcc", "-w"] + ft + ["-I", self.incdir, "-idirafter",
                                     os.path.join(self.root, "usr/include"), src, "-o", exe],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 if p.returncode == 0:
@@ -425,6 +434,21 @@ class HeaderBuild:
             out = subprocess.run([exe], stdout=subprocess.PIPE, text=True, check=True).stdout
         vals = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@(\d+) (-?\d+)", out)}
         return {e: vals.get(i) for i, e in enumerate(exprs)}
+
+
+def free_threaded_builds(roots):
+    """Free-threaded HeaderBuilds, one per minor whose headers a root has
+    (no Debian package is free-threaded: these are the layouts of
+    ./configure --disable-gil builds of the same sources)."""
+    found = {}
+    for pl in sorted(glob.glob(os.path.join(roots, "*", "usr", "include", "python3.*", "patchlevel.h"))):
+        inc = os.path.dirname(pl)
+        b = HeaderBuild(os.path.dirname(os.path.dirname(os.path.dirname(inc))), inc, free_threaded=True)
+        if b.version < DEBUG_OFFSETS_SINCE:
+            continue
+        if b.version not in found or found[b.version].hexversion < b.hexversion:
+            found[b.version] = b
+    return [found[v] for v in sorted(found)]
 
 
 def header_builds(roots, have):
@@ -558,8 +582,10 @@ def c_string(s):
 
 def layout_block(b, fields, layout, indent):
     t = "\t" * indent
-    lines = [f"{t}{{", f"{t}\t.hexversion = {b.hexversion:#010x},", f"{t}\t.source = {c_string(b.source())},",
-             f"{t}\t.layout =", f"{t}\t\t{{"]
+    lines = [f"{t}{{", f"{t}\t.hexversion = {b.hexversion:#010x},", f"{t}\t.source = {c_string(b.source())},"]
+    if getattr(b, "free_threaded", False):
+        lines.append(f"{t}\t.free_threaded = true,")
+    lines += [f"{t}\t.layout =", f"{t}\t\t{{"]
     for f in fields:
         lines.append(f"{t}\t\t\t.{f} = {layout[f]},")
     lines += [f"{t}\t\t}},", f"{t}}},"]
@@ -586,6 +612,7 @@ def gen_layouts(bs, out_path):
             "const struct py_layout_entry py_layout_supp_table[] = {"]
     supp = [b for b in bs if b.version >= DEBUG_OFFSETS_SINCE]
     supp += header_builds(ROOTS, {b.version for b in supp})
+    supp += free_threaded_builds(ROOTS)
     for b in supp:
         out += layout_block(b, fields, read_layout(b, fields, TABLE_FIELDS), 1)
     out += ["};", "",

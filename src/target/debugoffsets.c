@@ -310,12 +310,11 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 			  get_field(out, FIELD(unicode_ascii_size)) + 2 * 8);
 
 	/* What _Py_DebugOffsets lacks comes from the generated row of this
-	 * minor, never another's: without one those fields stay -1. The rows
-	 * are read from GIL builds, whose object header is 16 bytes shorter,
-	 * so a free-threaded build takes none (what needs them, thread names,
-	 * falls back to the OS's). */
-	if (!ft)
-		py_layout_supplement(major, minor, out);
+	 * minor and kind of build, never another's: without one those fields
+	 * stay -1. A free-threaded build's row is computed from the same
+	 * headers with Py_GIL_DISABLED defined: its object header is 16 bytes
+	 * longer, and its dict keys carry a lock. */
+	py_layout_supplement(major, minor, ft == 1, out);
 
 	if (fallback && err && errlen)
 		snprintf(err, errlen,

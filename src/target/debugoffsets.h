@@ -115,8 +115,7 @@ const char *py_debug_offsets_member_name(enum py_do_member m);
  *
  * *free_threaded (may be NULL) says whether it is a free-threaded build
  * (PEP 703, Py_GIL_DISABLED), read before anything else is checked. Such a
- * build's layout is its own _Py_DebugOffsets alone: the generated
- * supplement, read from GIL builds, is not applied, and its fields stay -1.
+ * build takes the generated supplement of free-threaded builds.
  *
  * Returns 0 on success. err is then "" or, when the positions of an older minor
  * were used, a note saying so that the caller should log. Returns -EINVAL if

@@ -29,11 +29,13 @@ const struct py_caps *py_caps_find(unsigned int major, unsigned int minor)
 	return best;
 }
 
-bool py_layout_supplement(unsigned int major, unsigned int minor, struct py_layout *l)
+bool py_layout_supplement(unsigned int major, unsigned int minor, bool free_threaded,
+			  struct py_layout *l)
 {
 	for (unsigned int i = 0; i < py_layout_supp_table_len; i++) {
 		const struct py_layout_entry *e = &py_layout_supp_table[i];
-		if (e->hexversion >> 24 != major || ((e->hexversion >> 16) & 0xff) != minor)
+		if (e->hexversion >> 24 != major || ((e->hexversion >> 16) & 0xff) != minor ||
+		    e->free_threaded != free_threaded)
 			continue;
 #define SUPP_NONE(field)
 #define SUPP_OFFSET(field)

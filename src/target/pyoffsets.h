@@ -114,20 +114,23 @@ struct py_layout {
 struct py_layout_entry {
 	uint32_t hexversion; /* PY_VERSION_HEX of the build the row was read from */
 	const char *source;  /* where the numbers came from */
+	bool free_threaded;  /* a free-threaded build's layout (supplementary rows only) */
 	struct py_layout layout;
 };
 
 extern const struct py_layout_entry py_layout_table[];
 extern const unsigned int py_layout_table_len;
 
-/* For 3.13+, one row per minor with the TABLE fields (the rest -1): what
- * _Py_DebugOffsets does not say. */
+/* For 3.13+, one row per minor and kind of build (GIL, free-threaded) with
+ * the TABLE fields (the rest -1): what _Py_DebugOffsets does not say. */
 extern const struct py_layout_entry py_layout_supp_table[];
 extern const unsigned int py_layout_supp_table_len;
 
-/* Copies the TABLE fields of major.minor's supplementary row into *l; fields
- * of a minor with no row stay as they are. Returns whether there was one. */
-bool py_layout_supplement(unsigned int major, unsigned int minor, struct py_layout *l);
+/* Copies the TABLE fields of major.minor's supplementary row for that kind
+ * of build (free-threaded or not) into *l; fields of a minor with no row stay
+ * as they are. Returns whether there was one. */
+bool py_layout_supplement(unsigned int major, unsigned int minor, bool free_threaded,
+			  struct py_layout *l);
 
 /* What a version's walk needs beyond its offsets: the walker's TP_LF_* flags,
  * the line-table format, and whether the frame position counts code units.

@@ -313,7 +313,9 @@ static int attrs_each(struct rd *r, uint64_t obj, entry_fn fn, void *ctx)
 	if (r->pp->objdict != PY_OD_DICTOFFSET && (flags & PY_TPFLAGS_MANAGED_DICT)) {
 		uint64_t keys = get(t, (size_t)end, l->heaptype_cached_keys, 8), values = 0,
 			 vcap = UINT64_MAX;
-		if (rd64(r, obj + (uint64_t)PY_MANAGED_DICT_OFFSET, &dict))
+		int64_t at =
+		    r->pp->free_threaded ? PY_FT_MANAGED_DICT_OFFSET : PY_MANAGED_DICT_OFFSET;
+		if (rd64(r, obj + (uint64_t)at, &dict))
 			return -EFAULT;
 		switch (r->pp->objdict) {
 		case PY_OD_MANAGED_VALUES_PTR:

@@ -55,6 +55,9 @@
  * (3.11+), and 3.11's values pointer 4 words before it
  * (_PyObject_ValuesPointer). */
 #define PY_MANAGED_DICT_OFFSET (-3 * 8)
+/* ...and of a free-threaded build (3.13t+), which has no GC links before
+ * the object, only the managed dict and weak references: 1 word before it. */
+#define PY_FT_MANAGED_DICT_OFFSET (-1 * 8)
 #define PY_MANAGED_VALUES_OFFSET_311 (-4 * 8)
 
 /* Include/internal/pycore_dict.h (3.11+): dk_kind DICT_KEYS_GENERAL, whose

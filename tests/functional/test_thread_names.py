@@ -15,20 +15,12 @@ NAMED = {"hash_loop": "hasher", "sort_loop": "sorter", "rename_loop": "renamed",
 RAW = "raw_loop"
 
 
-def named_sample():
-    """matrix_sample(), with the free-threaded build skipped: its dicts and
-    objects are laid out apart from the GIL builds the supplementary table
-    is read from, so taipan keeps its threads' OS names (issue 16)."""
-    return [pytest.param(i, marks=pytest.mark.skip(reason="thread names of free-threaded builds are not read yet"))
-            if i.endswith("t") else i for i in matrix_sample()]
-
-
 def busy_function(names):
     hits = [f for f in list(NAMED) + [RAW] if f in names]
     return hits[0] if len(hits) == 1 else None
 
 
-@pytest.mark.parametrize("ident", named_sample())
+@pytest.mark.parametrize("ident", matrix_sample())
 def test_record_labels_threads_with_their_python_names(taipan, ident, workload, tmp_path):
     w = workload(interpreter(ident), "named_threads.py", 30)
     stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, rate=500, extra=["--no-kernel"])
@@ -49,7 +41,7 @@ def test_record_labels_threads_with_their_python_names(taipan, ident, workload, 
     assert set(seen[RAW]) <= comm, "the unnamed thread is %s, not the OS name %s" % (dict(seen[RAW]), comm)
 
 
-@pytest.mark.parametrize("ident", named_sample())
+@pytest.mark.parametrize("ident", matrix_sample())
 def test_dump_shows_python_thread_names(taipan, ident, workload):
     w = workload(interpreter(ident), "named_threads.py", 30)
     res = run_taipan(taipan, ["dump", "-p", w.pid, "--json"])

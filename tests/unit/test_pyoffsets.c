@@ -523,8 +523,8 @@ static void test_implausible_size(void **state)
 }
 
 /* A free-threaded build is read from its own offsets, says so, and takes
- * no supplement (its rows come from GIL builds); when its offsets do not
- * validate, the message names the build. */
+ * the supplement of free-threaded builds; when its offsets do not validate,
+ * the message names the build. */
 static void test_free_threaded(void **state)
 {
 	const struct py_debug_offsets_row *r313 = &py_debug_offsets_table[0];
@@ -535,15 +535,18 @@ static void test_free_threaded(void **state)
 	synthetic_init_row(&s, r313, r313->hexversion);
 	assert_int_equal(synthetic_parse(&s), 0);
 	assert_false(s.ft);
-	assert_true(s.out.module_dict >= 0); /* or the check below proves nothing */
+	int32_t gil_keys = s.out.dict_keys, gil_digit = s.out.long_digit;
 
+	/* The supplement of the free-threaded build: a 32-byte object
+	 * header moves a dict's keys and an int's digits by 16 bytes. */
 	put_u64(&s, s.row->free_threaded_pos, 1);
 	assert_int_equal(synthetic_parse(&s), 0);
 	assert_true(s.ft);
 	assert_int_equal(s.out.frame_code, syn_value(PY_DO_FRAME_EXECUTABLE));
 	assert_int_equal(s.out.obj_type, syn_value(PY_DO_PYOBJECT_OB_TYPE));
-	assert_int_equal(s.out.module_dict, -1);
-	assert_int_equal(s.out.dict_keys, -1);
+	assert_true(gil_keys > 0 && gil_digit > 0);
+	assert_int_equal(s.out.dict_keys, gil_keys + 16);
+	assert_int_equal(s.out.long_digit, gil_digit + 16);
 
 	put_u64(&s, s.row->pos[PY_DO_CODE_FILENAME], SYN_SIZE);
 	EXPECT_EINVAL(&s, "3.13 (free-threaded): _Py_DebugOffsets: code_object.filename");
