@@ -100,9 +100,10 @@ MATRIX = interpreter_matrix()
 # Under the sanitizers (make SAN=1 functional) the tests that repeat over
 # the whole matrix take one interpreter of each kind: the oldest, a
 # PyFrameObject 3.x, the 3.12 shims, Debian's stripped static build, a PIE
-# build in a root, and the newest, read through _Py_DebugOffsets alone.
+# build in a root, the free-threaded build, and the newest, read through
+# _Py_DebugOffsets alone.
 SANITIZED = os.environ.get("TAIPAN_SANITIZED") == "1"
-SAN_SAMPLE = ["pyenv-2.7", "pyenv-3.9", "pyenv-3.12", "debian-3.11-static", "sid-3.13-pie", "sid-3.15"]
+SAN_SAMPLE = ["pyenv-2.7", "pyenv-3.9", "pyenv-3.12", "debian-3.11-static", "sid-3.13-pie", "sid-3.13t", "sid-3.15"]
 
 
 # The throughput tests (hundreds of processes that live for a moment, each
