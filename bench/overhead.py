@@ -173,29 +173,47 @@ def dump_cost(taipan, python, threads=50, runs=7):
         w.wait()
 
 
-def compare_builds(args):
-    """Per-sample BPF cost of two builds at each depth, alternating runs so
-    that both meet the same machine; prints medians and their ratio."""
+def alternating_costs(args, cases):
+    """Median per-sample BPF cost (ns per Python sample) at each of --depths
+    for each case (label, taipan, python), over --rounds rounds that
+    alternate the cases, so that all meet the same machine."""
     depths = [int(d) for d in args.depths.split(",")]
-    builds = [("this", args.taipan), ("other", args.vs)]
-    got = {(b, d): [] for b, _ in builds for d in depths}
+    got = {(c[0], d): [] for c in cases for d in depths}
     for i in range(args.rounds):
         for d in depths:
-            for b, path in builds:
-                _, per_py, _, _, _ = sample_cost(path, args.python, d, args.seconds, 1000,
+            for label, taipan, python in cases:
+                _, per_py, _, _, _ = sample_cost(taipan, python, d, args.seconds, 1000,
                                                  ["--native", "none"] if args.python_only else (),
                                                  distinct=args.distinct)
-                got[(b, d)].append(per_py or 0)
+                got[(label, d)].append(per_py or 0)
         sys.stderr.write("  round %d/%d\n" % (i + 1, args.rounds))
+    return depths, {k: statistics.median(v) for k, v in got.items()}
+
+
+def print_pair(args, depths, med, a, b, what):
+    """Prints the two cases a and b side by side, with b / a."""
     print("\nper-sample BPF cost at 1 kHz, median of %d alternating runs (ns per Python sample):"
           % args.rounds)
-    print("  this:  %s\n  other: %s\n  stacks of %s" % (
-        args.taipan, args.vs, "different functions" if args.distinct else "one recursive function"))
-    print("  %6s %10s %10s %8s" % ("depth", "this", "other", "ratio"))
+    print("%s\n  stacks of %s" % (what, "different functions" if args.distinct else "one recursive function"))
+    print("  %6s %10s %10s %12s" % ("depth", a, b, "%s/%s" % (b, a)))
     for d in depths:
-        a = statistics.median(got[("this", d)])
-        b = statistics.median(got[("other", d)])
-        print("  %6d %10.0f %10.0f %8.3f" % (d, a, b, a / b if b else float("nan")))
+        x, y = med[(a, d)], med[(b, d)]
+        print("  %6d %10.0f %10.0f %12.3f" % (d, x, y, y / x if x else float("nan")))
+
+
+def compare_builds(args):
+    """Per-sample BPF cost of two builds at each depth."""
+    depths, med = alternating_costs(args, [("this", args.taipan, args.python), ("other", args.vs, args.python)])
+    print_pair(args, depths, med, "this", "other", "  this:  %s\n  other: %s" % (args.taipan, args.vs))
+
+
+def compare_pythons(args):
+    """Per-sample BPF cost of one build on two interpreters at each depth
+    (a GIL build and a free-threaded one, say)."""
+    depths, med = alternating_costs(args, [("python", args.taipan, args.python),
+                                           ("other", args.taipan, args.vs_python)])
+    print_pair(args, depths, med, "python", "other", "  %s\n  python: %s\n  other:  %s" % (
+        args.taipan, args.python, args.vs_python))
 
 
 def native_cost(args):
@@ -234,8 +252,11 @@ def main():
     ap.add_argument("--native", action="store_true",
                     help="only the per-sample cost with native unwinding off and on, at --depths")
     ap.add_argument("--depths", default="10,50,1000", help="Python depths with --vs")
+    ap.add_argument("--vs-python", metavar="PYTHON",
+                    help="the per-sample cost on --python and on this interpreter (an executable, or a "
+                    "script that execs one), alternating, at --depths")
     ap.add_argument("--python-only", action="store_true",
-                    help="with --vs: the Python walk alone (--native none)")
+                    help="with --vs or --vs-python: the Python walk alone (--native none)")
     ap.add_argument("--distinct", action="store_true",
                     help="with --vs: stacks of as many different functions as frames")
     args = ap.parse_args()
@@ -248,6 +269,8 @@ def main():
     try:
         if args.vs:
             return compare_builds(args)
+        if args.vs_python:
+            return compare_pythons(args)
         if args.native:
             return native_cost(args)
         print("\nper-sample BPF cost: run_time_ns of on_sample (tail calls included) over the samples that\n"
