@@ -78,23 +78,40 @@ build_free_threaded() {
   fi
   local t0=$SECONDS src=$cache/build-3.13t
   echo "make-roots: building CPython $version free-threaded into sid:$prefix (about 2 minutes on 2 CPUs, once)" >&2
+  # The source list is there only for this download: with it, every later
+  # apt-get update in the root would fetch the whole Sources index.
   echo "deb-src $mirror sid main" >"$root/etc/apt/sources.list.d/taipan-src.list"
   rm -rf "$src"
   mkdir -p "$src"
+  # sid drops old sources: when $version is gone, the newest python3.13
+  # source it has is built instead.
+  local fetch="apt-get source -qq --download-only python3.13=$version ||
+    { echo 'make-roots: python3.13=$version is gone from sid; fetching its newest python3.13 source';
+      apt-get source -qq --download-only python3.13; }"
   if ! chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-      sh -c "apt-get update -qq && cd /tmp && rm -f python3.13_* && apt-get source -qq --download-only python3.13=$version" \
-      >>"$log" 2>&1; then
-    echo "make-roots: apt-get source python3.13=$version in sid failed; see $log" >&2
+      sh -c "apt-get update -qq && cd /tmp && rm -f python3.13_* && { $fetch; }" >>"$log" 2>&1; then
+    rm -f "$root/etc/apt/sources.list.d/taipan-src.list"
+    echo "make-roots: apt-get source python3.13 in sid failed; see $log" >&2
     exit 1
   fi
-  local orig
-  orig=$(ls "$root"/tmp/python3.13_*.orig.tar.* 2>/dev/null | head -1)
-  [[ -n $orig ]] || { echo "make-roots: no python3.13 orig tarball in $root/tmp" >&2; exit 1; }
-  tar -xf "$orig" -C "$src" --strip-components=1
+  rm -f "$root/etc/apt/sources.list.d/taipan-src.list"
+  local tars
+  shopt -s nullglob
+  tars=("$root"/tmp/python3.13_*.orig.tar.*)
+  shopt -u nullglob
+  if ((${#tars[@]} == 0)); then
+    echo "make-roots: apt-get source left no python3.13 orig tarball in $root/tmp; see $log" >&2
+    exit 1
+  fi
+  if ! tar -xf "${tars[0]}" -C "$src" --strip-components=1 2>>"$log"; then
+    echo "make-roots: cannot unpack ${tars[0]}; see $log" >&2
+    exit 1
+  fi
   rm -f "$root"/tmp/python3.13_*
+  # make install installs the executable as python3.13t (and python3.13).
   if ! (cd "$src" && ./configure --disable-gil --prefix=$prefix --without-ensurepip \
-          --disable-test-modules && make -j"$(nproc)" && make install DESTDIR="$root" &&
-          ln -sf python3.13 "$root$prefix/bin/python3.13t") >>"$log" 2>&1; then
+          --disable-test-modules && make -j"$(nproc)" && make install DESTDIR="$root") \
+          >>"$log" 2>&1; then
     echo "make-roots: building the free-threaded CPython failed; see $log" >&2
     exit 1
   fi

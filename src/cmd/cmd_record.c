@@ -86,7 +86,9 @@ void cmd_record_usage(FILE *out)
 		"\n"
 		"With -- COMMAND, taipan exits with COMMAND's status (128+N if signal N ended\n"
 		"it; 0 if taipan ended it at the end of -d), 127 if COMMAND is not found, 126\n"
-		"if it cannot be run.\n"
+		"if it cannot be run. Whatever the target, it exits 1 when every Python process\n"
+		"it found was refused (an unsupported version or build) and nothing was\n"
+		"recorded.\n"
 		"\n"
 		"examples:\n"
 		"  taipan record -p 4242 -d 30 -o profile.pb.gz\n"
@@ -666,7 +668,7 @@ int cmd_record(int argc, char **argv)
 		 strcmp(a.output, "-") ? a.output : "standard output", output_format_name(a.format),
 		 (unsigned long long)st.samples, st.processes, st.processes == 1 ? "" : "es",
 		 (unsigned long long)st.lost);
-	if (!st.samples && st.unsupported) {
+	if (!st.samples && st.unsupported && !st.processes) {
 		/* Not "did not run": what was there could not be read. */
 		log_error("no samples: %u Python process%s refused, the first: %s", st.unsupported,
 			  st.unsupported == 1 ? " was" : "es were", st.refused);

@@ -240,7 +240,7 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 	/* A free-threaded build (PEP 703) says so here. Its object header is
 	 * 32 bytes instead of 16, which moves every field after it; the offsets
 	 * below already say where they are, so only what _Py_DebugOffsets does
-	 * not describe differs (the supplement, skipped below). */
+	 * not describe differs (the supplement: a row of its own, below). */
 	if (row->free_threaded_pos < 0)
 		return fail(err, errlen,
 			    "_Py_DebugOffsets: the 3.%u row has no free_threaded position", rminor);

@@ -114,8 +114,9 @@ const char *py_debug_offsets_member_name(enum py_do_member m);
  * struct, and fills *out. Fields _Py_DebugOffsets has no member for are -1.
  *
  * *free_threaded (may be NULL) says whether it is a free-threaded build
- * (PEP 703, Py_GIL_DISABLED), read before anything else is checked. Such a
- * build takes the generated supplement of free-threaded builds.
+ * (PEP 703, Py_GIL_DISABLED), read right after the cookie, the version and
+ * the length, before any offset is checked. Such a build takes the generated
+ * supplement of free-threaded builds.
  *
  * Returns 0 on success. err is then "" or, when the positions of an older minor
  * were used, a note saying so that the caller should log. Returns -EINVAL if

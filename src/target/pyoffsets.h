@@ -148,9 +148,10 @@ enum py_objdict {
 	/* One PyDictOrValues 3 words before the object: a dict, or values
 	 * tagged with bit 0 set (gh-95245, 3.12). */
 	PY_OD_MANAGED_TAGGED,
-	/* The dict pointer 3 words before the object; values inline after it,
-	 * at tp_basicsize, when the type has Py_TPFLAGS_INLINE_VALUES
-	 * (gh-115776, 3.13+). */
+	/* The dict pointer 3 words before the object (1 word in a
+	 * free-threaded build, which has no GC links there); values inline
+	 * after it, at tp_basicsize, when the type has
+	 * Py_TPFLAGS_INLINE_VALUES (gh-115776, 3.13+). */
 	PY_OD_MANAGED_INLINE,
 };
 
