@@ -88,7 +88,13 @@ def test_churn_of_64_threads_never_mixes_them_up(taipan, tmp_path):
             # The thread the sample names ran exactly that function.
             assert s.tid in ran and hit == [ran[s.tid]], (s.tid, names, ran.get(s.tid))
             seen[hit[0]] += s.count
-    assert len(seen) == 8 and total([s for s in stacks if s.python]) >= 300, dict(seen)
+    # Every function was seen, and the samples are what the process's CPU
+    # time gives at 1 kHz (less than that only for samples that failed,
+    # which the markers above would show): sized by what the process got,
+    # not by the time, since a loaded host gives it less.
+    n = total(stacks)
+    assert len(seen) == 8, dict(seen)
+    assert n >= 0.5 * 1000 * res["cpu"], (n, res["cpu"])
 
 
 def test_free_threaded_and_gil_builds_told_apart(taipan, workload, tmp_path):
@@ -111,12 +117,19 @@ def test_free_threaded_and_gil_builds_told_apart(taipan, workload, tmp_path):
 
 def test_dump_reads_every_thread(taipan, workload):
     w = workload(interpreter(FT), "ft_parallel.py", 30)
-    res = run_taipan(taipan, ["dump", "--json", "-p", w.pid])
-    assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout)
+    funcs = ("spin_w", "spin_x", "spin_y", "spin_z")
+    # The threads leave their start barrier a moment after "ready" (later
+    # on a loaded host): dump until all four are in their functions.
+    for _ in range(50):
+        res = run_taipan(taipan, ["dump", "--json", "-p", w.pid])
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        frames = [[f["name"] for f in t["frames"]] for t in doc["threads"]]
+        if all(any(fn in names for names in frames) for fn in funcs):
+            break
     assert doc["python_version"].endswith("t"), doc["python_version"]
-    frames = [[f["name"] for f in t["frames"]] for t in doc["threads"]]
-    for fn in ("spin_w", "spin_x", "spin_y", "spin_z"):
+    assert len(doc["threads"]) == 5, frames
+    for fn in funcs:
         assert sum(fn in names for names in frames) == 1, frames
 
 
