@@ -436,32 +436,21 @@ class HeaderBuild:
         return {e: vals.get(i) for i, e in enumerate(exprs)}
 
 
-def free_threaded_builds(roots):
-    """Free-threaded HeaderBuilds, one per minor whose headers a root has
-    (no Debian package is free-threaded: these are the layouts of
-    ./configure --disable-gil builds of the same sources)."""
-    found = {}
-    for pl in sorted(glob.glob(os.path.join(roots, "*", "usr", "include", "python3.*", "patchlevel.h"))):
-        inc = os.path.dirname(pl)
-        b = HeaderBuild(os.path.dirname(os.path.dirname(os.path.dirname(inc))), inc, free_threaded=True)
-        if b.version < DEBUG_OFFSETS_SINCE:
-            continue
-        if b.version not in found or found[b.version].hexversion < b.hexversion:
-            found[b.version] = b
-    return [found[v] for v in sorted(found)]
-
-
-def header_builds(roots, have):
-    """HeaderBuilds for the minors that no pyenv build in have covers."""
+def header_builds(roots, have, free_threaded=False):
+    """HeaderBuilds for the minors that no pyenv build in have covers, the
+    newest headers of each. free_threaded: the layouts of the free-threaded
+    builds (./configure --disable-gil) of every 3.13+ minor a root has
+    headers of, which no Debian package is."""
     if not os.path.isdir(roots):
         raise GenError(f"{roots}: no such directory; make it with scripts/make-roots.sh (--roots)")
     found = {}
     for pl in sorted(glob.glob(os.path.join(roots, "*", "usr", "include", "python3.*", "patchlevel.h"))):
         inc = os.path.dirname(pl)
-        if not os.path.exists(os.path.join(inc, "internal", "pycore_debug_offsets.h")):
+        if not free_threaded and not os.path.exists(os.path.join(inc, "internal", "pycore_debug_offsets.h")):
             continue
-        b = HeaderBuild(os.path.dirname(os.path.dirname(os.path.dirname(inc))), inc)
-        if b.version in have or (b.version in found and found[b.version].hexversion >= b.hexversion):
+        b = HeaderBuild(os.path.dirname(os.path.dirname(os.path.dirname(inc))), inc, free_threaded)
+        if b.version < DEBUG_OFFSETS_SINCE or b.version in have or (
+                b.version in found and found[b.version].hexversion >= b.hexversion):
             continue
         found[b.version] = b
     return [found[v] for v in sorted(found)]
@@ -612,7 +601,7 @@ def gen_layouts(bs, out_path):
             "const struct py_layout_entry py_layout_supp_table[] = {"]
     supp = [b for b in bs if b.version >= DEBUG_OFFSETS_SINCE]
     supp += header_builds(ROOTS, {b.version for b in supp})
-    supp += free_threaded_builds(ROOTS)
+    supp += header_builds(ROOTS, set(), free_threaded=True)
     for b in supp:
         out += layout_block(b, fields, read_layout(b, fields, TABLE_FIELDS), 1)
     out += ["};", "",
