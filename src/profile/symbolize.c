@@ -242,11 +242,9 @@ static char *read_str(const struct symbolizer *sz, uint64_t obj)
 		return NULL;
 	if (len > MAX_STR)
 		len = MAX_STR;
-	unsigned int sh = pyproc_str_state_shift(&sz->pp);
-	unsigned kind = (state >> (PY_STATE_KIND_SHIFT + sh)) & PY_STATE_KIND_MASK,
-		 compact = (state >> (PY_STATE_COMPACT_SHIFT + sh)) & 1,
-		 ascii = (state >> (PY_STATE_ASCII_SHIFT + sh)) & 1;
-	if (!compact || (kind != 1 && kind != 2 && kind != 4))
+	bool ascii;
+	unsigned int kind = pyproc_str_kind(&sz->pp, state, &ascii);
+	if (!kind)
 		return NULL;
 	uint64_t data = obj + (uint64_t)(ascii ? l->unicode_ascii_size : l->unicode_compact_size);
 	size_t nbytes = (size_t)len * kind;

@@ -44,13 +44,22 @@ struct pyproc {
 	void *read_ctx;
 };
 
-/* How far PyASCIIObject.state's kind, compact and ascii bits sit above the
- * GIL build's PY_STATE_*_SHIFT in pp's build (walk/cpython.h). */
-static inline unsigned int pyproc_str_state_shift(const struct pyproc *pp)
+/* Decodes a str's PyASCIIObject.state as pp's build lays it out (3.14t+
+ * shift its bits: walk/cpython.h): the size of its characters (1, 2 or 4)
+ * when it is compact, the only form taipan reads, else 0; *ascii says
+ * whether its data follows the PyASCIIObject (else a
+ * PyCompactUnicodeObject). */
+static inline unsigned int pyproc_str_kind(const struct pyproc *pp, uint32_t state, bool *ascii)
 {
 	bool byte_interned =
 	    pp->free_threaded && (pp->major > 3 || pp->minor >= PY_STATE_FT_SINCE_MINOR);
-	return byte_interned ? PY_STATE_FT_SHIFT : 0;
+	unsigned int sh = byte_interned ? PY_STATE_FT_SHIFT : 0,
+		     kind = (state >> (PY_STATE_KIND_SHIFT + sh)) & PY_STATE_KIND_MASK;
+	*ascii = (state >> (PY_STATE_ASCII_SHIFT + sh)) & 1;
+	if (!((state >> (PY_STATE_COMPACT_SHIFT + sh)) & 1) ||
+	    (kind != 1 && kind != 2 && kind != 4))
+		return 0;
+	return kind;
 }
 
 /* Reads len bytes of pp's memory at addr, with mem_read()'s contract. */

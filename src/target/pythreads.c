@@ -127,11 +127,9 @@ static int read_str(struct rd *r, uint64_t obj, char *buf, size_t cap, bool *cut
 		return -1;
 	int64_t len = (int64_t)get(h, hl, l->unicode_length, 8);
 	uint32_t state = (uint32_t)get(h, hl, l->unicode_state, 4);
-	unsigned int sh = pyproc_str_state_shift(r->pp);
-	unsigned int kind = (state >> (PY_STATE_KIND_SHIFT + sh)) & PY_STATE_KIND_MASK,
-		     compact = (state >> (PY_STATE_COMPACT_SHIFT + sh)) & 1,
-		     ascii = (state >> (PY_STATE_ASCII_SHIFT + sh)) & 1;
-	if (len < 0 || !compact || (kind != 1 && kind != 2 && kind != 4))
+	bool ascii;
+	unsigned int kind = pyproc_str_kind(r->pp, state, &ascii);
+	if (len < 0 || !kind)
 		return -1;
 	/* No more characters than the buffer can take: each is a byte at least. */
 	size_t nch = (uint64_t)len < cap ? (size_t)len : cap - 1;
