@@ -38,10 +38,6 @@ class Interp:
     def has_qualname(self):
         return self.version >= (3, 11)
 
-    @property
-    def free_threaded(self):
-        return self.id.endswith("t")
-
     def argv(self, script, *args):
         """The command that runs a workload (a host path) with this interpreter."""
         if not self.root:
@@ -306,6 +302,13 @@ def screen(tmp_path):
     yield start
     for s in screens:
         s.close()
+
+
+def cpu_seconds(pid):
+    """The CPU time pid has used so far (/proc/PID/stat: utime + stime)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def run_taipan(taipan, args, timeout=60, **kw):

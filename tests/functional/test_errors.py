@@ -10,7 +10,8 @@ import struct
 import subprocess
 import time
 
-from conftest import error_lines, go_pprof, parse_folded, pyenv, record, require, run_on_sleeper, run_taipan, total
+from conftest import (cpu_seconds, error_lines, go_pprof, parse_folded, pyenv, record, require, run_on_sleeper,
+                      run_taipan, total)
 
 PY311 = "/usr/bin/python3.11"
 
@@ -104,12 +105,8 @@ def test_ctrl_c_writes_the_profile(taipan, workload, tmp_path):
             seen += os.read(proc.stderr.fileno(), 65536)
     assert b"Ctrl-C stops" in seen, seen
     # The workload has run 0.3 s on a CPU since, so there are samples.
-    def cpu_ticks():
-        with open("/proc/%d/stat" % w.pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])  # utime + stime
-    start = cpu_ticks()
-    while cpu_ticks() - start < 0.3 * os.sysconf("SC_CLK_TCK") and time.time() < deadline:
+    start = cpu_seconds(w.pid)
+    while cpu_seconds(w.pid) - start < 0.3 and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

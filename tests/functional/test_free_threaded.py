@@ -27,10 +27,8 @@ def _result(stdout):
 
 def _record_command(taipan, tmp_path, it, script, *args, rate=1000):
     out = tmp_path / "out.folded"
-    argv = record_args(out, it.argv(os.path.join(WORKLOADS, script), *args), seconds=None, rate=rate,
-                       extra=["--folded-lines", "--folded-threads", "--no-kernel"])
-    res = run_taipan(taipan, argv, timeout=180)
-    assert res.returncode == 0, res.stderr
+    res = record(taipan, out, it.argv(os.path.join(WORKLOADS, script), *args), seconds=None, rate=rate,
+                 extra=["--folded-lines", "--folded-threads", "--no-kernel"], timeout=180)
     return parse_folded(out), _result(res.stdout)
 
 

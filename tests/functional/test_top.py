@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import error_lines, interpreter, pyenv, run_on_sleeper, run_taipan
+from conftest import cpu_seconds, error_lines, interpreter, pyenv, run_on_sleeper, run_taipan
 
 # Python: "name  (file:line)"; native: "name  (module)"; markers: "name".
 ROW_RE = re.compile(r"^\s*(?P<own>\d+\.\d)%\s+(?P<total>\d+\.\d)%\s+(?P<nown>\d+)\s+(?P<ntotal>\d+)\s+"
@@ -159,13 +159,6 @@ def test_sort_keys_thread_filter_reset_and_quit(top, workload):
 
     s.keys("q")
     assert s.exit_status() == 0
-
-
-def cpu_seconds(pid):
-    """The CPU time pid has used so far (/proc/PID/stat: utime + stime)."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_sliding_window_and_ctrl_c(top, workload):
