@@ -108,6 +108,9 @@ RULES = {
     # 3.12 dropped is_entry for entry shim frames marked by owner (gh-96421).
     "frame_is_entry": [((3, 11), (3, 11), IF, "is_entry")],
     "frame_localsplus": [((2, 7), (3, 10), FO, "f_localsplus"), ((3, 11), None, IF, "localsplus")],
+    # Thread-local bytecode (gh-123926, 3.14t): only free-threaded builds have
+    # these, and only _Py_DebugOffsets gives them (0 in a GIL build).
+    "frame_tlbc_index": [],
     "code_argcount": [((2, 7), None, CO, "co_argcount")],
     # 3.11 merged co_varnames/co_cellvars/co_freevars into co_localsplusnames
     # (bpo-43693).
@@ -122,6 +125,7 @@ RULES = {
     "code_linetable": [((2, 7), (3, 9), CO, "co_lnotab"), ((3, 10), None, CO, "co_linetable")],
     # 3.11 moved the bytecode inline, to the end of the code object (bpo-46841).
     "code_adaptive": [((3, 11), None, CO, "co_code_adaptive")],
+    "code_tlbc": [],
     "obj_type": [((2, 7), None, "PyObject", "ob_type")],
     "type_name": [((2, 7), None, "PyTypeObject", "tp_name")],
     "type_flags": [((2, 7), None, "PyTypeObject", "tp_flags")],

@@ -586,6 +586,8 @@ static int current_line(const struct symbolizer *sz, const struct code_info *c, 
 	const struct pyproc *pp = &sz->pp;
 	int64_t byte_off;
 	if (pp->tp.off.flags & TP_LF_LASTI_PTR) {
+		if (pos == TP_POS_UNKNOWN)
+			return 0; /* no line rather than a wrong one */
 		/* pos = instruction pointer - code object; the bytecode starts at
 		 * co_code_adaptive. Before the first instruction runs, the
 		 * pointer sits one unit before it. */

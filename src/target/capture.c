@@ -207,8 +207,9 @@ static int set_layout(struct py_layout *l, const char *name, int32_t v)
 	return -ENOENT;
 }
 
-/* One line of the header; returns 1 at "end", 0 to go on, or -EINVAL. */
-static int load_line(struct capture *c, FILE *f, char *line, size_t *image)
+/* One line of the header; returns 1 at "end", 0 to go on, or -EINVAL.
+ * *dbg is set by a "debug_offsets 1" line. */
+static int load_line(struct capture *c, FILE *f, char *line, size_t *image, bool *dbg)
 {
 	struct pyproc *pp = &c->pp;
 	char name[64];
@@ -225,6 +226,10 @@ static int load_line(struct capture *c, FILE *f, char *line, size_t *image)
 		return 0;
 	if (sscanf(line, "hexversion %llx", &a) == 1) {
 		pp->hexversion = (uint32_t)a;
+		return 0;
+	}
+	if (sscanf(line, "debug_offsets %llu", &a) == 1) {
+		*dbg = a != 0;
 		return 0;
 	}
 	if (sscanf(line, "free_threaded %llu", &a) == 1) {
@@ -268,6 +273,7 @@ int capture_load(struct capture *c, const char *path, char *err, size_t errlen)
 {
 	char *line = NULL;
 	size_t cap = 0, image = 0, lineno = 1;
+	bool dbg = false;
 	int ret = 0;
 
 	memset(c, 0, sizeof(*c));
@@ -291,7 +297,7 @@ int capture_load(struct capture *c, const char *path, char *err, size_t errlen)
 			ret = -EINVAL;
 			goto out;
 		}
-		ret = load_line(c, f, line, &image);
+		ret = load_line(c, f, line, &image, &dbg);
 		if (ret == 1)
 			break;
 		if (ret) {
@@ -302,8 +308,17 @@ int capture_load(struct capture *c, const char *path, char *err, size_t errlen)
 	}
 	c->pp.read = capture_read;
 	c->pp.read_ctx = c;
-	uint64_t head = c->pp.tp.interp_head_addr;
 	char derr[256];
+	/* A synthetic image: its layout is the _Py_DebugOffsets in it, read as
+	 * from a live process, and so is where the interpreter list starts. */
+	if (dbg && (ret = pyproc_read_debug_offsets(&c->pp, derr, sizeof(derr)))) {
+		snprintf(err, errlen, "%s: %s", path, derr);
+		goto out;
+	}
+	if (dbg && !c->pp.tp.interp_head_addr && c->pp.layout.rt_interp_head >= 0)
+		c->pp.tp.interp_head_addr =
+		    c->pp.runtime_addr + (uint64_t)c->pp.layout.rt_interp_head;
+	uint64_t head = c->pp.tp.interp_head_addr;
 	ret = pyproc_derive(&c->pp, derr, sizeof(derr));
 	if (ret)
 		snprintf(err, errlen, "%s: %s", path, derr);

@@ -11,7 +11,10 @@
  *   taipan-capture 1
  *   version 3.12.1           major 3   minor 12   hexversion 0x30c01f0
  *   interp_head 0x…          runtime 0x…          code_type 0x…
- *   layout NAME VALUE        one line per PY_LAYOUT_FIELDS entry
+ *   layout NAME VALUE        one line per PY_LAYOUT_FIELDS entry, or instead:
+ *   debug_offsets 1          the layout is the _Py_DebugOffsets at `runtime`
+ *                            in the image, read as from a live 3.13+ process
+ *                            (tests/fixtures/synth_image.c writes these)
  *   thread 0xTHREAD_ID       the stack Python reported, innermost first:
  *   frame LINE<TAB>FILE<TAB>NAME
  *   region 0xADDR LEN        followed by LEN bytes and a newline

@@ -48,6 +48,9 @@ static const char *const member_field[PY_DO_NMEMBERS] = {
 enum use_kind {
 	USE_OFFSET, /* an offset into the sub-struct's target: < size */
 	USE_SIZEOF, /* the size of a related struct: > 0 and <= size */
+	/* an offset that only free-threaded builds have: 0 (and a row without
+	 * the member) means none, and the field stays -1 */
+	USE_OFFSET_FT,
 };
 
 /* Which struct py_layout field each member fills. */
@@ -65,6 +68,7 @@ struct member_use {
 #define USE_AS_NONE(field, member)
 #define USE_AS_TABLE(field, member) /* from py_layout_supplement() */
 #define USE_AS_OFFSET(field, member) {PY_DO_##member, FIELD(field), USE_OFFSET, false},
+#define USE_AS_OFFSET_FT(field, member) {PY_DO_##member, FIELD(field), USE_OFFSET_FT, true},
 #define USE_AS_SIZEOF(field, member) {PY_DO_##member, FIELD(field), USE_SIZEOF, false},
 /* Only 3.15+ has compactunicodeobject_size; see the fallback in
  * py_debug_offsets_parse(). */
@@ -251,12 +255,6 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 	if (free_threaded)
 		*free_threaded = ft == 1;
 	build = ft ? " (free-threaded)" : "";
-	if (ft && minor >= PY_FT_TLBC_SINCE_MINOR)
-		return fail(
-		    err, errlen,
-		    "_Py_DebugOffsets of 3.%u (free-threaded): thread-local bytecode (3.%dt "
-		    "and later) is not supported yet",
-		    minor, PY_FT_TLBC_SINCE_MINOR);
 
 	/* Every position must lie inside the bytes the row says the struct has:
 	 * a broken generated row must not read past the caller's buffer. */
@@ -298,6 +296,8 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 			}
 			return ret;
 		}
+		if (u->kind == USE_OFFSET_FT && (!v || !ft))
+			continue; /* a GIL build: 0, no such member */
 		set_field(out, u->field, (int32_t)v);
 	}
 

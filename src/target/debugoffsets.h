@@ -57,6 +57,7 @@ static inline int py_has_debug_offsets(unsigned int major, unsigned int minor)
 	X(FRAME_INSTR_PTR, interpreter_frame, instr_ptr)                                           \
 	X(FRAME_LOCALSPLUS, interpreter_frame, localsplus)                                         \
 	X(FRAME_OWNER, interpreter_frame, owner)                                                   \
+	X(FRAME_TLBC_INDEX, interpreter_frame, tlbc_index)                                         \
 	X(CODE_SIZE, code_object, size)                                                            \
 	X(CODE_FILENAME, code_object, filename)                                                    \
 	X(CODE_NAME, code_object, name)                                                            \
@@ -66,6 +67,7 @@ static inline int py_has_debug_offsets(unsigned int major, unsigned int minor)
 	X(CODE_ARGCOUNT, code_object, argcount)                                                    \
 	X(CODE_LOCALSPLUSNAMES, code_object, localsplusnames)                                      \
 	X(CODE_CO_CODE_ADAPTIVE, code_object, co_code_adaptive)                                    \
+	X(CODE_TLBC, code_object, co_tlbc)                                                         \
 	X(PYOBJECT_SIZE, pyobject, size)                                                           \
 	X(PYOBJECT_OB_TYPE, pyobject, ob_type)                                                     \
 	X(TYPE_SIZE, type_object, size)                                                            \

@@ -39,6 +39,7 @@ bool py_layout_supplement(unsigned int major, unsigned int minor, bool free_thre
 			continue;
 #define SUPP_NONE(field)
 #define SUPP_OFFSET(field)
+#define SUPP_OFFSET_FT(field)
 #define SUPP_SIZEOF(field)
 #define SUPP_SIZEOF_OPTIONAL(field)
 #define SUPP_TABLE(field) l->field = e->layout.field;
@@ -48,6 +49,7 @@ bool py_layout_supplement(unsigned int major, unsigned int minor, bool free_thre
 #undef SUPP_TABLE
 #undef SUPP_SIZEOF_OPTIONAL
 #undef SUPP_SIZEOF
+#undef SUPP_OFFSET_FT
 #undef SUPP_OFFSET
 #undef SUPP_NONE
 		return true;

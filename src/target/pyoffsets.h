@@ -21,7 +21,8 @@
  * X(field, HOW, MEMBER): HOW is how 3.13+ fills the field from the
  * _Py_DebugOffsets member PY_DO_MEMBER: OFFSET (an offset inside the member's
  * struct), SIZEOF (the size of a related struct), SIZEOF_OPTIONAL (the same,
- * but a version may lack the member), NONE (no 3.13+ build has the field:
+ * but a version may lack the member), OFFSET_FT (an offset only free-threaded
+ * builds have: 0 in a GIL build, and the field stays -1), NONE (no 3.13+ build has the field:
  * it stays -1, and MEMBER is NONE), or TABLE (_Py_DebugOffsets lacks it:
  * 3.13+ takes it from the generated row of the same minor,
  * py_layout_supp_table, and without one it stays -1; MEMBER is NONE). */
@@ -44,12 +45,13 @@
 	X(ts_thread_id, OFFSET, TSTATE_THREAD_ID)                                                  \
 	X(ts_native_thread_id, OFFSET, TSTATE_NATIVE_THREAD_ID) /* 3.11+ */                        \
 	/* PyFrameObject (<= 3.10) or _PyInterpreterFrame (3.11+) */                               \
-	X(frame_back, OFFSET, FRAME_PREVIOUS)	      /* f_back / previous */                      \
-	X(frame_code, OFFSET, FRAME_EXECUTABLE)	      /* f_code / f_executable */                  \
-	X(frame_lasti, OFFSET, FRAME_INSTR_PTR)	      /* f_lasti / prev_instr / instr_ptr */       \
-	X(frame_owner, OFFSET, FRAME_OWNER)	      /* owner (3.11+) */                          \
-	X(frame_is_entry, NONE, NONE)		      /* is_entry (3.11) */                        \
-	X(frame_localsplus, OFFSET, FRAME_LOCALSPLUS) /* f_localsplus (<= 3.10) / localsplus */    \
+	X(frame_back, OFFSET, FRAME_PREVIOUS)		 /* f_back / previous */                   \
+	X(frame_code, OFFSET, FRAME_EXECUTABLE)		 /* f_code / f_executable */               \
+	X(frame_lasti, OFFSET, FRAME_INSTR_PTR)		 /* f_lasti / prev_instr / instr_ptr */    \
+	X(frame_owner, OFFSET, FRAME_OWNER)		 /* owner (3.11+) */                       \
+	X(frame_is_entry, NONE, NONE)			 /* is_entry (3.11) */                     \
+	X(frame_localsplus, OFFSET, FRAME_LOCALSPLUS)	 /* f_localsplus (<= 3.10) / localsplus */ \
+	X(frame_tlbc_index, OFFSET_FT, FRAME_TLBC_INDEX) /* tlbc_index (3.14t+) */                 \
 	/* PyCodeObject */                                                                         \
 	X(code_argcount, OFFSET, CODE_ARGCOUNT)                                                    \
 	X(code_varnames, OFFSET,                                                                   \
@@ -60,6 +62,7 @@
 	X(code_firstlineno, OFFSET, CODE_FIRSTLINENO)                                              \
 	X(code_linetable, OFFSET, CODE_LINETABLE) /* co_lnotab (<= 3.9) / co_linetable (3.10+) */  \
 	X(code_adaptive, OFFSET, CODE_CO_CODE_ADAPTIVE) /* co_code_adaptive (3.11+) */             \
+	X(code_tlbc, OFFSET_FT, CODE_TLBC)		/* co_tlbc (3.14t+) */                     \
 	/* objects */                                                                              \
 	X(obj_type, OFFSET, PYOBJECT_OB_TYPE) /* PyObject.ob_type */                               \
 	X(type_name, OFFSET, TYPE_TP_NAME)    /* PyTypeObject.tp_name (char *) */                  \

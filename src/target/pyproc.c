@@ -371,6 +371,9 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	const struct py_layout *l = &pp->layout;
 	struct tp_py_offsets *o = &pp->tp.off;
 	uint32_t f = caps->lflags;
+	/* 3.14t and later: frames may run thread-local copies of the bytecode. */
+	if (l->frame_tlbc_index >= 0 && l->code_tlbc >= 0)
+		f |= TP_LF_TLBC;
 	int32_t ts_frame = (f & TP_LF_CFRAME) ? l->ts_cframe
 			   : (f & TP_LF_INTERP_FRAME) && l->ts_current_frame >= 0
 			       ? l->ts_current_frame
@@ -402,6 +405,9 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	    {"code line table", l->code_linetable, &o->code_linetable, false},
 	    {"code variable names", l->code_varnames, &o->code_varnames, false},
 	    {"tuple items", l->tuple_item, &o->tuple_item, false},
+	    {"frame tlbc_index", l->frame_tlbc_index, &o->frame_tlbc_index, f & TP_LF_TLBC},
+	    {"code co_tlbc", l->code_tlbc, &o->code_tlbc, f & TP_LF_TLBC},
+	    {"code co_code_adaptive", l->code_adaptive, &o->code_adaptive, f & TP_LF_TLBC},
 	    /* Where a name's characters start: BPF reads the first 8 of them
 	     * as part of a code object's identity. */
 	    {"str characters", l->unicode_state >= 0 ? l->unicode_ascii_size : l->bytes_sval,
@@ -425,7 +431,8 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 				  l->frame_lasti + ((f & TP_LF_LASTI_PTR) ? 8 : 4),
 				  (f & TP_LF_OWNER) ? l->frame_owner + 1 : 0,
 				  (f & TP_LF_IS_ENTRY) ? l->frame_is_entry + 1 : 0,
-				  (f & TP_LF_SELF_CLASS) ? l->frame_localsplus + 8 : 0};
+				  (f & TP_LF_SELF_CLASS) ? l->frame_localsplus + 8 : 0,
+				  (f & TP_LF_TLBC) ? l->frame_tlbc_index + 4 : 0};
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
 		if (at[i] > span)
 			span = at[i];
@@ -498,6 +505,38 @@ int pyproc_read_cstr(const struct pyproc *pp, uint64_t addr, char *buf, size_t m
 {
 	return pp->read ? mem_read_cstr_with(pp->read, pp->read_ctx, addr, buf, max)
 			: mem_read_cstr(pp->pid, addr, buf, max);
+}
+
+int pyproc_read_debug_offsets(struct pyproc *pp, char *err, size_t errlen)
+{
+	uint8_t buf[2048];
+	uint64_t dhex = 0;
+	char perr[256];
+	int ret = pyproc_read(pp, pp->runtime_addr, buf, sizeof(buf));
+	if (ret) {
+		snprintf(err, errlen, "pid %d: cannot read _Py_DebugOffsets: %s%s", pp->pid,
+			 strerror(-ret), ptrace_hint(ret));
+		return ret;
+	}
+	ret = py_debug_offsets_parse(buf, sizeof(buf), &pp->layout, &dhex, &pp->free_threaded, perr,
+				     sizeof(perr));
+	if (ret) {
+		snprintf(err, errlen, "pid %d: Python %s: %s", pp->pid, pp->version, perr);
+		return -ENOTSUP;
+	}
+	if (((dhex >> 16) & 0xffff) != ((pp->hexversion >> 16) & 0xffff)) {
+		snprintf(err, errlen,
+			 "pid %d: _Py_DebugOffsets says version %llx but the binary says %s",
+			 pp->pid, (unsigned long long)dhex, pp->version);
+		return -ENOTSUP;
+	}
+	/* Free-threaded builds name themselves as python3.13t does. */
+	if (pp->free_threaded && strlen(pp->version) + 1 < sizeof(pp->version))
+		strcat(pp->version, "t");
+	if (perr[0]) /* positions of an older minor: worth a line with -v */
+		log_debug("pid %d: Python %s: %s", pp->pid, pp->version, perr);
+	pp->layout_source = "_Py_DebugOffsets read from the process";
+	return 0;
 }
 
 int pyproc_derive(struct pyproc *pp, char *err, size_t errlen)
@@ -612,8 +651,6 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 	/* The offsets: the process's own _Py_DebugOffsets from 3.13 on, the
 	 * generated table before. Never a neighbouring version's row. */
 	if (py_has_debug_offsets(pp->major, pp->minor)) {
-		uint8_t buf[2048];
-		size_t want = sizeof(buf);
 		if (!pp->runtime_addr) {
 			snprintf(err, errlen,
 				 "pid %d: Python %s without a _PyRuntime symbol or section", pid,
@@ -621,35 +658,9 @@ int pyproc_inspect_cached(struct pyproc_cache *cache, pid_t pid, struct pyproc *
 			ret = -ENOTSUP;
 			goto out;
 		}
-		ret = mem_read(pid, pp->runtime_addr, buf, want);
-		if (ret) {
-			snprintf(err, errlen, "pid %d: cannot read _Py_DebugOffsets: %s%s", pid,
-				 strerror(-ret), ptrace_hint(ret));
+		ret = pyproc_read_debug_offsets(pp, err, errlen);
+		if (ret)
 			goto out;
-		}
-		uint64_t dhex = 0;
-		char perr[256];
-		ret = py_debug_offsets_parse(buf, want, &pp->layout, &dhex, &pp->free_threaded,
-					     perr, sizeof(perr));
-		if (ret) {
-			snprintf(err, errlen, "pid %d: Python %s: %s", pid, pp->version, perr);
-			ret = -ENOTSUP;
-			goto out;
-		}
-		if (((dhex >> 16) & 0xffff) != ((pp->hexversion >> 16) & 0xffff)) {
-			snprintf(
-			    err, errlen,
-			    "pid %d: _Py_DebugOffsets says version %llx but the binary says %s",
-			    pid, (unsigned long long)dhex, pp->version);
-			ret = -ENOTSUP;
-			goto out;
-		}
-		/* Free-threaded builds name themselves as python3.13t does. */
-		if (pp->free_threaded && strlen(pp->version) + 1 < sizeof(pp->version))
-			strcat(pp->version, "t");
-		if (perr[0]) /* positions of an older minor: worth a line with -v */
-			log_debug("pid %d: Python %s: %s", pid, pp->version, perr);
-		pp->layout_source = "_Py_DebugOffsets read from the process";
 	} else {
 		const struct py_layout_entry *row = py_layout_find(pp->major, pp->minor);
 		if (!row) {

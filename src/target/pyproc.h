@@ -95,4 +95,11 @@ int pyproc_inspect_cached(struct pyproc_cache *c, pid_t pid, struct pyproc *out,
  * Returns 0, or -ENOTSUP with err filled. */
 int pyproc_derive(struct pyproc *pp, char *err, size_t errlen);
 
+/* 3.13+: pp->layout and pp->free_threaded from the _Py_DebugOffsets at
+ * pp->runtime_addr, read through pp's reader, checked against
+ * pp->hexversion's minor; a free-threaded build's pp->version gets its
+ * "t". Returns 0, or a negative errno with err saying why (-ENOTSUP: not a
+ * _Py_DebugOffsets taipan can use). */
+int pyproc_read_debug_offsets(struct pyproc *pp, char *err, size_t errlen);
+
 #endif /* TAIPAN_PYPROC_H */

@@ -9,7 +9,8 @@ FIXTURE_PYTHONS := $(wildcard /root/.pyenv/versions/*/bin/python /usr/bin/python
 			      /var/cache/taipan-test/*/usr/bin/python3.1[3-9])
 
 $(BUILD)/fixtures/stamp: tests/fixtures/gen_fixtures.sh tests/fixtures/dump_linetables.py \
-			 tests/fixtures/capture_workload.py $(BUILD)/tools/taipan-capture \
+			 tests/fixtures/capture_workload.py tests/fixtures/synth_code.py \
+			 tests/fixtures/synth_image.c $(BUILD)/tools/taipan-capture \
 			 $(FIXTURE_PYTHONS)
 	TAIPAN_CAPTURE=$(abspath $(BUILD)/tools/taipan-capture) \
 		tests/fixtures/gen_fixtures.sh $(BUILD)/fixtures

@@ -50,6 +50,7 @@
 	X(frame_owner)                                                                             \
 	X(frame_is_entry)                                                                          \
 	X(frame_localsplus)                                                                        \
+	X(frame_tlbc_index)                                                                        \
 	X(code_argcount)                                                                           \
 	X(code_varnames)                                                                           \
 	X(code_filename)                                                                           \
@@ -58,6 +59,7 @@
 	X(code_firstlineno)                                                                        \
 	X(code_linetable)                                                                          \
 	X(code_adaptive)                                                                           \
+	X(code_tlbc)                                                                               \
 	X(obj_type)                                                                                \
 	X(type_name)                                                                               \
 	X(type_flags)                                                                              \
@@ -330,8 +332,10 @@ static void test_debug_rows(void **state)
 
 			/* Absent is -1; 0 would be the cookie, i.e. a member the
 			 * generator forgot to write. */
-			if (p == -1 && m == PY_DO_UNICODE_COMPACTUNICODEOBJECT_SIZE)
-				continue;
+			bool tlbc = m == PY_DO_FRAME_TLBC_INDEX || m == PY_DO_CODE_TLBC;
+			if (p == -1 && (m == PY_DO_UNICODE_COMPACTUNICODEOBJECT_SIZE ||
+					(tlbc && ver_minor(r->hexversion) < 14)))
+				continue; /* members that only later minors have */
 			if (p < 24 || p % 8 || p + 8 > r->struct_size) {
 				print_error("%s: %s at %d\n", r->source,
 					    py_debug_offsets_member_name(m), p);
@@ -560,14 +564,28 @@ static void test_free_threaded(void **state)
 	EXPECT_EINVAL(&s, "free_threaded is 7");
 	assert_false(s.ft);
 
-	/* 3.14t and later keep bytecode per thread, which the walk does not
-	 * follow: refused, never read with wrong lines. A GIL build of the
-	 * same minor is read. */
+	/* 3.14t and later keep bytecode per thread: the free-threaded build
+	 * gives where a frame's copy index and a code object's copies are;
+	 * a GIL build of the same minor says 0 for both, which is none. */
 	synthetic_init(&s, newest_hex());
+	put_u64(&s, s.row->pos[PY_DO_FRAME_TLBC_INDEX], 0);
+	put_u64(&s, s.row->pos[PY_DO_CODE_TLBC], 0);
 	assert_int_equal(synthetic_parse(&s), 0);
+	assert_false(s.ft);
+	assert_int_equal(s.out.frame_tlbc_index, -1);
+	assert_int_equal(s.out.code_tlbc, -1);
 	put_u64(&s, s.row->free_threaded_pos, 1);
-	EXPECT_EINVAL(&s, "thread-local bytecode (3.14t and later) is not supported yet");
+	assert_int_equal(synthetic_parse(&s), 0);
 	assert_true(s.ft);
+	assert_int_equal(s.out.frame_tlbc_index, -1); /* 0 is none in any build */
+	put_u64(&s, s.row->pos[PY_DO_FRAME_TLBC_INDEX], syn_value(PY_DO_FRAME_TLBC_INDEX));
+	put_u64(&s, s.row->pos[PY_DO_CODE_TLBC], syn_value(PY_DO_CODE_TLBC));
+	assert_int_equal(synthetic_parse(&s), 0);
+	assert_int_equal(s.out.frame_tlbc_index, syn_value(PY_DO_FRAME_TLBC_INDEX));
+	assert_int_equal(s.out.code_tlbc, syn_value(PY_DO_CODE_TLBC));
+	/* Like every offset, one outside its struct is refused. */
+	put_u64(&s, s.row->pos[PY_DO_CODE_TLBC], SYN_SIZE);
+	EXPECT_EINVAL(&s, "(free-threaded): _Py_DebugOffsets: code_object.co_tlbc");
 }
 
 static void test_bad_version(void **state)
