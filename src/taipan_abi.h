@@ -70,8 +70,8 @@ enum tp_layout_flags {
 	TP_LF_LASTI_PTR = 1 << 4, /* position is a pointer into the code object (3.11+) */
 	TP_LF_IS_ENTRY = 1 << 5,  /* frames carry an is_entry byte (3.11) */
 	TP_LF_SELF_CLASS = 1 << 6, /* record the class of the first local (<= 3.10) */
-	/* frames carry tlbc_index: a nonzero one puts instr_ptr in the code
-	 * object's thread-local copy co_tlbc->entries[index] (3.14t+) */
+	/* a frame may run a thread-local copy of the bytecode (3.14t+): record
+	 * its whole instruction pointer in aux */
 	TP_LF_TLBC = 1 << 7,
 };
 
@@ -102,13 +102,6 @@ struct tp_py_offsets {
 	 * first local is called self or cls. */
 	__u16 code_varnames;
 	__u16 tuple_item;
-	/* TP_LF_TLBC: _PyInterpreterFrame.tlbc_index (int32_t),
-	 * PyCodeObject.co_tlbc (a _PyCodeArray *) and co_code_adaptive,
-	 * else 0. */
-	__u16 frame_tlbc_index;
-	__u16 code_tlbc;
-	__u16 code_adaptive;
-	__u16 pad;
 	__u32 flags; /* enum tp_layout_flags */
 };
 
@@ -143,8 +136,6 @@ struct tp_proc {
 	__u32 pad;
 };
 
-#define TP_POS_UNKNOWN 0xffffffffU
-
 /* Per-frame flags. */
 enum tp_frame_flags {
 	TP_FF_ENTRY = 1 << 0, /* first frame of a C-level eval loop call (3.11 is_entry, or under a
@@ -155,17 +146,15 @@ enum tp_frame_flags {
  * (doc/DESIGN.md decision 6): this is cheap, fixed-size, and version-neutral. */
 struct tp_frame {
 	__u64 code;  /* PyCodeObject address */
-	__u64 aux;   /* TP_LF_SELF_CLASS: the class of the first local, else 0 */
+	__u64 aux;   /* TP_LF_SELF_CLASS: the class of the first local; TP_LF_TLBC: the
+		      * instruction pointer, which may lie in a copy of the bytecode
+		      * (see current_line() in symbolize.c); else 0 */
 	__u64 ident; /* tp_code_ident() of the code object as this sample saw it, 0 if
 		      * unread. A freed code object's address is soon reused by another,
 		      * often with its name string reused in step; this tells user space
 		      * that its cached names belong to the old one, or that the object
 		      * it reads now is not the one that ran. */
-	/* f_lasti as stored, or for TP_LF_LASTI_PTR (instruction pointer -
-	 * code), as if it ran co_code_adaptive when it runs a thread-local
-	 * copy (TP_LF_TLBC), and TP_POS_UNKNOWN when that copy was unreadable:
-	 * the frame then has no line. */
-	__u32 pos;
+	__u32 pos;   /* f_lasti as stored, or (instruction pointer - code) for TP_LF_LASTI_PTR */
 	__u32 flags; /* enum tp_frame_flags */
 };
 
@@ -479,8 +468,8 @@ struct tp_config {
 
 #ifndef __BPF__
 _Static_assert(sizeof(struct tp_frame) == 32, "tp_frame layout");
-_Static_assert(sizeof(struct tp_py_offsets) == 56, "tp_py_offsets layout");
-_Static_assert(sizeof(struct tp_proc) == 72, "tp_proc layout");
+_Static_assert(sizeof(struct tp_py_offsets) == 48, "tp_py_offsets layout");
+_Static_assert(sizeof(struct tp_proc) == 64, "tp_proc layout");
 _Static_assert((TP_DESCRIBE_MAX & (TP_DESCRIBE_MAX - 1)) == 0, "TP_DESCRIBE_MAX is masked");
 _Static_assert((TP_CODE_HEAD & (TP_CODE_HEAD - 1)) == 0, "TP_CODE_HEAD is masked");
 _Static_assert(__builtin_offsetof(struct tp_code_ev, head) % 8 == 0, "tp_code_ev layout");

@@ -34,7 +34,7 @@ struct code_id {
 	uint64_t ident;				 /* as BPF computes it: see struct tp_frame */
 	uint64_t co_name, name, file, linetable; /* name: co_qualname on 3.11+, else co_name */
 	int32_t firstlineno;
-	int32_t pad;
+	int32_t units; /* TP_LF_TLBC: ob_size, the bytecode's length in code units */
 };
 
 struct code_info {
@@ -375,6 +375,11 @@ static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, st
 	 * from before obj. */
 	if (l->code_firstlineno >= 0)
 		memcpy(&id->firstlineno, obj + l->code_firstlineno, 4);
+	if ((sz->pp.tp.off.flags & TP_LF_TLBC) && l->var_size >= 0 && l->var_size + 8 <= hi) {
+		int64_t units = 0;
+		memcpy(&units, obj + l->var_size, 8);
+		id->units = units > 0 && units < INT32_MAX ? (int32_t)units : 0;
+	}
 	uint64_t chars = 0;
 	if (id->co_name)
 		rd(sz, id->co_name + sz->pp.tp.off.name_data, &chars, 8);
@@ -580,18 +585,63 @@ static const char *qualified(struct symbolizer *sz, struct code_info *c, uint64_
 	return q->name;
 }
 
-/* The line at position pos as recorded by BPF. */
-static int current_line(const struct symbolizer *sz, const struct code_info *c, uint32_t pos)
+/* Most copies of one code object's bytecode looked through: one per
+ * thread that ran it, in a process of at most this many threads. */
+#define MAX_TLBC_COPIES 4096
+#define NO_COPY INT64_MIN
+
+/* 3.14t+: where instruction pointer ip lies in code object c's bytecode,
+ * in bytes, whichever copy it runs: the main one, co_code_adaptive, or a
+ * thread's own, co_tlbc->entries[i]. A frame's tlbc_index is not needed:
+ * the copy is the one whose bytes hold ip, which also covers a frame
+ * caught between the interpreter's two stores of a switch (the index
+ * first, then the pointer). NO_COPY when no copy holds it (one freed
+ * since, when its thread exited): no line rather than a wrong one. */
+static int64_t tlbc_offset(const struct symbolizer *sz, const struct code_info *c, uint64_t ip)
+{
+	const struct py_layout *l = &sz->pp.layout;
+	int64_t len = 2 * (int64_t)c->id.units;
+	int64_t off = (int64_t)(ip - (c->addr + (uint64_t)l->code_adaptive));
+	uint64_t arr = 0, size = 0, entries[64];
+	/* Before its first instruction a frame points one unit before it. */
+	if (!len || (off >= -2 && off < len))
+		return off;
+	if (l->code_tlbc < 0 || rd(sz, c->addr + (uint64_t)l->code_tlbc, &arr, 8) || !arr ||
+	    rd(sz, arr, &size, 8))
+		return NO_COPY;
+	size = size < MAX_TLBC_COPIES ? size : MAX_TLBC_COPIES;
+	for (uint64_t i = 1; i < size; i += 64) {
+		uint64_t n = size - i < 64 ? size - i : 64;
+		if (rd(sz, arr + 8 + 8 * i, entries, n * 8))
+			return NO_COPY;
+		for (uint64_t k = 0; k < n; k++) {
+			off = (int64_t)(ip - entries[k]);
+			if (entries[k] && off >= -2 && off < len)
+				return off;
+		}
+	}
+	return NO_COPY;
+}
+
+/* The line of frame f of code object c, from its position as BPF
+ * recorded it. */
+static int current_line(const struct symbolizer *sz, const struct code_info *c,
+			const struct tp_frame *f)
 {
 	const struct pyproc *pp = &sz->pp;
+	uint32_t pos = f->pos;
 	int64_t byte_off;
 	if (pp->tp.off.flags & TP_LF_LASTI_PTR) {
-		if (pos == TP_POS_UNKNOWN)
-			return 0; /* no line rather than a wrong one */
 		/* pos = instruction pointer - code object; the bytecode starts at
 		 * co_code_adaptive. Before the first instruction runs, the
 		 * pointer sits one unit before it. */
 		int64_t rel = (int64_t)pos - pp->layout.code_adaptive;
+		if (pp->tp.off.flags & TP_LF_TLBC) {
+			rel = f->aux ? tlbc_offset(sz, c, f->aux) : NO_COPY;
+			if (rel == NO_COPY)
+				return 0;
+			pos = 1; /* not "before the first instruction" by itself */
+		}
 		if (pos == 0 || rel < 0)
 			return c->firstlineno;
 		byte_off = rel & ~1LL;
@@ -650,6 +700,6 @@ int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct pro
 		out->name = qualified(sz, c, f->aux);
 	out->file = c->file ? c->file : "<unknown>";
 	out->first_line = c->firstlineno;
-	out->line = current_line(sz, c, f->pos);
+	out->line = current_line(sz, c, f);
 	return 0;
 }

@@ -280,6 +280,8 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 	for (size_t i = 0; i < sizeof(uses) / sizeof(uses[0]); i++) {
 		const struct member_use *u = &uses[i];
 
+		if (u->kind == USE_OFFSET_FT && !ft)
+			continue; /* a GIL build's are 0, and never read */
 		if (row->pos[u->member] < 0) {
 			if (u->optional)
 				continue;
@@ -296,10 +298,21 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 			}
 			return ret;
 		}
-		if (u->kind == USE_OFFSET_FT && (!v || !ft))
-			continue; /* a GIL build: 0, no such member */
+		if (u->kind == USE_OFFSET_FT && !v)
+			continue; /* none */
 		set_field(out, u->field, (int32_t)v);
 	}
+	/* A free-threaded 3.14+ runs thread-local bytecode: without where a
+	 * frame's copy is, every line of a thread but the first would be
+	 * wrong. */
+	if (ft && minor >= PY_FT_TLBC_SINCE_MINOR &&
+	    (get_field(out, FIELD(frame_tlbc_index)) < 0 || get_field(out, FIELD(code_tlbc)) < 0))
+		return fail(
+		    err, errlen,
+		    "_Py_DebugOffsets of 3.%u (free-threaded): no offset for "
+		    "interpreter_frame.tlbc_index or code_object.co_tlbc, which thread-local "
+		    "bytecode needs",
+		    minor);
 
 	/* Before 3.15 _Py_DebugOffsets has no compactunicodeobject_size.
 	 * PyCompactUnicodeObject is PyASCIIObject followed by Py_ssize_t

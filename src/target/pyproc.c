@@ -405,9 +405,6 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	    {"code line table", l->code_linetable, &o->code_linetable, false},
 	    {"code variable names", l->code_varnames, &o->code_varnames, false},
 	    {"tuple items", l->tuple_item, &o->tuple_item, false},
-	    {"frame tlbc_index", l->frame_tlbc_index, &o->frame_tlbc_index, f & TP_LF_TLBC},
-	    {"code co_tlbc", l->code_tlbc, &o->code_tlbc, f & TP_LF_TLBC},
-	    {"code co_code_adaptive", l->code_adaptive, &o->code_adaptive, f & TP_LF_TLBC},
 	    /* Where a name's characters start: BPF reads the first 8 of them
 	     * as part of a code object's identity. */
 	    {"str characters", l->unicode_state >= 0 ? l->unicode_ascii_size : l->bytes_sval,
@@ -431,8 +428,7 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 				  l->frame_lasti + ((f & TP_LF_LASTI_PTR) ? 8 : 4),
 				  (f & TP_LF_OWNER) ? l->frame_owner + 1 : 0,
 				  (f & TP_LF_IS_ENTRY) ? l->frame_is_entry + 1 : 0,
-				  (f & TP_LF_SELF_CLASS) ? l->frame_localsplus + 8 : 0,
-				  (f & TP_LF_TLBC) ? l->frame_tlbc_index + 4 : 0};
+				  (f & TP_LF_SELF_CLASS) ? l->frame_localsplus + 8 : 0};
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
 		if (at[i] > span)
 			span = at[i];

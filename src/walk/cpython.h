@@ -32,6 +32,11 @@
 #define PY_STATE_FT_SHIFT 6
 #define PY_STATE_FT_SINCE_MINOR 14
 
+/* 3.14t and later: thread-local bytecode (gh-115999). A frame's instr_ptr
+ * may point into its thread's copy of the code, co_tlbc->entries[
+ * tlbc_index], and _Py_DebugOffsets must say where both are. */
+#define PY_FT_TLBC_SINCE_MINOR 14
+
 /* Include/object.h of a free-threaded build: ob_ref_local (uint32_t) and
  * ob_ref_shared (Py_ssize_t, the count shifted left by 2 above 2 flag
  * bits) are the 12 bytes just before ob_type. */

@@ -44,9 +44,6 @@
 struct tpw_ident_ent {
 	__u64 code, ident, time_ns;
 	__u64 selfish; /* <= 3.10: the first local is called self or cls */
-	/* TP_LF_TLBC: the thread-local copy tlbc_origin was read for, and
-	 * where a position in it is measured from (see tpw_tlbc_origin) */
-	__u64 tlbc_index, tlbc_origin;
 };
 
 /* A str's address -> whether it is "self" or "cls", for one sample. */
@@ -492,7 +489,6 @@ TPW_INLINE struct tpw_ident_ent *tpw_code_entry(struct tpw_state *st, __u64 code
 	e->code = code;
 	e->ident = ident;
 	e->selfish = selfish;
-	e->tlbc_index = 0;
 	e->time_ns = now;
 	return e;
 }
@@ -500,30 +496,6 @@ TPW_INLINE struct tpw_ident_ent *tpw_code_entry(struct tpw_state *st, __u64 code
 TPW_INLINE __u64 tpw_code_ident(struct tpw_state *st, __u64 code)
 {
 	return tpw_code_entry(st, code)->ident;
-}
-
-/* 3.14t+: the address that a frame's instr_ptr is measured from when it
- * runs copy index (nonzero) of code's bytecode, co_tlbc->entries[index],
- * such that the position comes out as if it ran co_code_adaptive, the
- * main copy: that copy's address minus the offset of co_code_adaptive.
- * 0 when the copy cannot be read. Read once per code object and copy in a
- * sample. Reads the code object's entry e, filled by tpw_code_entry(). */
-TPW_INLINE __u64 tpw_tlbc_origin(struct tpw_state *st, struct tpw_ident_ent *e, __u64 code,
-				 __u64 index)
-{
-	const struct tp_py_offsets *o = &st->proc.off;
-	__u64 arr = 0, copy = 0;
-	if (e->tlbc_index == index)
-		return e->tlbc_origin;
-	/* _PyCodeArray: Py_ssize_t size, then char *entries[size]. An index
-	 * past size would be the interpreter's bug: it sizes the array before
-	 * a frame takes the index. */
-	if (tpw_read_u64(st, &arr, code + o->code_tlbc) || !arr || index > 0xffff ||
-	    tpw_read_u64(st, &copy, arr + 8 + index * 8) || !copy)
-		copy = 0;
-	e->tlbc_index = index;
-	e->tlbc_origin = copy ? copy - o->code_adaptive : 0;
-	return e->tlbc_origin;
 }
 
 /* Whether code, as read from a frame, cannot be a code object's address:
@@ -651,7 +623,7 @@ TPW_INLINE bool tpw_interp_frame(struct tpw_state *st)
 	__u64 code_mask = (o->flags & TP_LF_STACKREF) ? ~3ULL : ~0ULL;
 	__u32 owner_limit = (o->flags & TP_LF_OWNER) ? PY_OWNER_NOT_PYTHON : 256;
 	__u8 entry_mask = (o->flags & TP_LF_IS_ENTRY) ? 0xff : 0;
-	__u32 tlbc_mask = (o->flags & TP_LF_TLBC) ? ~0U : 0;
+	__u64 ip_mask = (o->flags & TP_LF_TLBC) ? ~0ULL : 0;
 	__u64 f = st->frame;
 	__u32 n = st->s.nframes;
 
@@ -673,19 +645,14 @@ TPW_INLINE bool tpw_interp_frame(struct tpw_state *st)
 	__u32 keep = (owner - owner_limit) >> 31;
 	struct tp_frame *fr = &st->s.frames[tpw_frame_idx(n)];
 	fr->code = code;
-	struct tpw_ident_ent *e = tpw_code_entry(st, code);
-	fr->ident = e->ident;
-	/* 3.14t+: a frame running a thread-local copy of the bytecode. Its
-	 * position is still an offset from code, as if it ran the main copy:
-	 * user space reads it alike, and TP_POS_UNKNOWN if the copy is
-	 * unreadable. */
-	__u64 origin = code;
-	__u32 tlbc = tpw_win_u32(st, at, o->frame_tlbc_index) & tlbc_mask;
-	if (tlbc)
-		origin = tpw_tlbc_origin(st, e, code, tlbc);
-	fr->pos = origin ? (__u32)(tpw_win_u64(st, at, o->frame_lasti) - origin) : TP_POS_UNKNOWN;
+	fr->ident = tpw_code_ident(st, code);
+	__u64 ip = tpw_win_u64(st, at, o->frame_lasti);
+	fr->pos = (__u32)(ip - code);
 	fr->flags = tpw_win_u8(st, at, o->frame_is_entry) & entry_mask & TP_FF_ENTRY;
-	fr->aux = 0;
+	/* 3.14t+: the pointer may lie in a thread's copy of the bytecode,
+	 * anywhere in the heap. Which copy is user space's to find: it reads
+	 * the code object anyway, and BPF pays nothing for it. */
+	fr->aux = ip & ip_mask;
 	st->s.frames[tpw_frame_idx(n - 1)].flags |= (1 - keep) & TP_FF_ENTRY;
 	st->s.nframes = n + keep;
 	return tpw_advance(st, f, tpw_win_u64(st, at, o->frame_back));

@@ -574,11 +574,18 @@ static void test_free_threaded(void **state)
 	assert_false(s.ft);
 	assert_int_equal(s.out.frame_tlbc_index, -1);
 	assert_int_equal(s.out.code_tlbc, -1);
-	put_u64(&s, s.row->free_threaded_pos, 1);
+	/* A GIL build never reads them: garbage there is no reason to refuse. */
+	put_u64(&s, s.row->pos[PY_DO_CODE_TLBC], SYN_SIZE + 1);
 	assert_int_equal(synthetic_parse(&s), 0);
+	assert_int_equal(s.out.code_tlbc, -1);
+	put_u64(&s, s.row->pos[PY_DO_CODE_TLBC], 0);
+	/* A free-threaded build that says 0 would be walked with wrong
+	 * lines: refused. */
+	put_u64(&s, s.row->free_threaded_pos, 1);
+	EXPECT_EINVAL(&s, "no offset for interpreter_frame.tlbc_index or code_object.co_tlbc");
 	assert_true(s.ft);
-	assert_int_equal(s.out.frame_tlbc_index, -1); /* 0 is none in any build */
 	put_u64(&s, s.row->pos[PY_DO_FRAME_TLBC_INDEX], syn_value(PY_DO_FRAME_TLBC_INDEX));
+	EXPECT_EINVAL(&s, "no offset for interpreter_frame.tlbc_index or code_object.co_tlbc");
 	put_u64(&s, s.row->pos[PY_DO_CODE_TLBC], syn_value(PY_DO_CODE_TLBC));
 	assert_int_equal(synthetic_parse(&s), 0);
 	assert_int_equal(s.out.frame_tlbc_index, syn_value(PY_DO_FRAME_TLBC_INDEX));
