@@ -442,9 +442,7 @@ def test_concurrent_requests_and_sampling_goes_on(agents, workload):
         t.start()
     # While they wait, samples keep arriving and the other endpoints answer.
     s1 = a.stats()
-    time.sleep(1)
-    s2 = a.stats()
-    assert s2["samples"] > s1["samples"]
+    wait_for(lambda: a.stats()["samples"] > s1["samples"], 10, "samples while requests wait")
     for t in threads:
         t.join(timeout=30)
     assert len(results) == 4
@@ -481,7 +479,7 @@ def test_bad_requests_and_limits(agents):
         a.get("/debug/pprof/profile?seconds=4", timeout=30)[0])) for _ in range(8)]
     for t in threads:
         t.start()
-    time.sleep(1.5)
+    wait_for(lambda: a.stats()["profile_requests_waiting"] == 8, 10, "eight waiting requests")
     status, body = a.get("/debug/pprof/profile?seconds=1")
     assert status == 503 and b"too many" in body
     for t in threads:
@@ -789,7 +787,8 @@ def test_sigterm_flushes_and_exits_0(agents, receivers, workload, tmp_path):
 
     t = threading.Thread(target=fetch)
     t.start()
-    time.sleep(3)
+    wait_for(lambda: a.stats()["profile_requests_waiting"] == 1, 10, "the waiting request")
+    time.sleep(3)  # of workload for the request to get: a length, not a wait for a state
     assert not rec.all()  # the window is far from over
     rc, took = a.stop(signal.SIGTERM)
     assert rc == 0 and took < 6, (rc, took, a.logs())

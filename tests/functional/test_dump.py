@@ -71,9 +71,15 @@ def test_call_chain_innermost_first(taipan, interp, workload):
         ("main", {lines["call-run"]}),
         ("<module>", {lines["call-main"]}),
     ]
-    # chain.py prints "ready" just before it calls inner: let it get there.
-    time.sleep(0.3)
-    res = dump(taipan, w.pid)
+    # chain.py prints "ready" just before it calls inner: dump until it is
+    # there (a loaded machine can take a while), then check what was seen.
+    deadline = time.time() + 15
+    while True:
+        res = dump(taipan, w.pid)
+        seen = parse_dump(res.stdout).get(w.pid, {}).get("frames") or [("",)]
+        if seen[0][0] == inner or time.time() > deadline:
+            break
+        time.sleep(0.05)
     header = res.stdout.splitlines()[0]
     assert header.startswith("Process %d (" % w.pid), header
     assert "Python %d.%d" % interp.version[:2] in header, header
