@@ -66,9 +66,10 @@ def test_four_threads_in_parallel_each_its_own_stack_and_share(taipan, tmp_path)
 
 def test_churn_of_64_threads_never_mixes_them_up(taipan, tmp_path):
     it = interpreter(FT)
-    stacks, res = _record_command(taipan, tmp_path, it, "ft_churn.py", 4)
+    stacks, res = _record_command(taipan, tmp_path, it, "ft_churn.py", 4, 3)
     ran = {int(t): fn for t, fn in res["ran"].items()}
-    assert res["waves"] >= 3 and len(ran) >= 64 * 3, res["waves"]
+    # At least 3 waves: the workload runs them however long a loaded host takes.
+    assert res["waves"] >= 3 and len(ran) >= 64 * 3, (res["waves"], len(ran))
     allowed = {"[no Python frame]", "[no Python thread state]", "[thread exiting]",
                "[before taipan recognised the process]"}
     seen = collections.Counter()

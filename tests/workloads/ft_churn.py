@@ -1,15 +1,17 @@
 # ft_churn.py - waves of 64 threads that start together, each busy for a
 # moment in one of eight functions (churn_0 ... churn_7, by its index) and
-# gone, for SECONDS. Prints "ready" first, then at the end one line
+# gone, for SECONDS and at least WAVES waves (a loaded machine may need
+# longer for them). Prints "ready" first, then at the end one line
 # "result JSON": each thread's native id and the function it ran, and the
 # CPU time the process used.
-# Usage: python ft_churn.py SECONDS
+# Usage: python ft_churn.py SECONDS [WAVES]
 import json
 import sys
 import threading
 import time
 
 seconds = float(sys.argv[1])
+min_waves = int(sys.argv[2]) if len(sys.argv) > 2 else 3
 ran = {}
 lock = threading.Lock()
 
@@ -55,7 +57,7 @@ def main():
     sys.stdout.flush()
     deadline = time.time() + seconds
     waves = 0
-    while time.time() < deadline:
+    while time.time() < deadline or waves < min_waves:
         wave()
         waves += 1
     sys.stdout.write("result %s\n" % json.dumps({"waves": waves, "ran": ran, "cpu": time.process_time()}))
