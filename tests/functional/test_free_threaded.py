@@ -70,8 +70,12 @@ def test_churn_of_64_threads_never_mixes_them_up(taipan, tmp_path):
     ran = {int(t): fn for t, fn in res["ran"].items()}
     # At least 3 waves: the workload runs them however long a loaded host takes.
     assert res["waves"] >= 3 and len(ran) >= 64 * 3, (res["waves"], len(ran))
+    # Markers of samples that carry no Python stack, for a reason that is no
+    # mix-up: start-up (before recognition, or before the dynamic loader
+    # has set the main thread's fs base), finalization, a thread on its
+    # way in or out.
     allowed = {"[no Python frame]", "[no Python thread state]", "[thread exiting]",
-               "[before taipan recognised the process]"}
+               "[before taipan recognised the process]", "[no thread pointer]"}
     seen = collections.Counter()
     for s in stacks:
         for f in s.frames:
