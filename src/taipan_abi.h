@@ -222,13 +222,15 @@ enum tp_walk_err {
 
 enum tp_event_kind {
 	TP_EV_SAMPLE = 1,
-	TP_EV_DISCOVER = 2, /* a sampled tgid that user space has not classified */
-	TP_EV_EXEC = 3,	    /* a tracked process called exec: forget what we knew */
-	TP_EV_EXIT = 4,	    /* a tracked process exited */
-	TP_EV_FORK = 5,	    /* a tracked process forked one that BPF gave its layout */
-	TP_EV_UNMAPPED = 6, /* a tracked process ran code in a mapping BPF does not know:
-			       read its maps again (tid: the thread, ppid: 0) */
-	TP_EV_CODE = 7,	    /* struct tp_code_ev: BPF's first look at a code object */
+	TP_EV_DISCOVER = 2,  /* a sampled tgid that user space has not classified */
+	TP_EV_EXEC = 3,	     /* a tracked process called exec: forget what we knew */
+	TP_EV_EXIT = 4,	     /* a tracked process exited */
+	TP_EV_FORK = 5,	     /* a tracked process forked one that BPF gave its layout */
+	TP_EV_UNMAPPED = 6,  /* a tracked process ran code in a mapping BPF does not know:
+				read its maps again (tid: the thread, ppid: 0) */
+	TP_EV_CODE = 7,	     /* struct tp_code_ev: BPF's first look at a code object */
+	TP_EV_SWITCH_IN = 8, /* struct tp_switch_ev: a thread whose stack left at switch-out runs
+				again (--mode wall, off-cpu) */
 };
 
 /* Sample flags. */
@@ -238,6 +240,17 @@ enum tp_sample_flags {
 	TP_SF_NATIVE = 1 << 2,	  /* native unwinding was attempted: ustack and uerr hold it */
 	TP_SF_TOP_SHIM = 1 << 3,  /* the innermost frame was a shim (3.12+): the innermost eval
 				     loop runs no Python frame yet, or none any more */
+	TP_SF_OFFCPU = 1 << 4,	  /* taken as the thread left the CPU (sched_switch): it weighs the
+				     time until its TP_EV_SWITCH_IN, and state says why it left */
+};
+
+/* Why a thread was not running (struct tp_sample.state). */
+enum tp_thread_state {
+	TP_TS_RUNNING = 0,  /* on the CPU: a cpu-clock sample */
+	TP_TS_RUNNABLE = 1, /* preempted: waiting for a CPU */
+	TP_TS_SLEEPING = 2, /* an interruptible sleep: a socket, a pipe, a lock, sleep() */
+	TP_TS_BLOCKED = 3,  /* an uninterruptible sleep: the disk, mostly */
+	TP_TS__COUNT
 };
 
 /* Small events: discover, exec, exit, fork. */
@@ -247,6 +260,16 @@ struct tp_event {
 	__u32 tid;
 	__u32 ppid; /* TP_EV_FORK: the parent's tgid; else 0 */
 	__u64 time_ns;
+};
+
+/* A thread that left the CPU at out_ns (its TP_SF_OFFCPU sample carries that
+ * time) runs again at in_ns. */
+struct tp_switch_ev {
+	__u32 kind; /* TP_EV_SWITCH_IN */
+	__u32 pid;  /* tgid */
+	__u32 tid;
+	__u32 pad;
+	__u64 out_ns, in_ns;
 };
 
 /* BPF's first look at a code object (doc/DESIGN.md, "Code objects"): the
@@ -311,7 +334,8 @@ struct tp_sample {
 	__u16 uerr;		/* enum tp_native_err (TP_SF_NATIVE) */
 	char comm[TP_COMM_LEN]; /* thread name */
 	__u64 kstack[TP_KSTACK_MAX];
-	__u64 pad2;
+	__u8 state; /* enum tp_thread_state */
+	__u8 pad2[7];
 	/* Instruction pointers: the sampled one, then each return address. */
 	__u64 ustack[TP_USTACK_MAX];
 	struct tp_frame frames[TP_MAX_FRAMES];
@@ -452,6 +476,8 @@ enum tp_stat {
 	TP_STAT_NATIVE_UNMAPPED_SENT, /* unmapped events written */
 	TP_STAT_CODES_DESCRIBED,      /* code objects described (struct tp_code_ev) */
 	TP_STAT_CODES_UNDESCRIBED,    /* ... left for a later sample: TP_DESCRIBE_MAX reached */
+	TP_STAT_SWITCH_OUT,	      /* off-CPU samples taken at sched_switch */
+	TP_STAT_SWITCH_IN,	      /* ... whose thread ran again (TP_EV_SWITCH_IN sent) */
 	TP_STAT_ERR_BASE,	      /* + enum tp_walk_err */
 	TP_STAT_UERR_BASE = TP_STAT_ERR_BASE + TP_ERR__COUNT, /* + enum tp_native_err */
 	TP_STAT__COUNT = TP_STAT_UERR_BASE + TP_UERR__COUNT
@@ -464,6 +490,7 @@ struct tp_config {
 	__u32 follow_children; /* tgids forked by a target become targets */
 	__u32 self_tgid;       /* never sample taipan itself */
 	__u32 native;	       /* unwind native stacks */
+	__u32 offcpu;	       /* take a stack as a target thread leaves the CPU (sched_switch) */
 };
 
 #ifndef __BPF__
@@ -474,6 +501,7 @@ _Static_assert((TP_DESCRIBE_MAX & (TP_DESCRIBE_MAX - 1)) == 0, "TP_DESCRIBE_MAX 
 _Static_assert((TP_CODE_HEAD & (TP_CODE_HEAD - 1)) == 0, "TP_CODE_HEAD is masked");
 _Static_assert(__builtin_offsetof(struct tp_code_ev, head) % 8 == 0, "tp_code_ev layout");
 _Static_assert(sizeof(struct tp_event) == 24, "tp_event layout");
+_Static_assert(sizeof(struct tp_switch_ev) == 32, "tp_switch_ev layout");
 _Static_assert(sizeof(struct tp_urow) == 12, "tp_urow layout");
 _Static_assert(__builtin_offsetof(struct tp_sample, kstack) == 64, "tp_sample header");
 _Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample frames alignment");

@@ -301,7 +301,8 @@ static __always_inline void announce(__u32 tgid, __u32 tid)
 	stat_inc(TP_STAT_DISCOVER_SENT);
 }
 
-static __always_inline void submit(struct tpw_state *st)
+/* Sends the sample; false if the ring was full. */
+static __always_inline bool submit(struct tpw_state *st)
 {
 	__u64 size = __builtin_offsetof(struct tp_sample, frames) +
 		     (__u64)st->s.nframes * sizeof(struct tp_frame);
@@ -312,14 +313,16 @@ static __always_inline void submit(struct tpw_state *st)
 	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > TP_RING_WAKEUP
 			  ? BPF_RB_FORCE_WAKEUP
 			  : BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&events, &st->s, size, flags))
+	if (bpf_ringbuf_output(&events, &st->s, size, flags)) {
 		stat_inc(TP_STAT_RING_FULL);
-	else
-		stat_inc(TP_STAT_SENT);
+		return false;
+	}
+	stat_inc(TP_STAT_SENT);
 	if (st->s.err)
 		stat_inc(TP_STAT_ERR_BASE + (st->s.err < TP_ERR__COUNT ? st->s.err : 0));
 	if (st->s.uerr)
 		stat_inc(TP_STAT_UERR_BASE + (st->s.uerr < TP_UERR__COUNT ? st->s.uerr : 0));
+	return true;
 }
 
 /* Tells user space that tgid ran code in a mapping it has not given BPF (a
@@ -587,6 +590,51 @@ int walk_interp_frames_loop(struct bpf_perf_event_data *ctx)
 	return walker_prog(ctx, TP_WALK_INTERP_FRAMES, true);
 }
 
+/* This CPU's walk state, set up for a sample of thread tid of process tgid
+ * (described by proc) at time now: its header and kernel stack. NULL if the
+ * state cannot be had. */
+static __always_inline struct tpw_state *begin_sample(void *ctx, const struct tp_proc *proc,
+						      __u32 tgid, __u32 tid, __u64 now)
+{
+	__u32 cpu;
+	struct tpw_state *st = cpu_state(&cpu);
+	if (!st)
+		return NULL;
+	struct tp_sample *s = &st->s;
+	s->pid = tgid;
+	s->tid = tid;
+	s->cpu = cpu;
+	s->time_ns = now;
+	st->proc = *proc;
+	st->host.ntodo = 0;
+	tpw_begin(st);
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	if (cfg.kernel_stacks) {
+		long got = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
+		if (got > 0)
+			s->nkstack = got / sizeof(__u64);
+	}
+	return st;
+}
+
+/* The fs base of the current thread, which finds its thread state; 0 with
+ * the sample's error set when there is none to use. */
+static __always_inline __u64 thread_fsbase(struct tpw_state *st)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	/* In exit, past its thread state's deletion and soon its memory's
+	 * (exit_mm): nothing of Python to read, and reads would fail as if
+	 * the interpreter were broken. */
+	if (BPF_CORE_READ(task, flags) & PF_EXITING) {
+		st->s.err = TP_ERR_EXITING;
+		return 0;
+	}
+	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+	if (!fsbase)
+		st->s.err = TP_ERR_FSBASE;
+	return fsbase;
+}
+
 /* Every sample starts here: is it of a Python process, which thread state
  * runs, which frame is on top; then the walker takes over. With loop set,
  * the search for an uncached thread state goes through bpf_loop. */
@@ -626,38 +674,13 @@ static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loo
 		return 0;
 	}
 
-	__u32 cpu;
-	struct tpw_state *st = cpu_state(&cpu);
+	struct tpw_state *st = begin_sample(ctx, proc, tgid, tid, bpf_ktime_get_ns());
 	if (!st)
 		return 0;
 	struct tp_sample *s = &st->s;
-	s->pid = tgid;
-	s->tid = tid;
-	s->cpu = cpu;
-	s->time_ns = bpf_ktime_get_ns();
-	st->proc = *proc;
-	st->host.ntodo = 0;
-	tpw_begin(st);
-	bpf_get_current_comm(s->comm, sizeof(s->comm));
-	if (cfg.kernel_stacks) {
-		long got = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
-		if (got > 0)
-			s->nkstack = got / sizeof(__u64);
-	}
-
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	/* In exit, past its thread state's deletion and soon its memory's
-	 * (exit_mm): nothing of Python to read, and reads would fail as if
-	 * the interpreter were broken. */
-	if (BPF_CORE_READ(task, flags) & PF_EXITING) {
-		s->err = TP_ERR_EXITING;
+	__u64 fsbase = thread_fsbase(st);
+	if (!fsbase)
 		goto out;
-	}
-	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
-	if (!fsbase) {
-		s->err = TP_ERR_FSBASE;
-		goto out;
-	}
 	__u64 ts;
 	if (loop) {
 		ts = tpw_tstate_cached(st, id, fsbase);
@@ -694,6 +717,141 @@ SEC("perf_event")
 int on_sample_loop(struct bpf_perf_event_data *ctx)
 {
 	return sample_prog(ctx, true);
+}
+
+/* Off-CPU time (--mode wall and off-cpu; doc/DESIGN.md, "Off-CPU time").
+ * When a thread of a Python target leaves the CPU, its stack is taken right
+ * there, while its memory is still the current one, and sent as a sample
+ * with TP_SF_OFFCPU and the reason it left; away remembers when. When it
+ * runs again, a TP_EV_SWITCH_IN event carries both times, and user space
+ * weighs the sample by the difference. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, TP_MAX_TSTATES);
+	__type(key, __u32);
+	__type(value, __u64);
+} away SEC(".maps");
+
+/* include/linux/sched.h */
+#define TASK_UNINTERRUPTIBLE 0x0002
+#define TASK_NOLOAD 0x0400
+
+/* Why a thread left the CPU: preempted (or yielding) while still runnable,
+ * asleep, or in an uninterruptible wait that counts as load (the disk;
+ * TASK_IDLE, which does not count, is a kernel thread's idle sleep). */
+static __always_inline __u8 off_state(bool preempt, unsigned int prev_state)
+{
+	if (preempt || !prev_state)
+		return TP_TS_RUNNABLE;
+	if ((prev_state & (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)) == TASK_UNINTERRUPTIBLE)
+		return TP_TS_BLOCKED;
+	return TP_TS_SLEEPING;
+}
+
+static long describe_cb(__u64 i, void *ctx)
+{
+	struct tpw_state *st = ((struct loop_ctx *)ctx)->st;
+	__u32 n = st->host.ntodo;
+	if (!n)
+		return 1;
+	st->host.ntodo = --n;
+	describe(st, &st->host.todo[n & (TP_DESCRIBE_MAX - 1)]);
+	return 0;
+}
+
+/* The whole walk of a sample in one program: a tracing program cannot tail
+ * call the perf_event walkers, so each part goes through bpf_loop, with the
+ * budgets the tail-call chain has (TP_WALK_STEPS Python frames). */
+static __always_inline void walk_whole(struct tpw_state *st, __u64 id)
+{
+	struct tp_sample *s = &st->s;
+	__u64 fsbase = thread_fsbase(st);
+	if (fsbase) {
+		struct loop_ctx l = {.st = st, .fsbase = fsbase};
+		__u64 ts = tpw_tstate_cached(st, id, fsbase);
+		if (!ts && !tpw_search_begin(st)) {
+			bpf_loop(TP_FIND_STEPS, search_cb, &l, 0);
+			ts = tpw_search_end(st, id);
+		}
+		if (ts) {
+			s->tstate = ts;
+			if (!tpw_top_frame(st, ts) && st->frame) {
+				bpf_loop(TP_WALK_STEPS / TP_FRAMES_PER_CB,
+					 tpw_walker(st) == TP_WALK_INTERP_FRAMES ? interp_frame_cb
+										 : frame_object_cb,
+					 &l, 0);
+				tpw_cut(st);
+			}
+		}
+		if (st->host.ntodo)
+			bpf_loop(TP_DESCRIBE_MAX, describe_cb, &l, 0);
+	}
+	if (cfg.native) {
+		struct pt_regs regs;
+		struct task_struct *task = bpf_get_current_task_btf();
+		if (bpf_probe_read_kernel(&regs, sizeof(regs), (void *)bpf_task_pt_regs(task))) {
+			s->flags |= TP_SF_NATIVE;
+			s->uerr = TP_UERR_REGS;
+		} else {
+			struct loop_ctx l = {.st = st};
+			tpn_begin(st, regs.ip, regs.sp, regs.bp);
+			bpf_loop(TP_USTACK_MAX, native_frame_cb, &l, 0);
+			if (!st->u.done)
+				s->uerr = TP_UERR_STEPS;
+			if (s->uerr == TP_UERR_UNMAPPED)
+				report_unmapped(s->pid, s->tid);
+		}
+	}
+}
+
+/* prev leaves the CPU (it is still the current task), next takes it. A
+ * thread that is no target costs a lookup in away (next) and one in procs
+ * (prev). Loaded only with cfg.offcpu, and only where bpf_loop is. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 ntid = next->pid;
+	__u64 *out = bpf_map_lookup_elem(&away, &ntid);
+	if (out) {
+		struct tp_switch_ev ev = {
+		    .kind = TP_EV_SWITCH_IN,
+		    .pid = next->tgid,
+		    .tid = ntid,
+		    .out_ns = *out,
+		    .in_ns = now,
+		};
+		bpf_map_delete_elem(&away, &ntid);
+		if (bpf_ringbuf_output(&events, &ev, sizeof(ev), 0))
+			stat_inc(TP_STAT_RING_FULL);
+		else
+			stat_inc(TP_STAT_SWITCH_IN);
+	}
+
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	if (tgid == 0 || tgid == cfg.self_tgid)
+		return 0;
+	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc) {
+		if (tracked(tgid) && !(prev->flags & PF_EXITING))
+			announce(tgid, tid);
+		return 0;
+	}
+	if (proc->kind != TP_PROC_PYTHON || (prev->flags & PF_EXITING))
+		return 0;
+	struct tpw_state *st = begin_sample(ctx, proc, tgid, tid, now);
+	if (!st)
+		return 0;
+	st->s.flags |= TP_SF_OFFCPU;
+	st->s.state = off_state(preempt, prev_state);
+	walk_whole(st, id);
+	if (submit(st)) {
+		stat_inc(TP_STAT_SWITCH_OUT);
+		bpf_map_update_elem(&away, &tid, &now, BPF_ANY);
+	}
+	return 0;
 }
 
 /* A child of a target becomes a target: `record -- cmd` and --subprocesses

@@ -80,6 +80,37 @@ int cli_native(const char *arg, int *out)
 	return -EINVAL;
 }
 
+int cli_mode(const char *arg, int *out)
+{
+	static const int modes[] = {PROF_MODE_CPU, PROF_MODE_WALL, PROF_MODE_OFFCPU};
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (!strcmp(arg, prof_mode_name(modes[i]))) {
+			*out = modes[i];
+			return 0;
+		}
+	log_error("--mode wants cpu, wall or off-cpu, not '%s'", arg);
+	return -EINVAL;
+}
+
+int cli_min_block(const char *arg, uint64_t *out)
+{
+	static const struct {
+		const char *unit;
+		double ns;
+	} units[] = {{"", 1e3}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"ns", 1}};
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	for (size_t i = 0; !errno && end != arg && v >= 0 && i < sizeof(units) / sizeof(units[0]);
+	     i++)
+		if (!strcmp(end, units[i].unit) && v * units[i].ns < 1e18) {
+			*out = (uint64_t)(v * units[i].ns + 0.5);
+			return 0;
+		}
+	log_error("--min-block wants a time such as 500us, 2ms or 1s, not '%s'", arg);
+	return -EINVAL;
+}
+
 int cli_comm(const char *arg, const char **comms, int *n)
 {
 	if (*n >= CLI_MAX_COMMS) {

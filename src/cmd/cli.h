@@ -3,6 +3,7 @@
 #define TAIPAN_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Parses the argument of -p/--pid. Returns 0, or -EINVAL after logging
@@ -20,6 +21,15 @@ int cli_rate(const char *arg, unsigned int *out);
 /* Parses the argument of --native: none, filtered or all, into an enum
  * session_native. Returns 0, or -EINVAL after logging what it wants. */
 int cli_native(const char *arg, int *out);
+
+/* Parses the argument of --mode: cpu, wall or off-cpu, into an enum
+ * prof_mode. Returns 0, or -EINVAL after logging what it wants. */
+int cli_mode(const char *arg, int *out);
+
+/* Parses the argument of --min-block: a time with a unit (500us, 2ms, 1s;
+ * a bare number is microseconds, as offcputime's -m) into nanoseconds.
+ * Returns 0, or -EINVAL after logging what it wants. */
+int cli_min_block(const char *arg, uint64_t *out);
 
 /* --nice: a nice value from -20 to 19 into out. 0, or -EINVAL after an
  * error message. */

@@ -61,6 +61,16 @@ void cmd_record_usage(FILE *out)
 		"                       or Ctrl-C); a COMMAND still running then gets SIGTERM,\n"
 		"                       and SIGKILL 5 s later\n"
 		"  -r, --rate HZ        samples per second per CPU (default 100; 1 to 10000)\n"
+		"      --mode MODE      cpu (the default): where the CPU time goes, from\n"
+		"                       samples of running threads; wall: where the time goes,\n"
+		"                       running or not: also the stack of each thread as it\n"
+		"                       leaves the CPU, weighed by how long until it runs\n"
+		"                       again, with its state (runnable, sleeping, blocked) as\n"
+		"                       the leaf; off-cpu: only the latter. Wall and off-cpu\n"
+		"                       values are time (pprof: wall/nanoseconds; folded:\n"
+		"                       microseconds) and need Linux 5.17+\n"
+		"      --min-block TIME with --mode wall or off-cpu: leave out stretches off\n"
+		"                       the CPU shorter than TIME (e.g. 500us, 2ms; default 0)\n"
 		"  -o, --output FILE    where to write (default taipan-YYYYmmdd-HHMMSS.folded);\n"
 		"                       the extension picks the format: .html/.htm flame graph,\n"
 		"                       .json speedscope, .pb.gz/.pprof pprof, .folded/.txt\n"
@@ -95,6 +105,7 @@ void cmd_record_usage(FILE *out)
 		"  taipan record -a -d 60 -o fleet.pb.gz\n"
 		"  taipan record -p 4242 -d 10 -o profile.html    # open in a browser\n"
 		"  taipan record -r 1000 -o app.folded -- python3 app.py --port 8000\n"
+		"  taipan record --mode wall -p 4242 -d 10 -o slow.html   # why it waits\n"
 		"  go tool pprof -top profile.pb.gz\n");
 }
 
@@ -112,6 +123,9 @@ struct record_args {
 	struct output_opts oo;
 	bool kernel, stats, subprocesses;
 	int native; /* enum session_native */
+	int mode;   /* enum prof_mode */
+	uint64_t min_block_ns;
+	bool min_block_set;
 	int nice;
 	char **cmd;
 };
@@ -146,6 +160,8 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 	    {"help", no_argument, NULL, 'h'},
 	    {"subprocesses", no_argument, NULL, 's'},
 	    {"nice", required_argument, NULL, 'n'},
+	    {"mode", required_argument, NULL, 'M'},
+	    {"min-block", required_argument, NULL, 'B'},
 	    {0},
 	};
 	char *end;
@@ -218,6 +234,15 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			if (cli_nice(optarg, &a->nice))
 				return -EINVAL;
 			break;
+		case 'M':
+			if (cli_mode(optarg, &a->mode))
+				return -EINVAL;
+			break;
+		case 'B':
+			if (cli_min_block(optarg, &a->min_block_ns))
+				return -EINVAL;
+			a->min_block_set = true;
+			break;
 		case 'L':
 			a->oo.folded_lines = true;
 			break;
@@ -261,6 +286,11 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 	if (a->subprocesses && !a->npids) {
 		log_error("--subprocesses follows the processes of -p (a COMMAND's are followed "
 			  "anyway, and -a sees every process)");
+		return -EINVAL;
+	}
+	if (a->min_block_set && a->mode == PROF_MODE_CPU) {
+		log_error("--min-block is for --mode wall or off-cpu: a CPU profile has no time "
+			  "off the CPU");
 		return -EINVAL;
 	}
 	if ((a->ncomms || a->cgroup) && !a->all) {
@@ -312,6 +342,14 @@ static void print_stats(const struct session_stats *st)
 				(unsigned long long)st->walk_errors[i], walkerr_marker(i),
 				walkerr_key(i), walkerr_desc(i));
 	uint64_t walks = 0;
+	if (st->offcpu || st->offcpu_short || st->offcpu_unended)
+		fprintf(
+		    stderr,
+		    "taipan: stats: off-CPU: %llu stretches in the profile (%llu of them still "
+		    "off the CPU at the end, weighed until then), %llu shorter than --min-block "
+		    "left out, %llu whose end was lost (ring full) weighed 0\n",
+		    (unsigned long long)st->offcpu, (unsigned long long)st->offcpu_open,
+		    (unsigned long long)st->offcpu_short, (unsigned long long)st->offcpu_unended);
 	for (unsigned int i = 0; i < TP_UERR__COUNT; i++)
 		walks += st->native_errors[i];
 	if (!walks)
@@ -527,6 +565,8 @@ int cmd_record(int argc, char **argv)
 	    .cgroup = a.cgroup,
 	    .kernel_stacks = a.kernel,
 	    .native = (enum session_native)a.native,
+	    .mode = (enum prof_mode)a.mode,
+	    .min_block_ns = a.min_block_ns,
 	    .nice = a.nice,
 	    .follow_children = a.cmd != NULL || a.subprocesses,
 	    .rate_hz = a.rate,
@@ -571,7 +611,10 @@ int cmd_record(int argc, char **argv)
 		log_error("%s", err);
 		goto out;
 	}
-	log_debug("sampling at %u Hz; Ctrl-C stops and writes the profile", a.rate);
+	log_debug("sampling at %u Hz%s; Ctrl-C stops and writes the profile", a.rate,
+		  a.mode == PROF_MODE_WALL     ? ", and every target thread that leaves the CPU"
+		  : a.mode == PROF_MODE_OFFCPU ? ", only to find processes: off-CPU stacks only"
+					       : "");
 	/* Now that BPF sees every fork: what the processes started before. */
 	for (int i = 0; a.subprocesses && i < a.npids; i++) {
 		ret = session_add_descendants(s, a.pids[i]);
@@ -676,6 +719,12 @@ int cmd_record(int argc, char **argv)
 	} else if (!st.samples) {
 		log_warn("no samples: the targets did not run Python on a CPU while recorded");
 	}
+	if (a.mode != PROF_MODE_CPU)
+		log_info("%s profile: %.3f s of thread time, with %llu stretches off the CPU%s",
+			 prof_mode_name((enum prof_mode)a.mode),
+			 (double)profile_total_value(session_profile(s)) / 1e9,
+			 (unsigned long long)st.offcpu,
+			 a.format == OUTPUT_FOLDED ? "; folded values are microseconds" : "");
 	if (a.stats)
 		print_stats(&st);
 	status = failed ? 1 : 0;

@@ -31,9 +31,11 @@ struct bpfrun {
 	int nattached;
 	unsigned int rate_hz;
 	bool native;
-	bool loop; /* the bpf_loop programs were loaded */
-	bool ksym; /* ksym_names was loaded */
+	bool loop;   /* the bpf_loop programs were loaded */
+	bool ksym;   /* ksym_names was loaded */
+	bool offcpu; /* on_switch was loaded */
 	struct bpf_link *mmap_link;
+	struct bpf_link *switch_link;
 };
 
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -123,6 +125,10 @@ static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err,
 	br->skel->rodata->cfg.follow_children = o->follow_children;
 	br->skel->rodata->cfg.self_tgid = (uint32_t)getpid();
 	br->skel->rodata->cfg.native = o->native;
+	br->skel->rodata->cfg.offcpu = o->offcpu;
+	/* Off-CPU stacks are walked in one program, through bpf_loop. */
+	bpf_program__set_autoload(br->skel->progs.on_switch, o->offcpu && br->loop);
+	bpf_program__set_autoattach(br->skel->progs.on_switch, false);
 	/* Attached by hand, and only for native unwinding: a kernel without
 	 * syscall tracepoints still profiles, reading new mappings late. */
 	bpf_program__set_autoload(br->skel->progs.on_mmap, o->native);
@@ -192,6 +198,15 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 	}
 	if (ret)
 		goto fail;
+	if (o->offcpu && !br->loop) {
+		ret = -EOPNOTSUPP;
+		snprintf(err, errlen,
+			 "off-CPU samples (--mode wall, off-cpu) need a kernel whose BPF has "
+			 "bpf_loop (Linux 5.17 or later)%s",
+			 getenv("TAIPAN_BPF_LOOP") ? "; TAIPAN_BPF_LOOP=0 turns it off" : "");
+		goto fail;
+	}
+	br->offcpu = o->offcpu;
 	__typeof__(br->skel->progs) *p = &br->skel->progs;
 	int fds[TP_NWALKERS] = {
 	    [TP_WALK_FRAME_OBJECTS] =
@@ -236,6 +251,15 @@ int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
 				"taipan: debug: no mmap tracepoint (%s): libraries loaded "
 				"later are found at their first sample\n",
 				strerror(errno));
+	}
+	if (br->offcpu && !br->switch_link) {
+		br->switch_link = bpf_program__attach(br->skel->progs.on_switch);
+		if (!br->switch_link) {
+			ret = -errno;
+			snprintf(err, errlen, "cannot attach to the sched_switch tracepoint: %s%s",
+				 strerror(-ret), privilege_hint(ret, true));
+			return ret;
+		}
 	}
 	br->perf_links = calloc((size_t)br->ncpus, sizeof(*br->perf_links));
 	br->perf_fds = malloc((size_t)br->ncpus * sizeof(*br->perf_fds));
@@ -286,6 +310,8 @@ int bpfrun_start(struct bpfrun *br, char *err, size_t errlen)
 
 void bpfrun_stop(struct bpfrun *br)
 {
+	bpf_link__destroy(br->switch_link);
+	br->switch_link = NULL;
 	for (int cpu = 0; br->perf_links && cpu < br->ncpus; cpu++) {
 		bpf_link__destroy(br->perf_links[cpu]);
 		br->perf_links[cpu] = NULL;

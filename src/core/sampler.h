@@ -17,6 +17,7 @@ struct sampler_opts {
 	bool kernel_stacks;   /* collect kernel stacks */
 	bool follow_children; /* children of targets become targets */
 	bool native;	      /* unwind native stacks */
+	bool offcpu;	      /* take stacks at sched_switch too (struct tp_config.offcpu) */
 	unsigned int rate_hz; /* samples per second per CPU */
 };
 

@@ -110,6 +110,18 @@ struct session {
 	 * as they are first seen, instead of /proc/kallsyms being read. */
 	bool bpf_ksyms;
 	struct kname *knames;
+	struct away *away; /* threads off the CPU, by tid */
+};
+
+/* A thread off the CPU (--mode wall, off-cpu): the sample its stack went
+ * into, with a count of 0 until the thread runs again (doc/DESIGN.md,
+ * "Off-CPU time"). */
+struct away {
+	UT_hash_handle hh;
+	uint32_t tid;
+	uint64_t out_ns;  /* when it left: its TP_EV_SWITCH_IN names it by this */
+	uint64_t from_ns; /* what the current profile has not weighed yet: from here */
+	size_t index;	  /* its sample in s->prof */
 };
 
 /* A kernel address named by the kernel; name NULL: no symbol. */
@@ -174,7 +186,9 @@ static void account_early(struct session *s, struct sproc *p)
 {
 	uint64_t n = s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid);
 	int id;
-	if (!n || (id = marker(s, "[before taipan recognised the process]")) < 0)
+	/* Off-CPU profiles hold no time on the CPU, early or not. */
+	if (!n || s->opts.mode == PROF_MODE_OFFCPU ||
+	    (id = marker(s, "[before taipan recognised the process]")) < 0)
 		return;
 	uint32_t frame = (uint32_t)id;
 	struct prof_labels lb = {
@@ -186,6 +200,7 @@ static void account_early(struct session *s, struct sproc *p)
 	    .python_version = p->pp.version,
 	    .cgroup = p->cg.path,
 	    .container_id = p->cg.container,
+	    .state = s->opts.mode == PROF_MODE_CPU ? PROF_STATE_NONE : PROF_STATE_RUNNING,
 	};
 	if (!profile_add(s->prof, &frame, 1, &lb, n))
 		s->st.lost_early += n;
@@ -635,6 +650,83 @@ static int push_merged(struct session *s, struct sproc *p, const struct tp_sampl
 	return 0;
 }
 
+/* Thread smp->tid left the CPU with the stack s->ids[0 .. n): the stack goes
+ * into the profile with a count of 0, and gets its count and time when the
+ * thread runs again (came_back). */
+static int went_away(struct session *s, const struct tp_sample *smp, const struct prof_labels *lb,
+		     uint32_t n)
+{
+	struct away *a;
+	HASH_FIND(hh, s->away, &smp->tid, sizeof(smp->tid), a);
+	if (a) {
+		/* Its return was lost (ring full): how long it was away is
+		 * not known. */
+		s->st.offcpu_unended++;
+	} else {
+		if (!(a = calloc(1, sizeof(*a))))
+			return -ENOMEM;
+		a->tid = smp->tid;
+		HASH_ADD(hh, s->away, tid, sizeof(a->tid), a);
+	}
+	a->out_ns = a->from_ns = smp->time_ns;
+	int ret = profile_add_at(s->prof, s->ids, n, lb, 0, 0, &a->index);
+	if (ret) {
+		HASH_DEL(s->away, a);
+		free(a);
+	}
+	return ret;
+}
+
+/* Thread tid, away since out_ns, runs again at in_ns (or the recording
+ * ended then): its stack weighs the time, unless the whole stretch is
+ * shorter than --min-block. */
+static void came_back(struct session *s, uint32_t tid, uint64_t out_ns, uint64_t in_ns)
+{
+	struct away *a;
+	HASH_FIND(hh, s->away, &tid, sizeof(tid), a);
+	if (!a || a->out_ns != out_ns)
+		return; /* its stack was lost (ring full), or that of a process forgotten */
+	if (in_ns - out_ns < s->opts.min_block_ns) {
+		s->st.offcpu_short++;
+	} else {
+		s->st.offcpu++;
+		profile_bump(s->prof, a->index, 1, in_ns > a->from_ns ? in_ns - a->from_ns : 0);
+	}
+	HASH_DEL(s->away, a);
+	free(a);
+}
+
+/* The recording ended at end_ns with threads still away: each weighs the
+ * time until then. */
+static void end_away(struct session *s, uint64_t end_ns)
+{
+	struct away *a, *tmp;
+	HASH_ITER(hh, s->away, a, tmp)
+	{
+		s->st.offcpu_open++;
+		came_back(s, a->tid, a->out_ns, end_ns > a->out_ns ? end_ns : a->out_ns);
+	}
+}
+
+/* How many of the innermost kernel frames of off-CPU sample smp are the
+ * tracepoint's way into the BPF program (bpf_trace_run4, the program
+ * itself): the stack a user wants ends in __schedule. A negative errno when
+ * out of memory. */
+static int tracer_frames(struct session *s, const struct tp_sample *smp)
+{
+	int k = 0;
+	for (; k < (int)smp->nkstack && k < 4; k++) {
+		int id = kernel_frame(s, smp->kstack[k]);
+		if (id < 0)
+			return id;
+		const char *name = profile_frame(s->prof, (uint32_t)id)->name;
+		if (strncmp(name, "bpf_", 4) && strncmp(name, "__bpf_", 6) &&
+		    strncmp(name, "__traceiter_", 12))
+			break;
+	}
+	return k;
+}
+
 static int on_sample(struct session *s, const struct tp_sample *smp, size_t size)
 {
 	size_t need = __builtin_offsetof(struct tp_sample, frames) +
@@ -642,6 +734,9 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	if (size < need || smp->nframes > TP_MAX_FRAMES || smp->nkstack > TP_KSTACK_MAX ||
 	    smp->nustack > TP_USTACK_MAX)
 		return 0; /* malformed: cannot happen unless the ABI drifted */
+	bool offcpu = smp->flags & TP_SF_OFFCPU;
+	if (!offcpu && s->opts.mode == PROF_MODE_OFFCPU)
+		return 0; /* the cpu-clock samples find the processes, and go */
 	struct sproc *p = sproc_get(s, (pid_t)smp->pid);
 	if (!p || p->state != SP_PYTHON) {
 		/* Exited and dropped, or re-exec'd: counted, never guessed. */
@@ -654,7 +749,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 		return 0;
 	}
 	bool native = (smp->flags & TP_SF_NATIVE) && s->native;
-	if (ensure_ids(s, (size_t)smp->nframes + smp->nkstack + (native ? smp->nustack : 0) + 4))
+	if (ensure_ids(s, (size_t)smp->nframes + smp->nkstack + (native ? smp->nustack : 0) + 6))
 		return -ENOMEM;
 	uint32_t n = 0;
 	int id;
@@ -694,7 +789,10 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 			return id;
 	}
 	name_kernel_addrs(s, smp->kstack, smp->nkstack);
-	for (int i = (int)smp->nkstack - 1; i >= 0; i--) {
+	int kskip = offcpu ? tracer_frames(s, smp) : 0;
+	if (kskip < 0)
+		return kskip;
+	for (int i = (int)smp->nkstack - 1; i >= kskip; i--) {
 		if ((id = kernel_frame(s, smp->kstack[i])) < 0)
 			return id;
 		s->ids[n++] = (uint32_t)id;
@@ -716,8 +814,26 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	    .python_version = p->pp.version,
 	    .cgroup = p->cg.path,
 	    .container_id = p->cg.container,
+	    .state = s->opts.mode == PROF_MODE_CPU ? PROF_STATE_NONE : PROF_STATE_RUNNING,
 	};
-	int ret = profile_add(s->prof, s->ids, n, &lb, 1);
+	int ret;
+	if (offcpu) {
+		/* Why it was off the CPU, as the leaf: a flame graph shows it
+		 * above the kernel frames where it waited. */
+		static const char *const leaf[TP_TS__COUNT] = {
+		    [TP_TS_RUNNING] = "[running]",
+		    [TP_TS_RUNNABLE] = "[runnable]",
+		    [TP_TS_SLEEPING] = "[sleeping]",
+		    [TP_TS_BLOCKED] = "[blocked]",
+		};
+		uint8_t st = smp->state < TP_TS__COUNT ? smp->state : TP_TS_SLEEPING;
+		lb.state = (uint8_t)(PROF_STATE_RUNNING + st);
+		if ((ret = push_marker(s, &n, leaf[st])) < 0)
+			return ret;
+		ret = went_away(s, smp, &lb, n);
+	} else {
+		ret = profile_add(s->prof, s->ids, n, &lb, 1);
+	}
 	if (!ret)
 		s->st.samples++;
 	if (!s->first_sample_seen) {
@@ -781,6 +897,12 @@ static int on_event(void *ctx, void *data, size_t size)
 	switch (ev->kind) {
 	case TP_EV_SAMPLE:
 		return on_sample(s, data, size) == -ENOMEM ? -ENOMEM : 0;
+	case TP_EV_SWITCH_IN: {
+		const struct tp_switch_ev *sw = data;
+		if (size >= sizeof(*sw) && sw->in_ns >= sw->out_ns)
+			came_back(s, sw->tid, sw->out_ns, sw->in_ns);
+		break;
+	}
 	case TP_EV_CODE: {
 		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
 		s->st.codes_described++;
@@ -859,8 +981,10 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 	    .kernel_stacks = o->kernel_stacks,
 	    .follow_children = o->follow_children,
 	    .native = o->native != SESSION_NATIVE_NONE,
+	    .offcpu = o->mode != PROF_MODE_CPU,
 	    .rate_hz = o->rate_hz,
 	};
+	profile_set_mode(s->prof, o->mode);
 	ret = (o->open_sampler ? o->open_sampler : bpfrun_sampler_open)(&bo, on_event, s, &s->sm,
 									err, errlen);
 	if (ret) {
@@ -901,6 +1025,12 @@ void session_free(struct session *s)
 	ksyms_free(s->ksyms);
 	free_knames(s);
 	free(s->ids);
+	struct away *a, *atmp;
+	HASH_ITER(hh, s->away, a, atmp)
+	{
+		HASH_DEL(s->away, a);
+		free(a);
+	}
 	free(s);
 }
 
@@ -1053,6 +1183,9 @@ int session_poll(struct session *s, int timeout_ms)
 		s->rescans = false;
 	}
 	housekeeping(s);
+	/* Stopped, and the ring read: whoever is still away stays away. */
+	if (s->stop_ns && n >= 0)
+		end_away(s, s->stop_ns);
 	profile_set_timing(s->prof, profile_period_ns(s->prof), profile_start_ns(s->prof),
 			   (s->stop_ns ? s->stop_ns : clock_ns(CLOCK_MONOTONIC)) - s->start_ns);
 	return 0;
@@ -1074,6 +1207,24 @@ struct profile *session_take_profile(struct session *s)
 	/* The next window starts now, in wall-clock time as pprof wants. */
 	profile_set_timing(fresh, profile_period_ns(old),
 			   profile_start_ns(old) + (now - s->start_ns), 0);
+	profile_set_mode(fresh, profile_mode(old));
+	/* A thread away across the boundary weighs in both windows: here
+	 * until now, in the next from now. */
+	struct away *a, *tmp;
+	HASH_ITER(hh, s->away, a, tmp)
+	{
+		size_t idx;
+		if (profile_copy_stack(fresh, old, a->index, &idx)) {
+			s->st.offcpu_unended++;
+			HASH_DEL(s->away, a);
+			free(a);
+			continue;
+		}
+		if (now - a->out_ns >= s->opts.min_block_ns)
+			profile_bump(old, a->index, 1, now > a->from_ns ? now - a->from_ns : 0);
+		a->index = idx;
+		a->from_ns = now;
+	}
 	s->start_ns = now;
 	s->prof = fresh;
 	s->epoch++;

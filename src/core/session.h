@@ -23,6 +23,12 @@ struct session_opts {
 	bool kernel_stacks;
 	bool follow_children;
 	enum session_native native; /* native frames, merged with the Python ones */
+	/* --mode: on-CPU samples (PROF_MODE_CPU), those and the stacks of
+	 * threads off the CPU weighed by how long they were (PROF_MODE_WALL),
+	 * or the latter only (PROF_MODE_OFFCPU). */
+	enum prof_mode mode;
+	/* Off-CPU stretches shorter than this are left out (--min-block). */
+	uint64_t min_block_ns;
 	unsigned int rate_hz;
 	/* System-wide only: profile just the processes whose comm is one of
 	 * these (NULL-terminated; NULL: all), and whose cgroup v2 path starts
@@ -74,6 +80,10 @@ struct session_stats {
 	unsigned int unsupported;     /* processes refused (version, layout) */
 	char refused[512];	      /* why the first of them was refused, "" if none */
 	uint64_t bpf_samples;	      /* perf samples in tracked processes */
+	uint64_t offcpu;	      /* off-CPU stretches in the profile */
+	uint64_t offcpu_short;	      /* ... left out: shorter than --min-block */
+	uint64_t offcpu_unended;      /* ... whose end was never seen (ring full): weigh 0 */
+	uint64_t offcpu_open;	      /* ... still off the CPU at the end: weighed until then */
 };
 
 struct session;

@@ -154,6 +154,7 @@ int output_write_folded(const struct profile *p, FILE *out, const struct output_
 	size_t nsamples = profile_sample_count(p);
 	size_t nlines = 0;
 	int err = 0;
+	bool weighted = profile_weighted(p);
 	char **texts = calloc(nframes ? nframes : 1, sizeof(*texts));
 	struct folded_line *lines = calloc(nsamples ? nsamples : 1, sizeof(*lines));
 	if (!texts || !lines) {
@@ -172,7 +173,7 @@ int output_write_folded(const struct profile *p, FILE *out, const struct output_
 	for (size_t i = 0; i < nsamples; i++) {
 		const struct prof_sample *s = profile_sample(p, i);
 		char *proot = NULL, *troot = NULL;
-		if (!s->count)
+		if (!s->count || !prof_value(p, s))
 			continue;
 		if (o->folded_threads) {
 			proot = thread_root(s->labels.comm, "pid", s->labels.pid);
@@ -193,7 +194,7 @@ int output_write_folded(const struct profile *p, FILE *out, const struct output_
 			err = -ENOMEM;
 			goto cleanup;
 		}
-		lines[nlines++].count = s->count;
+		lines[nlines++].count = prof_value(p, s);
 	}
 
 	qsort(lines, nlines, sizeof(*lines), cmp_line);
@@ -202,8 +203,12 @@ int output_write_folded(const struct profile *p, FILE *out, const struct output_
 		size_t j = i + 1;
 		while (j < nlines && strcmp(lines[j].stack, lines[i].stack) == 0)
 			count += lines[j++].count;
+		/* Wall-clock and off-CPU time in microseconds, as offcputime's
+		 * folded output has it: nanoseconds would only add digits. */
+		if (weighted)
+			count = (count + 500) / 1000;
 		errno = 0;
-		if (fprintf(out, "%s %" PRIu64 "\n", lines[i].stack, count) < 0) {
+		if (count && fprintf(out, "%s %" PRIu64 "\n", lines[i].stack, count) < 0) {
 			err = errno ? -errno : -EIO;
 			goto cleanup;
 		}

@@ -56,6 +56,8 @@ enum fixed_string {
 	S_PYVER,
 	S_CGROUP,
 	S_CONTAINER,
+	S_WALL,
+	S_STATE,
 	S_NFIXED,
 };
 
@@ -73,11 +75,16 @@ static const char *const fixed_strings[S_NFIXED] = {
     [S_PYVER] = "python_version",
     [S_CGROUP] = "cgroup",
     [S_CONTAINER] = "container_id",
+    [S_WALL] = "wall",
+    [S_STATE] = "state",
 };
 
 /* At most this many labels per sample: pid, tid, ns_pid, thread_name, comm,
- * python_version, cgroup, container_id. */
-#define MAX_LABELS 8
+ * python_version, cgroup, container_id, state. */
+#define MAX_LABELS 9
+/* Values per sample: samples/count and cpu/nanoseconds; with off-CPU time
+ * (--mode wall, off-cpu), wall/nanoseconds too. */
+#define MAX_VALUES 3
 
 struct str_ent {
 	UT_hash_handle hh;
@@ -418,14 +425,6 @@ static int64_t sat_i64(uint64_t v)
 	return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
-static int64_t sat_mul(uint64_t a, uint64_t b)
-{
-	uint64_t r;
-	if (__builtin_mul_overflow(a, b, &r))
-		return INT64_MAX;
-	return sat_i64(r);
-}
-
 static int cmp_mapping(const void *a, const void *b)
 {
 	uint64_t x = ((const Perftools__Profiles__Mapping *)a)->id;
@@ -543,7 +542,7 @@ int output_write_pprof(const struct profile *p, FILE *out)
 	labels = calloc((nsamples ? nsamples : 1) * MAX_LABELS, sizeof(*labels));
 	label_ptrs = calloc((nsamples ? nsamples : 1) * MAX_LABELS, sizeof(*label_ptrs));
 	locids = calloc(nlocids ? nlocids : 1, sizeof(*locids));
-	values = calloc((nsamples ? nsamples : 1) * 2, sizeof(*values));
+	values = calloc((nsamples ? nsamples : 1) * MAX_VALUES, sizeof(*values));
 	if (!e.fns || !e.maps || !e.locs || !e.lines || !e.line_ptrs || !samples || !sample_ptrs ||
 	    !labels || !label_ptrs || !locids || !values) {
 		err = -ENOMEM;
@@ -568,10 +567,12 @@ int output_write_pprof(const struct profile *p, FILE *out)
 	}
 
 	uint64_t period = profile_period_ns(p);
+	bool wall = profile_weighted(p);
+	size_t nvalues = wall ? 3 : 2;
 	size_t ns = 0, nid = 0;
 	for (size_t i = 0; i < nsamples; i++) {
 		const struct prof_sample *ps = profile_sample(p, i);
-		if (!ps->count)
+		if (!ps->count || !prof_value(p, ps))
 			continue;
 		Perftools__Profiles__Sample *s = &samples[ns];
 		perftools__profiles__sample__init(s);
@@ -598,10 +599,12 @@ int output_write_pprof(const struct profile *p, FILE *out)
 			s->n_location_id = ps->nframes;
 		}
 
-		s->value = &values[2 * (ns - 1)];
-		s->n_value = 2;
+		s->value = &values[MAX_VALUES * (ns - 1)];
+		s->n_value = nvalues;
 		s->value[0] = sat_i64(ps->count);
-		s->value[1] = sat_mul(ps->count, period);
+		s->value[1] = sat_i64(prof_sample_cpu_ns(p, ps));
+		if (wall)
+			s->value[2] = sat_i64(prof_sample_wall_ns(p, ps));
 
 		/* Labels: MAX_LABELS slots per sample; empty values are left out. */
 		const struct prof_labels *pl = &ps->labels;
@@ -622,6 +625,8 @@ int output_write_pprof(const struct profile *p, FILE *out)
 			err = add_label(s, ls, S_CGROUP, str_opt(&e, pl->cgroup));
 		if (!err && pl->container_id && *pl->container_id)
 			err = add_label(s, ls, S_CONTAINER, str_opt(&e, pl->container_id));
+		if (!err && prof_state_name(pl->state))
+			err = add_label(s, ls, S_STATE, str_opt(&e, prof_state_name(pl->state)));
 		if (err)
 			goto cleanup;
 	}
@@ -650,12 +655,15 @@ int output_write_pprof(const struct profile *p, FILE *out)
 	st_samples.unit = S_COUNT;
 	st_cpu.type = S_CPU;
 	st_cpu.unit = S_NS;
+	Perftools__Profiles__ValueType st_wall = PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
+	st_wall.type = S_WALL;
+	st_wall.unit = S_NS;
 	period_type.type = S_CPU;
 	period_type.unit = S_NS;
-	Perftools__Profiles__ValueType *sample_types[] = {&st_samples, &st_cpu};
+	Perftools__Profiles__ValueType *sample_types[] = {&st_samples, &st_cpu, &st_wall};
 
 	Perftools__Profiles__Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
-	prof.n_sample_type = 2;
+	prof.n_sample_type = nvalues;
 	prof.sample_type = sample_types;
 	prof.n_sample = ns;
 	prof.sample = sample_ptrs;
@@ -673,7 +681,7 @@ int output_write_pprof(const struct profile *p, FILE *out)
 	prof.period = sat_i64(period);
 	/* A string index, not a sample_type index. pprof would pick the last
 	 * type (cpu) anyway; saying so keeps that true if types are added. */
-	prof.default_sample_type = S_CPU;
+	prof.default_sample_type = wall ? S_WALL : S_CPU;
 
 	err = write_gzip(&prof.base, out);
 

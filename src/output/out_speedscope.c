@@ -157,7 +157,8 @@ static int build(const struct profile *p, json_t *root, struct threads *t)
 	uint32_t nframes = profile_frame_count(p);
 	size_t nsamples = profile_sample_count(p);
 	uint64_t period = profile_period_ns(p);
-	bool ns = period > 0;
+	bool weighted = profile_weighted(p);
+	bool ns = period > 0 || weighted;
 	int64_t unknown = -1; /* frame index of "[unknown]", once needed */
 	int err;
 
@@ -199,7 +200,7 @@ static int build(const struct profile *p, json_t *root, struct threads *t)
 
 	for (size_t i = 0; i < nsamples; i++) {
 		const struct prof_sample *s = profile_sample(p, i);
-		if (!s->count)
+		if (!s->count || !prof_value(p, s))
 			continue;
 		struct thread_prof *th = find_thread(t, s->labels.pid, s->labels.tid);
 		json_t *stack = json_array();
@@ -220,7 +221,9 @@ static int build(const struct profile *p, json_t *root, struct threads *t)
 				return err;
 		}
 		uint64_t w = s->count;
-		if (ns && __builtin_mul_overflow(s->count, period, &w))
+		if (weighted)
+			w = prof_value(p, s);
+		else if (ns && __builtin_mul_overflow(s->count, period, &w))
 			w = UINT64_MAX;
 		/* JSON numbers are doubles to most readers; jansson's are
 		 * int64. Neither limit is near a real profile's weights. */

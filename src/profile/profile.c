@@ -34,7 +34,7 @@ struct frame_ent {
 /* The key of an aggregated sample: labels by value (strings as interned
  * pointers), then the frame ids. */
 struct sample_key {
-	uint32_t pid, tid, ns_pid, nframes;
+	uint32_t pid, tid, ns_pid, nframes, state;
 	const char *thread_name, *comm, *python_version, *cgroup, *container_id;
 	uint32_t frames[];
 };
@@ -57,6 +57,7 @@ struct profile {
 	size_t nsamples, samples_cap;
 	uint64_t total;
 	uint64_t period_ns, start_ns, duration_ns;
+	enum prof_mode mode;
 };
 
 struct profile *profile_new(void)
@@ -258,6 +259,55 @@ int profile_intern_frame(struct profile *p, const struct prof_frame *f)
 int profile_add(struct profile *p, const uint32_t *frames, uint32_t n,
 		const struct prof_labels *labels, uint64_t count)
 {
+	return profile_add_off(p, frames, n, labels, count, 0);
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+	return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+int profile_add_off(struct profile *p, const uint32_t *frames, uint32_t n,
+		    const struct prof_labels *labels, uint64_t count, uint64_t off_ns)
+{
+	return profile_add_at(p, frames, n, labels, count, off_ns, NULL);
+}
+
+void profile_bump(struct profile *p, size_t index, uint64_t count, uint64_t off_ns)
+{
+	if (index >= p->nsamples)
+		return;
+	p->samples[index].count += count;
+	p->samples[index].off_ns = sat_add(p->samples[index].off_ns, off_ns);
+	p->total += count;
+}
+
+int profile_copy_stack(struct profile *dst, const struct profile *src, size_t index, size_t *out)
+{
+	if (index >= src->nsamples)
+		return -EINVAL;
+	const struct prof_sample *s = &src->samples[index];
+	uint32_t *stack = malloc(((size_t)s->nframes + 1) * sizeof(*stack));
+	if (!stack)
+		return -ENOMEM;
+	int err = 0;
+	for (uint32_t j = 0; j < s->nframes && !err; j++) {
+		int id = profile_intern_frame(dst, &src->frames[s->frames[j]]);
+		if (id < 0)
+			err = id;
+		else
+			stack[j] = (uint32_t)id;
+	}
+	if (!err)
+		err = profile_add_at(dst, stack, s->nframes, &s->labels, 0, 0, out);
+	free(stack);
+	return err;
+}
+
+int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
+		   const struct prof_labels *labels, uint64_t count, uint64_t off_ns, size_t *index)
+{
 	int err = 0;
 	for (uint32_t i = 0; i < n; i++)
 		if (frames[i] >= p->nframes)
@@ -270,6 +320,7 @@ int profile_add(struct profile *p, const uint32_t *frames, uint32_t n,
 	key->tid = labels->tid;
 	key->ns_pid = labels->ns_pid;
 	key->nframes = n;
+	key->state = labels->state;
 	key->thread_name = intern(p, labels->thread_name, &err);
 	key->comm = intern(p, labels->comm, &err);
 	key->python_version = intern(p, labels->python_version, &err);
@@ -286,8 +337,9 @@ int profile_add(struct profile *p, const uint32_t *frames, uint32_t n,
 	HASH_FIND(hh, p->sample_index, key, keylen, e);
 	if (e) {
 		free(key);
-		p->samples[e->index].count += count;
-		p->total += count;
+		profile_bump(p, e->index, count, off_ns);
+		if (index)
+			*index = e->index;
 		return 0;
 	}
 	if (grow((void **)&p->samples, &p->samples_cap, p->nsamples + 1, sizeof(*p->samples)) ||
@@ -314,10 +366,73 @@ int profile_add(struct profile *p, const uint32_t *frames, uint32_t n,
 					 .comm = key->comm,
 					 .python_version = key->python_version,
 					 .cgroup = key->cgroup,
-					 .container_id = key->container_id};
+					 .container_id = key->container_id,
+					 .state = (uint8_t)key->state};
 	s->count = count;
+	s->off_ns = off_ns;
 	p->total += count;
+	if (index)
+		*index = e->index;
 	return 0;
+}
+
+const char *prof_state_name(enum prof_state st)
+{
+	static const char *const names[PROF_STATE__COUNT] = {
+	    [PROF_STATE_RUNNING] = "running",
+	    [PROF_STATE_RUNNABLE] = "runnable",
+	    [PROF_STATE_SLEEPING] = "sleeping",
+	    [PROF_STATE_BLOCKED] = "blocked",
+	};
+	return (unsigned)st < PROF_STATE__COUNT ? names[st] : NULL;
+}
+
+const char *prof_mode_name(enum prof_mode mode)
+{
+	return mode == PROF_MODE_WALL ? "wall" : mode == PROF_MODE_OFFCPU ? "off-cpu" : "cpu";
+}
+
+void profile_set_mode(struct profile *p, enum prof_mode mode)
+{
+	p->mode = mode;
+}
+
+enum prof_mode profile_mode(const struct profile *p)
+{
+	return p->mode;
+}
+
+bool profile_weighted(const struct profile *p)
+{
+	return p->mode != PROF_MODE_CPU;
+}
+
+uint64_t prof_sample_cpu_ns(const struct profile *p, const struct prof_sample *s)
+{
+	uint64_t r;
+	if (s->labels.state > PROF_STATE_RUNNING)
+		return 0;
+	return __builtin_mul_overflow(s->count, p->period_ns, &r) ? UINT64_MAX : r;
+}
+
+uint64_t prof_sample_wall_ns(const struct profile *p, const struct prof_sample *s)
+{
+	return sat_add(prof_sample_cpu_ns(p, s), s->off_ns);
+}
+
+uint64_t prof_value(const struct profile *p, const struct prof_sample *s)
+{
+	return p->mode == PROF_MODE_CPU ? s->count : prof_sample_wall_ns(p, s);
+}
+
+uint64_t profile_total_value(const struct profile *p)
+{
+	if (p->mode == PROF_MODE_CPU)
+		return p->total;
+	uint64_t t = 0;
+	for (size_t i = 0; i < p->nsamples; i++)
+		t = sat_add(t, prof_sample_wall_ns(p, &p->samples[i]));
+	return t;
 }
 
 uint32_t profile_frame_count(const struct profile *p)
@@ -393,12 +508,14 @@ int profile_merge(struct profile *dst, const struct profile *src)
 		const struct prof_sample *s = &src->samples[i];
 		for (uint32_t j = 0; j < s->nframes; j++)
 			stack[j] = ids[s->frames[j]];
-		err = profile_add(dst, stack, s->nframes, &s->labels, s->count);
+		err = profile_add_off(dst, stack, s->nframes, &s->labels, s->count, s->off_ns);
 		if (err)
 			goto out;
 	}
 	if (!dst->period_ns)
 		dst->period_ns = src->period_ns;
+	if (!dst->mode)
+		dst->mode = src->mode;
 	merge_span(dst, src);
 out:
 	free(ids);

@@ -34,6 +34,30 @@ struct prof_frame {
  * with the module, such as pprof given its build-id, can name it later. */
 bool prof_frame_unnamed(const struct prof_frame *f);
 
+/* What a thread was doing when its sample was taken (--mode wall, off-cpu):
+ * the state label. */
+enum prof_state {
+	PROF_STATE_NONE = 0, /* not known: --mode cpu, where every sample is running */
+	PROF_STATE_RUNNING,  /* on a CPU (a cpu-clock sample) */
+	PROF_STATE_RUNNABLE, /* off the CPU, waiting for one */
+	PROF_STATE_SLEEPING, /* off the CPU, in an interruptible sleep */
+	PROF_STATE_BLOCKED,  /* off the CPU, in an uninterruptible sleep */
+	PROF_STATE__COUNT
+};
+
+/* The state's label value ("running", ...), NULL for PROF_STATE_NONE. */
+const char *prof_state_name(enum prof_state st);
+
+/* What a profile's values measure (--mode). */
+enum prof_mode {
+	PROF_MODE_CPU = 0, /* on-CPU samples: counts, each worth the period */
+	PROF_MODE_WALL,	   /* on-CPU samples and off-CPU time: nanoseconds */
+	PROF_MODE_OFFCPU,  /* off-CPU time only: nanoseconds */
+};
+
+/* The mode's name as --mode spells it: "cpu", "wall", "off-cpu". */
+const char *prof_mode_name(enum prof_mode mode);
+
 /* Labels that every sample carries. Strings are interned by the profile. */
 struct prof_labels {
 	uint32_t pid;
@@ -44,6 +68,7 @@ struct prof_labels {
 	const char *python_version;
 	const char *cgroup;	  /* cgroup v2 path, or NULL */
 	const char *container_id; /* the container id in the cgroup path, or NULL */
+	uint8_t state;		  /* enum prof_state */
 };
 
 /* One aggregated sample: a stack (root first) with its labels and count. */
@@ -51,7 +76,8 @@ struct prof_sample {
 	const uint32_t *frames; /* frame ids, root first */
 	uint32_t nframes;
 	struct prof_labels labels;
-	uint64_t count;
+	uint64_t count;	 /* samples: cpu-clock ones, or times the thread left the CPU */
+	uint64_t off_ns; /* time off the CPU, for a state other than running */
 };
 
 struct profile;
@@ -68,6 +94,12 @@ uint64_t profile_period_ns(const struct profile *p);
 uint64_t profile_start_ns(const struct profile *p);
 uint64_t profile_duration_ns(const struct profile *p);
 
+void profile_set_mode(struct profile *p, enum prof_mode mode);
+enum prof_mode profile_mode(const struct profile *p);
+/* Whether the profile's values are nanoseconds of wall-clock or off-CPU
+ * time (prof_value()) rather than sample counts. */
+bool profile_weighted(const struct profile *p);
+
 /* Interns f (copying its strings) and returns its id, or a negative errno.
  * The same frame always gets the same id. */
 int profile_intern_frame(struct profile *p, const struct prof_frame *f);
@@ -77,6 +109,21 @@ int profile_intern_frame(struct profile *p, const struct prof_frame *f);
 int profile_add(struct profile *p, const uint32_t *frames, uint32_t n,
 		const struct prof_labels *labels, uint64_t count);
 
+/* As profile_add, and off_ns nanoseconds off the CPU. */
+int profile_add_off(struct profile *p, const uint32_t *frames, uint32_t n,
+		    const struct prof_labels *labels, uint64_t count, uint64_t off_ns);
+
+/* As profile_add_off, and the index of the sample it added to in *index
+ * (which stays that sample's: profile_sample(p, *index)). */
+int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
+		   const struct prof_labels *labels, uint64_t count, uint64_t off_ns,
+		   size_t *index);
+/* Adds count and off_ns to sample index. */
+void profile_bump(struct profile *p, size_t index, uint64_t count, uint64_t off_ns);
+/* Adds sample index of src to dst with a count and time of 0 (its stack and
+ * labels only), and its index in dst in *out. 0 or a negative errno. */
+int profile_copy_stack(struct profile *dst, const struct profile *src, size_t index, size_t *out);
+
 /* Iteration for the encoders. Ids and indexes are dense, from 0. */
 uint32_t profile_frame_count(const struct profile *p);
 const struct prof_frame *profile_frame(const struct profile *p, uint32_t id);
@@ -84,6 +131,16 @@ size_t profile_sample_count(const struct profile *p);
 const struct prof_sample *profile_sample(const struct profile *p, size_t i);
 /* Sum of all sample counts. */
 uint64_t profile_total(const struct profile *p);
+
+/* A sample's time on the CPU (its count times the period, for a running
+ * sample), its wall-clock time (that and its time off the CPU), and the value
+ * the profile's mode shows: its count (--mode cpu) or its wall-clock
+ * nanoseconds. Saturating. */
+uint64_t prof_sample_cpu_ns(const struct profile *p, const struct prof_sample *s);
+uint64_t prof_sample_wall_ns(const struct profile *p, const struct prof_sample *s);
+uint64_t prof_value(const struct profile *p, const struct prof_sample *s);
+/* The sum of prof_value() over the profile. */
+uint64_t profile_total_value(const struct profile *p);
 
 /* Adds every sample of src to dst, re-interning src's frames and labels in
  * dst, so that dst reads as if it had aggregated both. dst's time span grows

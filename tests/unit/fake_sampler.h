@@ -197,6 +197,36 @@ static void fake_sample(uint32_t pid, const struct tp_frame *frames, uint16_t n,
 	free(s);
 }
 
+/* An off-CPU sample of pid's main thread (TP_SF_OFFCPU): it left the CPU
+ * at out_ns in state (enum tp_thread_state). */
+static void fake_offcpu(uint32_t pid, const struct tp_frame *frames, uint16_t n, uint8_t state,
+			uint64_t out_ns)
+{
+	size_t size = offsetof(struct tp_sample, frames) + n * sizeof(struct tp_frame);
+	struct tp_sample *s = calloc(1, sizeof(*s));
+	if (!s)
+		abort();
+	s->kind = TP_EV_SAMPLE;
+	s->pid = s->tid = pid;
+	s->time_ns = out_ns;
+	s->nframes = n;
+	s->flags = TP_SF_PYTHON | TP_SF_OFFCPU;
+	s->state = state;
+	memcpy(s->comm, "main", 5);
+	if (n)
+		memcpy(s->frames, frames, n * sizeof(*frames));
+	fake_queue(s, size);
+	free(s);
+}
+
+/* pid's main thread, away since out_ns, runs again at in_ns. */
+static void fake_switch_in(uint32_t pid, uint64_t out_ns, uint64_t in_ns)
+{
+	struct tp_switch_ev ev = {
+	    .kind = TP_EV_SWITCH_IN, .pid = pid, .tid = pid, .out_ns = out_ns, .in_ns = in_ns};
+	fake_queue(&ev, sizeof(ev));
+}
+
 /* Samples of tgid that BPF took before it was classified. */
 static void fake_unknown(uint32_t tgid, uint64_t n)
 {

@@ -8,7 +8,9 @@
  * taken before it was recognised; markers for failed walks; real frames
  * named, and named again after session_take_profile (the frame cache's
  * epoch); exec forgetting the process; samples that arrive after the exit
- * event keeping their names; a fork inheriting its parent's layout.
+ * event keeping their names; a fork inheriting its parent's layout; off-CPU
+ * stacks (--mode wall) weighed by the time until their thread's return, cut
+ * at a window's boundary and at the stop.
  */
 #include <errno.h>
 #include <glob.h>
@@ -120,6 +122,22 @@ static int setup(void **state)
 	assert_non_null(fake);
 	*state = &fx;
 	return 0;
+}
+
+/* As setup, with --mode wall and --min-block 1ms. */
+static int setup_wall(void **state)
+{
+	char err[512];
+	int ret = setup(state);
+	struct fixture *fx = *state;
+	session_free(fx->s);
+	struct session_opts o = {.rate_hz = 100,
+				 .open_sampler = fake_open,
+				 .mode = PROF_MODE_WALL,
+				 .min_block_ns = 1000000};
+	assert_int_equal(session_new(&o, &fx->s, err, sizeof(err)), 0);
+	assert_true(fake->opts.offcpu);
+	return ret;
 }
 
 static int teardown(void **state)
@@ -357,6 +375,124 @@ static void test_exit_keeps_late_samples(void **state)
 	assert_int_equal(session_live_targets(fx->s), 0); /* gone, as far as it knows */
 }
 
+/* The profile's only sample whose leaf frame is named leaf, or NULL. */
+static const struct prof_sample *find_leaf(struct profile *p, const char *leaf)
+{
+	const struct prof_sample *found = NULL;
+	for (size_t i = 0; i < profile_sample_count(p); i++) {
+		const struct prof_sample *s = profile_sample(p, i);
+		if (s->nframes &&
+		    !strcmp(profile_frame(p, s->frames[s->nframes - 1])->name, leaf)) {
+			assert_null(found);
+			found = s;
+		}
+	}
+	return found;
+}
+
+/* --mode wall: an off-CPU stack weighs nothing until its thread returns,
+ * then the time it was away; a stretch under --min-block is left out; a
+ * return that names another stretch is ignored; a stack whose return was
+ * lost weighs 0. */
+static void test_offcpu_weighs_time_away(void **state)
+{
+	struct fixture *fx = *state;
+	struct tp_frame frames[8];
+	struct session_stats st;
+	uint32_t pid = (uint32_t)fx->child.pid;
+	const uint64_t ms = 1000000, t = 1000 * ms;
+
+	discover(fx);
+	uint16_t n = child_frames(fx, frames, 8);
+	fake_offcpu(pid, frames, n, TP_TS_SLEEPING, t);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	struct profile *p = session_profile(fx->s);
+	assert_true(profile_weighted(p));
+	const struct prof_sample *sl = find_leaf(p, "[sleeping]");
+	assert_non_null(sl);
+	assert_string_equal(profile_frame(p, sl->frames[0])->name, "<module>");
+	assert_int_equal(sl->labels.state, PROF_STATE_SLEEPING);
+	assert_int_equal(prof_value(p, sl), 0);
+
+	fake_switch_in(pid, t + 1, t + 7 * ms); /* not this stretch */
+	fake_switch_in(pid, t, t + 5 * ms);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	sl = find_leaf(p, "[sleeping]");
+	assert_int_equal(sl->count, 1);
+	assert_int_equal(prof_sample_wall_ns(p, sl), 5 * ms);
+	assert_int_equal(prof_sample_cpu_ns(p, sl), 0);
+
+	/* Shorter than --min-block. */
+	fake_offcpu(pid, frames, n, TP_TS_RUNNABLE, t + 10 * ms);
+	fake_switch_in(pid, t + 10 * ms, t + 10 * ms + ms / 2);
+	/* Its return lost: the next stack of the thread comes first. */
+	fake_offcpu(pid, frames, n, TP_TS_BLOCKED, t + 20 * ms);
+	fake_offcpu(pid, frames, n, TP_TS_BLOCKED, t + 30 * ms);
+	fake_switch_in(pid, t + 30 * ms, t + 32 * ms);
+	/* A sample on the CPU counts the period. */
+	fake_sample(pid, frames, n, TP_ERR_NONE);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	const struct prof_sample *rq = find_leaf(p, "[runnable]");
+	assert_non_null(rq);
+	assert_int_equal(prof_value(p, rq), 0);
+	const struct prof_sample *bl = find_leaf(p, "[blocked]");
+	assert_int_equal(bl->count, 1);
+	assert_int_equal(prof_value(p, bl), 2 * ms);
+	session_stats(fx->s, &st);
+	assert_int_equal(st.offcpu, 2);
+	assert_int_equal(st.offcpu_short, 1);
+	assert_int_equal(st.offcpu_unended, 1);
+	/* 5 + 2 ms away, and one on-CPU sample, worth the period. */
+	assert_int_equal(profile_total_value(p), 7 * ms + profile_period_ns(p));
+}
+
+/* A thread away across session_take_profile weighs in both windows, and
+ * one still away at the stop weighs until the stop. */
+static void test_offcpu_windows_and_stop(void **state)
+{
+	struct fixture *fx = *state;
+	struct tp_frame frames[8];
+	struct session_stats st;
+	uint32_t pid = (uint32_t)fx->child.pid;
+	const uint64_t ms = 1000000;
+
+	discover(fx);
+	uint16_t n = child_frames(fx, frames, 8);
+	uint64_t out = mono_ns() - 50 * ms;
+	fake_offcpu(pid, frames, n, TP_TS_SLEEPING, out);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	uint64_t before = mono_ns();
+	struct profile *old = session_take_profile(fx->s);
+	uint64_t after = mono_ns();
+	assert_non_null(old);
+	const struct prof_sample *a = find_leaf(old, "[sleeping]");
+	assert_int_equal(a->count, 1);
+	assert_in_range(prof_value(old, a), before - out, after - out);
+	assert_int_equal(profile_mode(old), PROF_MODE_WALL);
+
+	struct profile *p = session_profile(fx->s);
+	assert_int_equal(profile_mode(p), PROF_MODE_WALL);
+	const struct prof_sample *b = find_leaf(p, "[sleeping]");
+	assert_non_null(b);
+	assert_int_equal(b->count, 0);
+	fake_switch_in(pid, out, after + 3 * ms);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	b = find_leaf(p, "[sleeping]");
+	assert_int_equal(b->count, 1);
+	assert_in_range(prof_value(p, b), 3 * ms, after + 3 * ms - before);
+	profile_free(old);
+
+	/* Away at the stop, for longer than --min-block. */
+	fake_offcpu(pid, frames, n, TP_TS_BLOCKED, mono_ns() - 5 * ms);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	session_stop(fx->s);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	const struct prof_sample *c = find_leaf(p, "[blocked]");
+	assert_int_equal(c->count, 1);
+	session_stats(fx->s, &st);
+	assert_int_equal(st.offcpu_open, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -366,6 +502,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_exec_forgets, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_exit_keeps_late_samples, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fork_shares_the_layout, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_offcpu_weighs_time_away, setup_wall, teardown),
+	    cmocka_unit_test_setup_teardown(test_offcpu_windows_and_stop, setup_wall, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -251,6 +251,15 @@
     var p = 100 * n / of;
     return (p >= 10 || p === 0 ? p.toFixed(1) : p.toPrecision(2)) + '%';
   }
+  /* A value as the profile counts it: samples, or (--mode wall, off-cpu)
+   * microseconds of time. */
+  function amount(n) {
+    if (data.unit !== 'us') return plural(n, 'sample');
+    if (n >= 1e6) return (n / 1e6).toFixed(n >= 1e7 ? 1 : 2) + ' s';
+    if (n >= 1e3) return (n / 1e3).toFixed(n >= 1e4 ? 1 : 2) + ' ms';
+    return n + ' \u00b5s';
+  }
+
   function plural(n, word) {
     return n.toLocaleString('en-US') + ' ' + word + (n === 1 ? '' : 's');
   }
@@ -389,7 +398,7 @@
     tip.textContent = '';
     if (i === 0) {
       tipLine(tip, 'fn', rootName());
-      tipLine(tip, '', plural(all, 'sample'));
+      tipLine(tip, '', amount(all));
     } else {
       var K = t.keys, k = t.key[i], file = S[K.file[k]];
       tipLine(tip, 'fn', S[K.name[k]]);
@@ -403,7 +412,7 @@
         where = parts.join(', ') + (lines.length > 4 ? ', \u2026' : '');
       }
       if (where) tipLine(tip, '', where);
-      tipLine(tip, '', plural(t.total[i], 'sample') + ' (' + pct(t.total[i], all) + ')' +
+      tipLine(tip, '', amount(t.total[i]) + ' (' + pct(t.total[i], all) + ')' +
         (t.self[i] ? ', ' + t.self[i].toLocaleString('en-US') + ' self (' + pct(t.self[i], all) + ')' : ''));
       if (st.zoom && i !== st.zoom && t.depth[i] > t.depth[st.zoom])
         tipLine(tip, 'dim', pct(t.total[i], t.total[st.zoom]) + ' of ' + nodeName(t, st.zoom));
@@ -478,7 +487,7 @@
     }
     if (fn === 'bad') el.match.textContent = 'not a regular expression';
     else if (fn) el.match.textContent = 'matched ' + pct(st.matched, t.total[0]) + ' (' +
-      plural(st.matched, 'sample') + ')';
+      amount(st.matched) + ')';
     else el.match.textContent = '';
   }
 
@@ -496,7 +505,7 @@
   function fillThreads() {
     var opt = document.createElement('option');
     opt.value = '-1';
-    opt.textContent = 'all threads (' + plural(grandTotal, 'sample') + ')';
+    opt.textContent = 'all threads (' + amount(grandTotal) + ')';
     el.thread.appendChild(opt);
     threads.slice().sort(function (a, b) { return b.samples - a.samples || a.index - b.index; })
       .forEach(function (t) {
@@ -529,8 +538,9 @@
   }
 
   function fillInfo() {
-    var parts = [plural(grandTotal, 'sample')];
+    var parts = [amount(grandTotal)];
     if (data.duration_ns) parts.push((data.duration_ns / 1e9).toFixed(1) + ' s');
+    if (data.mode) parts.push(data.mode);
     if (data.period_ns) parts.push(Math.round(1e9 / data.period_ns) + ' Hz');
     if (data.start_ms) parts.push(new Date(data.start_ms).toLocaleString());
     el.info.textContent = parts.join(' \u00b7 ');

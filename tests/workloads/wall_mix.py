@@ -1,0 +1,44 @@
+# wall_mix.py - one thread that computes 30% and sleeps 70% of the time, in
+# known functions (compute_phase, sleep_phase), for SECONDS; each phase's
+# wall-clock time is measured here, around the call. At the end one line
+# "result JSON": the tid and the seconds spent in each phase.
+# Usage: python wall_mix.py SECONDS [COMPUTE_MS SLEEP_MS]
+import json
+import sys
+import threading
+import time
+
+
+def compute_phase(t):
+    end = time.time() + t
+    n = 0
+    while time.time() < end:
+        for _ in range(200):
+            n += 1
+    return n
+
+
+def sleep_phase(t):
+    time.sleep(t)
+
+
+def main():
+    seconds = float(sys.argv[1])
+    c = float(sys.argv[2]) / 1000 if len(sys.argv) > 2 else 0.03
+    s = float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.07
+    spent = {"compute_phase": 0.0, "sleep_phase": 0.0}
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        t0 = time.time()
+        compute_phase(c)
+        t1 = time.time()
+        sleep_phase(s)
+        t2 = time.time()
+        spent["compute_phase"] += t1 - t0
+        spent["sleep_phase"] += t2 - t1
+    tid = threading.current_thread().native_id if hasattr(threading.current_thread(), "native_id") else 0
+    print("result " + json.dumps({"tid": tid, "spent": spent}))
+    sys.stdout.flush()
+
+
+main()

@@ -1,0 +1,81 @@
+# wall_wait.py - a thread that waits in a known function: pipe_reader blocks
+# reading a pipe that the main thread writes a byte to every 0.2 s; disk_sync
+# writes a file in DIR and fsyncs it, again and again (the disk's wait is
+# uninterruptible); idle_threads starts N threads that sleep 50 ms at a time.
+# Runs for SECONDS, then prints "result JSON" (for idle: each thread's tid and
+# the seconds from its start to its end).
+# Usage: python wall_wait.py pipe SECONDS | disk SECONDS DIR | idle SECONDS N
+import json
+import os
+import sys
+import threading
+import time
+
+
+def pipe_reader(fd, n):
+    for _ in range(n):
+        os.read(fd, 1)
+
+
+def pipe_test(seconds):
+    r, w = os.pipe()
+    n = max(1, int(seconds / 0.2))
+    t = threading.Thread(target=pipe_reader, args=(r, n), name="reader")
+    t.start()
+    for _ in range(n):
+        time.sleep(0.2)
+        os.write(w, b"x")
+    t.join()
+    return {"tid": t.native_id}
+
+
+def disk_sync(path, deadline):
+    block = b"\0" * (1 << 20)
+    with open(path, "wb") as f:
+        while time.time() < deadline:
+            f.seek(0)
+            f.write(block)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def disk_test(seconds, where):
+    path = os.path.join(where, "wall_wait.%d" % os.getpid())
+    try:
+        disk_sync(path, time.time() + seconds)
+    finally:
+        os.unlink(path)
+    return {"tid": threading.current_thread().native_id}
+
+
+def idle_thread(deadline, lives, i):
+    t0 = time.time()
+    while time.time() < deadline:
+        time.sleep(0.05)
+    lives[i] = (threading.current_thread().native_id, t0, time.time())
+
+
+def idle_test(seconds, n):
+    lives = [None] * n
+    deadline = time.time() + seconds
+    threads = [threading.Thread(target=idle_thread, args=(deadline, lives, i)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"threads": {str(tid): end - start for tid, start, end in lives}}
+
+
+def main():
+    what, seconds = sys.argv[1], float(sys.argv[2])
+    if what == "pipe":
+        res = pipe_test(seconds)
+    elif what == "disk":
+        res = disk_test(seconds, sys.argv[3])
+    else:
+        res = idle_test(seconds, int(sys.argv[3]))
+    print("result " + json.dumps(res))
+    sys.stdout.flush()
+
+
+main()
