@@ -128,12 +128,25 @@ enum tp_proc_kind {
 	TP_PROC_NOT_PYTHON = 2, /* sample kernel stack only, never announce again */
 };
 
+/* Where a GIL build keeps its GIL (struct _gil_runtime_state), to tell
+ * whether a sampled thread holds it: in _PyRuntime at addr (3.7-3.11), or
+ * through each interpreter's ceval.gil pointer (3.12+, addr 0). holder 0: not
+ * known (2.7, 3.6, free-threaded builds). */
+struct tp_gil {
+	__u64 addr;	 /* the GIL's address, 0 if per interpreter */
+	__u16 ts_interp; /* PyThreadState.interp */
+	__u16 interp;	 /* PyInterpreterState.ceval.gil (a pointer) */
+	__u16 locked;	 /* _gil_runtime_state.locked (int) */
+	__u16 holder;	 /* _gil_runtime_state.last_holder (a PyThreadState pointer) */
+};
+
 /* procs map value, keyed by tgid. Written by user space after discovery. */
 struct tp_proc {
 	__u64 interp_head_addr; /* address of the pointer to the first PyInterpreterState */
 	struct tp_py_offsets off;
 	__u32 kind; /* enum tp_proc_kind */
 	__u32 pad;
+	struct tp_gil gil;
 };
 
 /* Per-frame flags. */
@@ -253,6 +266,13 @@ enum tp_thread_state {
 	TP_TS__COUNT
 };
 
+/* What a sampled thread had of the GIL (struct tp_sample.gil). */
+enum tp_gil_state {
+	TP_GIL_UNKNOWN = 0,  /* no GIL to read: 2.7, 3.6, a free-threaded build, no thread state */
+	TP_GIL_HELD = 1,     /* locked, and this thread was the last to take it */
+	TP_GIL_RELEASED = 2, /* not this thread's: released, or (user space tells) waited for */
+};
+
 /* Small events: discover, exec, exit, fork. */
 struct tp_event {
 	__u32 kind; /* enum tp_event_kind */
@@ -335,7 +355,8 @@ struct tp_sample {
 	char comm[TP_COMM_LEN]; /* thread name */
 	__u64 kstack[TP_KSTACK_MAX];
 	__u8 state; /* enum tp_thread_state */
-	__u8 pad2[7];
+	__u8 gil;   /* enum tp_gil_state */
+	__u8 pad2[6];
 	/* Instruction pointers: the sampled one, then each return address. */
 	__u64 ustack[TP_USTACK_MAX];
 	struct tp_frame frames[TP_MAX_FRAMES];
@@ -496,7 +517,7 @@ struct tp_config {
 #ifndef __BPF__
 _Static_assert(sizeof(struct tp_frame) == 32, "tp_frame layout");
 _Static_assert(sizeof(struct tp_py_offsets) == 48, "tp_py_offsets layout");
-_Static_assert(sizeof(struct tp_proc) == 64, "tp_proc layout");
+_Static_assert(sizeof(struct tp_proc) == 80, "tp_proc layout");
 _Static_assert((TP_DESCRIBE_MAX & (TP_DESCRIBE_MAX - 1)) == 0, "TP_DESCRIBE_MAX is masked");
 _Static_assert((TP_CODE_HEAD & (TP_CODE_HEAD - 1)) == 0, "TP_CODE_HEAD is masked");
 _Static_assert(__builtin_offsetof(struct tp_code_ev, head) % 8 == 0, "tp_code_ev layout");

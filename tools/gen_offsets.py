@@ -178,6 +178,13 @@ RULES = {
                    ((3, 12), None, "PyLongObject", "long_value.ob_digit")],
     "long_tag": [((3, 12), None, "PyLongObject", "long_value.lv_tag")],
     "long_digit_size": [((3, 0), None, "digit", SIZEOF)],
+    # The GIL, for the gil= label: in _PyRuntime until 3.11; 3.12 gave each
+    # interpreter a pointer to the GIL it uses, its own or the main one's
+    # (gh-104210). 2.7 and 3.6 keep it in static variables, and have none.
+    "rt_gil": [((3, 7), (3, 11), RT, "ceval.gil")],
+    "interp_gil": [((3, 12), None, IS, "ceval.gil")],
+    "gil_locked": [((3, 7), None, "struct _gil_runtime_state", "locked")],
+    "gil_holder": [((3, 7), None, "struct _gil_runtime_state", "last_holder")],
 }
 
 

@@ -635,6 +635,25 @@ static __always_inline __u64 thread_fsbase(struct tpw_state *st)
 	return fsbase;
 }
 
+/* Whether thread state ts holds its interpreter's GIL: locked, and last
+ * taken by ts (struct tp_gil). A thread that waits for it is told apart in
+ * user space, by take_gil in its native stack. */
+static __always_inline __u8 gil_state(const struct tpw_state *st, __u64 ts)
+{
+	const struct tp_gil *g = &st->proc.gil;
+	__u64 gil = g->addr, interp = 0, holder = 0;
+	int locked = 0;
+	if (!g->holder)
+		return TP_GIL_UNKNOWN;
+	if (!gil && (bpf_probe_read_user(&interp, sizeof(interp), (void *)(ts + g->ts_interp)) ||
+		     bpf_probe_read_user(&gil, sizeof(gil), (void *)(interp + g->interp)) || !gil))
+		return TP_GIL_UNKNOWN;
+	if (bpf_probe_read_user(&holder, sizeof(holder), (void *)(gil + g->holder)) ||
+	    bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + g->locked)))
+		return TP_GIL_UNKNOWN;
+	return locked == 1 && holder == ts ? TP_GIL_HELD : TP_GIL_RELEASED;
+}
+
 /* Every sample starts here: is it of a Python process, which thread state
  * runs, which frame is on top; then the walker takes over. With loop set,
  * the search for an uncached thread state goes through bpf_loop. */
@@ -695,6 +714,7 @@ static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loo
 	if (!ts)
 		goto out;
 	s->tstate = ts;
+	s->gil = gil_state(st, ts);
 	if (tpw_top_frame(st, ts) || !st->frame)
 		goto out;
 	bpf_tail_call(ctx, &progs, tpw_walker(st));
@@ -775,6 +795,7 @@ static __always_inline void walk_whole(struct tpw_state *st, __u64 id)
 		}
 		if (ts) {
 			s->tstate = ts;
+			s->gil = gil_state(st, ts);
 			if (!tpw_top_frame(st, ts) && st->frame) {
 				bpf_loop(TP_WALK_STEPS / TP_FRAMES_PER_CB,
 					 tpw_walker(st) == TP_WALK_INTERP_FRAMES ? interp_frame_cb

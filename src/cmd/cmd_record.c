@@ -71,6 +71,9 @@ void cmd_record_usage(FILE *out)
 		"                       microseconds) and need Linux 5.17+\n"
 		"      --min-block TIME with --mode wall or off-cpu: leave out stretches off\n"
 		"                       the CPU shorter than TIME (e.g. 500us, 2ms; default 0)\n"
+		"      --gil            only samples of threads that hold the GIL: who uses\n"
+		"                       it. Every sample of a GIL build (3.7+) carries a gil\n"
+		"                       label anyway (pprof: held, waiting or released)\n"
 		"  -o, --output FILE    where to write (default taipan-YYYYmmdd-HHMMSS.folded);\n"
 		"                       the extension picks the format: .html/.htm flame graph,\n"
 		"                       .json speedscope, .pb.gz/.pprof pprof, .folded/.txt\n"
@@ -126,6 +129,7 @@ struct record_args {
 	int mode;   /* enum prof_mode */
 	uint64_t min_block_ns;
 	bool min_block_set;
+	bool gil;
 	int nice;
 	char **cmd;
 };
@@ -162,6 +166,7 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 	    {"nice", required_argument, NULL, 'n'},
 	    {"mode", required_argument, NULL, 'M'},
 	    {"min-block", required_argument, NULL, 'B'},
+	    {"gil", no_argument, NULL, 'g'},
 	    {0},
 	};
 	char *end;
@@ -242,6 +247,9 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			if (cli_min_block(optarg, &a->min_block_ns))
 				return -EINVAL;
 			a->min_block_set = true;
+			break;
+		case 'g':
+			a->gil = true;
 			break;
 		case 'L':
 			a->oo.folded_lines = true;
@@ -342,6 +350,11 @@ static void print_stats(const struct session_stats *st)
 				(unsigned long long)st->walk_errors[i], walkerr_marker(i),
 				walkerr_key(i), walkerr_desc(i));
 	uint64_t walks = 0;
+	if (st->gil_other)
+		fprintf(stderr,
+			"taipan: stats: --gil: %llu samples of threads without the GIL left out, "
+			"%llu of them of builds whose GIL cannot be read\n",
+			(unsigned long long)st->gil_other, (unsigned long long)st->gil_unknown);
 	if (st->offcpu || st->offcpu_short || st->offcpu_unended)
 		fprintf(
 		    stderr,
@@ -567,6 +580,7 @@ int cmd_record(int argc, char **argv)
 	    .native = (enum session_native)a.native,
 	    .mode = (enum prof_mode)a.mode,
 	    .min_block_ns = a.min_block_ns,
+	    .gil_only = a.gil,
 	    .nice = a.nice,
 	    .follow_children = a.cmd != NULL || a.subprocesses,
 	    .rate_hz = a.rate,
@@ -725,6 +739,10 @@ int cmd_record(int argc, char **argv)
 			 (double)profile_total_value(session_profile(s)) / 1e9,
 			 (unsigned long long)st.offcpu,
 			 a.format == OUTPUT_FOLDED ? "; folded values are microseconds" : "");
+	if (a.gil && st.gil_unknown)
+		log_warn("--gil: %llu samples left out of processes whose GIL taipan cannot read "
+			 "(Python 2.7, 3.6, free-threaded builds)",
+			 (unsigned long long)st.gil_unknown);
 	if (a.stats)
 		print_stats(&st);
 	status = failed ? 1 : 0;

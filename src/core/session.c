@@ -111,6 +111,7 @@ struct session {
 	bool bpf_ksyms;
 	struct kname *knames;
 	struct away *away; /* threads off the CPU, by tid */
+	bool take_gil;	   /* the sample being read has take_gil in its native stack */
 };
 
 /* A thread off the CPU (--mode wall, off-cpu): the sample its stack went
@@ -618,6 +619,10 @@ static int push_merged(struct session *s, struct sproc *p, const struct tp_sampl
 		ids[i] = native_frame(s, p, smp->ustack[i], i == 0, &kind[i]);
 		if (ids[i] < 0)
 			return ids[i];
+		/* A thread without the GIL in take_gil waits for it. */
+		if (smp->gil == TP_GIL_RELEASED && !s->take_gil &&
+		    !strcmp(profile_frame(s->prof, (uint32_t)ids[i])->name, "take_gil"))
+			s->take_gil = true;
 	}
 	struct merge_in in = merge_in_sample(smp, kind, p->pp.tp.off.flags,
 					     s->opts.native == SESSION_NATIVE_FILTERED);
@@ -748,7 +753,13 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 			s->sm.ops->del_proc(s->sm.impl, smp->pid);
 		return 0;
 	}
+	if (s->opts.gil_only && smp->gil != TP_GIL_HELD) {
+		s->st.gil_other++;
+		s->st.gil_unknown += smp->gil == TP_GIL_UNKNOWN;
+		return 0;
+	}
 	bool native = (smp->flags & TP_SF_NATIVE) && s->native;
+	s->take_gil = false;
 	if (ensure_ids(s, (size_t)smp->nframes + smp->nkstack + (native ? smp->nustack : 0) + 6))
 		return -ENOMEM;
 	uint32_t n = 0;
@@ -815,6 +826,10 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	    .cgroup = p->cg.path,
 	    .container_id = p->cg.container,
 	    .state = s->opts.mode == PROF_MODE_CPU ? PROF_STATE_NONE : PROF_STATE_RUNNING,
+	    .gil = smp->gil == TP_GIL_HELD	 ? PROF_GIL_HELD
+		   : smp->gil != TP_GIL_RELEASED ? PROF_GIL_NONE
+		   : s->take_gil		 ? PROF_GIL_WAITING
+						 : PROF_GIL_RELEASED,
 	};
 	int ret;
 	if (offcpu) {

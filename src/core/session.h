@@ -29,6 +29,8 @@ struct session_opts {
 	enum prof_mode mode;
 	/* Off-CPU stretches shorter than this are left out (--min-block). */
 	uint64_t min_block_ns;
+	/* --gil: only samples of threads that hold the GIL. */
+	bool gil_only;
 	unsigned int rate_hz;
 	/* System-wide only: profile just the processes whose comm is one of
 	 * these (NULL-terminated; NULL: all), and whose cgroup v2 path starts
@@ -84,6 +86,8 @@ struct session_stats {
 	uint64_t offcpu_short;	      /* ... left out: shorter than --min-block */
 	uint64_t offcpu_unended;      /* ... whose end was never seen (ring full): weigh 0 */
 	uint64_t offcpu_open;	      /* ... still off the CPU at the end: weighed until then */
+	uint64_t gil_other;	      /* --gil: samples left out, of threads without the GIL */
+	uint64_t gil_unknown;	      /* ... of them, of builds whose GIL taipan cannot read */
 };
 
 struct session;

@@ -58,6 +58,7 @@ enum fixed_string {
 	S_CONTAINER,
 	S_WALL,
 	S_STATE,
+	S_GIL,
 	S_NFIXED,
 };
 
@@ -77,11 +78,12 @@ static const char *const fixed_strings[S_NFIXED] = {
     [S_CONTAINER] = "container_id",
     [S_WALL] = "wall",
     [S_STATE] = "state",
+    [S_GIL] = "gil",
 };
 
 /* At most this many labels per sample: pid, tid, ns_pid, thread_name, comm,
- * python_version, cgroup, container_id, state. */
-#define MAX_LABELS 9
+ * python_version, cgroup, container_id, state, gil. */
+#define MAX_LABELS 10
 /* Values per sample: samples/count and cpu/nanoseconds; with off-CPU time
  * (--mode wall, off-cpu), wall/nanoseconds too. */
 #define MAX_VALUES 3
@@ -627,6 +629,8 @@ int output_write_pprof(const struct profile *p, FILE *out)
 			err = add_label(s, ls, S_CONTAINER, str_opt(&e, pl->container_id));
 		if (!err && prof_state_name(pl->state))
 			err = add_label(s, ls, S_STATE, str_opt(&e, prof_state_name(pl->state)));
+		if (!err && prof_gil_name(pl->gil))
+			err = add_label(s, ls, S_GIL, str_opt(&e, prof_gil_name(pl->gil)));
 		if (err)
 			goto cleanup;
 	}

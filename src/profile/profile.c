@@ -34,7 +34,7 @@ struct frame_ent {
 /* The key of an aggregated sample: labels by value (strings as interned
  * pointers), then the frame ids. */
 struct sample_key {
-	uint32_t pid, tid, ns_pid, nframes, state;
+	uint32_t pid, tid, ns_pid, nframes, state, gil;
 	const char *thread_name, *comm, *python_version, *cgroup, *container_id;
 	uint32_t frames[];
 };
@@ -321,6 +321,7 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 	key->ns_pid = labels->ns_pid;
 	key->nframes = n;
 	key->state = labels->state;
+	key->gil = labels->gil;
 	key->thread_name = intern(p, labels->thread_name, &err);
 	key->comm = intern(p, labels->comm, &err);
 	key->python_version = intern(p, labels->python_version, &err);
@@ -367,7 +368,8 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 					 .python_version = key->python_version,
 					 .cgroup = key->cgroup,
 					 .container_id = key->container_id,
-					 .state = (uint8_t)key->state};
+					 .state = (uint8_t)key->state,
+					 .gil = (uint8_t)key->gil};
 	s->count = count;
 	s->off_ns = off_ns;
 	p->total += count;
@@ -385,6 +387,16 @@ const char *prof_state_name(enum prof_state st)
 	    [PROF_STATE_BLOCKED] = "blocked",
 	};
 	return (unsigned)st < PROF_STATE__COUNT ? names[st] : NULL;
+}
+
+const char *prof_gil_name(enum prof_gil g)
+{
+	static const char *const names[PROF_GIL__COUNT] = {
+	    [PROF_GIL_HELD] = "held",
+	    [PROF_GIL_WAITING] = "waiting",
+	    [PROF_GIL_RELEASED] = "released",
+	};
+	return (unsigned)g < PROF_GIL__COUNT ? names[g] : NULL;
 }
 
 const char *prof_mode_name(enum prof_mode mode)

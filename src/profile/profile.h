@@ -48,6 +48,18 @@ enum prof_state {
 /* The state's label value ("running", ...), NULL for PROF_STATE_NONE. */
 const char *prof_state_name(enum prof_state st);
 
+/* What a sampled thread had of the GIL: the gil label (GIL builds). */
+enum prof_gil {
+	PROF_GIL_NONE = 0, /* no GIL to tell of: 2.7, 3.6, free-threaded, no thread state */
+	PROF_GIL_HELD,	   /* the thread holds it */
+	PROF_GIL_WAITING,  /* the thread waits for it (take_gil in its native stack) */
+	PROF_GIL_RELEASED, /* another thread holds it, or nobody: this one runs without it */
+	PROF_GIL__COUNT
+};
+
+/* The gil label's value ("held", ...), NULL for PROF_GIL_NONE. */
+const char *prof_gil_name(enum prof_gil g);
+
 /* What a profile's values measure (--mode). */
 enum prof_mode {
 	PROF_MODE_CPU = 0, /* on-CPU samples: counts, each worth the period */
@@ -69,6 +81,7 @@ struct prof_labels {
 	const char *cgroup;	  /* cgroup v2 path, or NULL */
 	const char *container_id; /* the container id in the cgroup path, or NULL */
 	uint8_t state;		  /* enum prof_state */
+	uint8_t gil;		  /* enum prof_gil */
 };
 
 /* One aggregated sample: a stack (root first) with its labels and count. */

@@ -322,6 +322,24 @@ int py_debug_offsets_parse(const void *buf, size_t len, struct py_layout *out, u
 		set_field(out, FIELD(unicode_compact_size),
 			  get_field(out, FIELD(unicode_ascii_size)) + 2 * 8);
 
+	/* The GIL (3.14+): where an interpreter's pointer to its GIL is, and
+	 * where locked and last_holder are in the GIL, which the members give
+	 * as offsets into the interpreter's own. A free-threaded build has
+	 * none to label samples with. */
+	if (!ft && row->pos[PY_DO_INTERP_CEVAL_GIL] >= 0 && row->pos[PY_DO_INTERP_GIL] >= 0 &&
+	    row->pos[PY_DO_INTERP_GIL_LOCKED] >= 0 && row->pos[PY_DO_INTERP_GIL_HOLDER] >= 0) {
+		uint64_t ptr, base, locked, holder;
+		if (!read_member(b, row, PY_DO_INTERP_CEVAL_GIL, USE_OFFSET, &ptr, NULL, 0) &&
+		    !read_member(b, row, PY_DO_INTERP_GIL, USE_OFFSET, &base, NULL, 0) &&
+		    !read_member(b, row, PY_DO_INTERP_GIL_LOCKED, USE_OFFSET, &locked, NULL, 0) &&
+		    !read_member(b, row, PY_DO_INTERP_GIL_HOLDER, USE_OFFSET, &holder, NULL, 0) &&
+		    locked > base && holder > base && locked - base < 256 && holder - base < 256) {
+			set_field(out, FIELD(interp_gil), (int32_t)ptr);
+			set_field(out, FIELD(gil_locked), (int32_t)(locked - base));
+			set_field(out, FIELD(gil_holder), (int32_t)(holder - base));
+		}
+	}
+
 	/* What _Py_DebugOffsets lacks comes from the generated row of this
 	 * minor and kind of build, never another's: without one those fields
 	 * stay -1. A free-threaded build's row is computed from the same

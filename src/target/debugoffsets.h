@@ -45,6 +45,10 @@ static inline int py_has_debug_offsets(unsigned int major, unsigned int minor)
 	X(INTERP_SIZE, interpreter_state, size)                                                    \
 	X(INTERP_NEXT, interpreter_state, next)                                                    \
 	X(INTERP_THREADS_HEAD, interpreter_state, threads_head)                                    \
+	X(INTERP_CEVAL_GIL, interpreter_state, ceval_gil)                                          \
+	X(INTERP_GIL, interpreter_state, gil_runtime_state)                                        \
+	X(INTERP_GIL_LOCKED, interpreter_state, gil_runtime_state_locked)                          \
+	X(INTERP_GIL_HOLDER, interpreter_state, gil_runtime_state_holder)                          \
 	X(TSTATE_SIZE, thread_state, size)                                                         \
 	X(TSTATE_NEXT, thread_state, next)                                                         \
 	X(TSTATE_INTERP, thread_state, interp)                                                     \

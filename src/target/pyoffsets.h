@@ -105,7 +105,13 @@
 	X(int_ival, TABLE, NONE)	     /* PyIntObject.ob_ival (2.7) */                       \
 	X(long_digit, TABLE, NONE)	     /* PyLongObject ob_digit (3.x) */                     \
 	X(long_tag, TABLE, NONE)	     /* PyLongObject long_value.lv_tag (3.12+) */          \
-	X(long_digit_size, TABLE, NONE)	     /* sizeof(digit) (3.x): 4 for 30-bit digits */
+	X(long_digit_size, TABLE, NONE)	     /* sizeof(digit) (3.x): 4 for 30-bit digits */        \
+	/* The GIL (struct _gil_runtime_state): from the table; for a 3.14+ */                     \
+	/* without a row, from _Py_DebugOffsets (debugoffsets.c). */                               \
+	X(rt_gil, TABLE, NONE)	   /* _PyRuntimeState.ceval.gil (3.7-3.11) */                      \
+	X(interp_gil, TABLE, NONE) /* PyInterpreterState.ceval.gil, a pointer (3.12+) */           \
+	X(gil_locked, TABLE, NONE) /* _gil_runtime_state.locked (3.7+) */                          \
+	X(gil_holder, TABLE, NONE) /* _gil_runtime_state.last_holder (3.7+) */
 
 struct py_layout {
 #define PY_LAYOUT_FIELD(name, how, member) int32_t name;

@@ -439,6 +439,19 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	}
 	o->frame_span = (__u16)span;
 	o->flags = f;
+	/* The GIL of a GIL build, if its offsets are known: in _PyRuntime, or
+	 * through each interpreter (3.12+). */
+	memset(&pp->tp.gil, 0, sizeof(pp->tp.gil));
+	bool in_rt = l->rt_gil >= 0 && pp->runtime_addr;
+	if (!pp->free_threaded && (in_rt || l->interp_gil >= 0) && l->ts_interp >= 0 &&
+	    l->gil_locked > 0 && l->gil_holder > 0 && l->ts_interp <= 0xffff &&
+	    l->interp_gil <= 0xffff && l->gil_locked <= 0xffff && l->gil_holder <= 0xffff) {
+		pp->tp.gil.addr = in_rt ? pp->runtime_addr + (uint64_t)l->rt_gil : 0;
+		pp->tp.gil.ts_interp = (__u16)l->ts_interp;
+		pp->tp.gil.interp = in_rt ? 0 : (__u16)l->interp_gil;
+		pp->tp.gil.locked = (__u16)l->gil_locked;
+		pp->tp.gil.holder = (__u16)l->gil_holder;
+	}
 	pp->tp.kind = TP_PROC_PYTHON;
 	pp->linetable = caps->linetable;
 	pp->lasti_in_units = caps->lasti_in_units;

@@ -227,6 +227,7 @@ TPW_INLINE void tpw_begin(struct tpw_state *st)
 	st->s.err = TP_ERR_NONE;
 	st->s.flags = TP_SF_PYTHON;
 	st->s.state = TP_TS_RUNNING;
+	st->s.gil = TP_GIL_UNKNOWN;
 	st->s.walk_calls = 0;
 	st->s.nustack = 0;
 	st->s.uerr = TP_UERR_NONE;

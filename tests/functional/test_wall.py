@@ -202,3 +202,65 @@ def test_bad_mode_and_min_block_are_refused(taipan, tmp_path):
                        (["--mode", "wall", "--min-block", "soon"], "--min-block wants a time")):
         res = run_taipan(taipan, ["record"] + args + ["-o", tmp_path / "x.folded", "--", "true"])
         assert res.returncode == 2 and what in res.stderr, res.stderr
+
+
+# A GIL build whose GIL is in _PyRuntime (3.9), one behind each interpreter
+# from the table (3.12), and one whose offsets come from _Py_DebugOffsets
+# (Debian's 3.14, in its root).
+GIL_INTERPS = ["pyenv-3.9", "pyenv-3.12", "sid-3.14"]
+HOGS = ["hog_a", "hog_b", "hog_c", "hog_d"]
+
+
+@pytest.mark.parametrize("ident", GIL_INTERPS)
+def test_gil_shares_of_four_hogs(taipan, tmp_path, ident):
+    it = interpreter(ident)
+    stacks, res, _ = _record(taipan, tmp_path, it, ["gil4.py", 3], mode="cpu", extra=["--gil"])
+    got = collections.Counter()
+    for s in stacks:
+        hit = [h for h in HOGS if _in(s, h)]
+        if hit:
+            assert s.tid == res[hit[0]]["tid"], (hit, s.tid, res)
+            got[hit[0]] += s.count
+    # A thread of a GIL build runs Python only while it holds the GIL: its
+    # CPU time is its time with the GIL.
+    cpu = {h: res[h]["cpu"] for h in HOGS}
+    n, c = sum(got.values()), sum(cpu.values())
+    shares = {h: (round(100.0 * got[h] / n, 1), round(100.0 * cpu[h] / c, 1)) for h in HOGS}
+    print("--gil %s: share of samples, share of GIL time (%%): %s" % (ident, shares))
+    assert n >= 0.5 * 1000 * c, (n, cpu)
+    for h in HOGS:
+        assert abs(got[h] / float(n) - 0.25) <= 0.05, shares
+        assert abs(got[h] / float(n) - cpu[h] / c) <= 0.03, shares
+
+
+def test_gil_labels_in_wall_mode(taipan, tmp_path):
+    it = interpreter("pyenv-3.12")
+    out = tmp_path / "g.pb.gz"
+    res = record(taipan, out, it.argv(os.path.join(WORKLOADS, "gil4.py"), 2), seconds=None, rate=1000,
+                 extra=["--mode", "wall"], timeout=120)
+    hogs = _result(res.stdout)
+    tags = go_pprof("-tags", out)
+    gil = dict((m.group(2), float(m.group(1))) for m in
+               re.finditer(r"\(\s*([\d.]+)%\):\s+(held|waiting|released)\b", tags))
+    print("gil labels of 4 hogs and a joining main thread, share of wall time: %s" % gil)
+    # Five threads: one holds the GIL at a time (a fifth of the time), the
+    # other hogs wait for it, the main thread waits in join without it.
+    assert abs(gil.get("held", 0) - 20) <= 3, tags
+    assert gil.get("waiting", 0) >= 40, tags
+    assert gil.get("released", 0) >= 10, tags
+    # Waiting is in take_gil, on the hogs' threads.
+    traces = go_pprof("-traces", "-tagfocus=gil=waiting", "-sample_index=wall", out)
+    assert "take_gil" in traces, traces[:2000]
+    tids = {int(t) for t in re.findall(r"^\s+tid:\s+(\d+)$", traces, re.M)}
+    # Every hog waited; the main thread too, now and then, to return from
+    # a join.
+    assert {v["tid"] for v in hogs.values()} <= tids, (tids, hogs)
+
+
+def test_gil_refused_builds_are_said(taipan, tmp_path):
+    it = interpreter("pyenv-2.7")
+    out = tmp_path / "x.folded"
+    res = run_taipan(taipan, ["record", "--gil", "-r", 500, "-o", out, "--"] +
+                     it.argv(os.path.join(WORKLOADS, "chain.py"), 1))
+    assert res.returncode == 0, res.stderr
+    assert "GIL taipan cannot read (Python 2.7, 3.6, free-threaded builds)" in res.stderr, res.stderr

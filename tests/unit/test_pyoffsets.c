@@ -97,7 +97,11 @@
 	X(int_ival)                                                                                \
 	X(long_digit)                                                                              \
 	X(long_tag)                                                                                \
-	X(long_digit_size)
+	X(long_digit_size)                                                                         \
+	X(rt_gil)                                                                                  \
+	X(interp_gil)                                                                              \
+	X(gil_locked)                                                                              \
+	X(gil_holder)
 
 struct field {
 	const char *name;
@@ -116,8 +120,8 @@ _Static_assert(NFIELDS * sizeof(int32_t) == sizeof(struct py_layout),
 
 /* Fields _Py_DebugOffsets has no member for: the reader must leave them -1. */
 static const char *const no_debug_offset[] = {
-    "rt_tstate_current", "rt_autotss_key",	 "ts_frame",
-    "ts_cframe",	 "cframe_current_frame", "frame_is_entry",
+    "rt_tstate_current",    "rt_autotss_key", "ts_frame", "ts_cframe",
+    "cframe_current_frame", "frame_is_entry", "rt_gil",
 };
 
 static int32_t field_get(const struct py_layout *l, const struct field *f)
@@ -237,6 +241,14 @@ static void test_table_rows(void **state)
 			CHECK_FIELD(e,
 				    e->layout.unicode_compact_size > e->layout.unicode_ascii_size,
 				    unicode_compact_size);
+		/* The GIL: in _PyRuntime from 3.7, behind each interpreter's
+		 * pointer from 3.12; 2.7's and 3.6's is static, unlabelled. */
+		PRESENT_IF(e, ver_ge(v, 3, 7) && !ver_ge(v, 3, 12), rt_gil);
+		PRESENT_IF(e, ver_ge(v, 3, 12), interp_gil);
+		PRESENT_IF(e, ver_ge(v, 3, 7), gil_locked);
+		PRESENT_IF(e, ver_ge(v, 3, 7), gil_holder);
+		if (ver_ge(v, 3, 7))
+			CHECK_FIELD(e, e->layout.gil_locked != e->layout.gil_holder, gil_locked);
 	}
 }
 
@@ -458,6 +470,22 @@ static void test_synthetic_newer_minor(void **state)
 	assert_int_equal(synthetic_parse(&s), 0);
 	assert_int_equal(s.hex, newer);
 	assert_non_null(strstr(s.err, "no member table"));
+	/* No generated row for it: the GIL's offsets come from the members,
+	 * locked and last_holder relative to the GIL in the interpreter. */
+	uint64_t base = 8, locked = 40, holder = 32;
+	put_u64(&s, s.row->pos[PY_DO_INTERP_GIL], base);
+	put_u64(&s, s.row->pos[PY_DO_INTERP_GIL_LOCKED], locked);
+	put_u64(&s, s.row->pos[PY_DO_INTERP_GIL_HOLDER], holder);
+	assert_int_equal(synthetic_parse(&s), 0);
+	assert_int_equal(s.out.interp_gil, syn_value(PY_DO_INTERP_CEVAL_GIL));
+	assert_int_equal(s.out.gil_locked, locked - base);
+	assert_int_equal(s.out.gil_holder, holder - base);
+	/* Members that do not lie inside the GIL give no GIL. */
+	put_u64(&s, s.row->pos[PY_DO_INTERP_GIL_LOCKED], base);
+	assert_int_equal(synthetic_parse(&s), 0);
+	assert_int_equal(s.out.gil_locked, -1);
+	assert_int_equal(s.out.interp_gil, -1);
+	put_u64(&s, s.row->pos[PY_DO_INTERP_GIL_LOCKED], locked);
 
 	/* ...but its values are checked all the same. */
 	put_u64(&s, s.row->pos[PY_DO_TSTATE_SIZE], 300);
