@@ -65,6 +65,7 @@ DYNLIB_TABLE(mhd, MHD_FNS);
 #define LOG_EVERY_S 5		/* a refusal of a kind is logged once per this */
 
 #define PROFILE_PATH "/debug/pprof/profile"
+#define WALL_PATH "/debug/pprof/wall"
 
 /* A connection, from accept to close (libmicrohttpd's socket context). */
 struct conn {
@@ -83,6 +84,7 @@ struct httpd_req {
 	struct MHD_Connection *conn;
 	int fd;
 	unsigned int seconds;
+	bool wall; /* WALL_PATH */
 	unsigned int status;
 	const char *ctype;
 	void *body; /* until handed to a response */
@@ -296,7 +298,8 @@ static bool admitted(struct httpd *h, struct MHD_Connection *c, struct conn *cn,
 }
 
 /* GET /debug/pprof/profile: suspended until the main loop answers. */
-static enum MHD_Result start_profile(struct httpd *h, struct MHD_Connection *c, void **con_cls)
+static enum MHD_Result start_profile(struct httpd *h, struct MHD_Connection *c, void **con_cls,
+				     bool wall)
 {
 	unsigned int seconds;
 	const char *arg = mhd.lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "seconds");
@@ -315,6 +318,7 @@ static enum MHD_Result start_profile(struct httpd *h, struct MHD_Connection *c, 
 	r->conn = c;
 	r->fd = ci ? ci->connect_fd : -1;
 	r->seconds = seconds;
+	r->wall = wall;
 
 	pthread_mutex_lock(&h->mu);
 	if (h->stopping || h->waiting >= h->o.max_waiting) {
@@ -370,12 +374,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (cn && cn->too_many_args)
 		return respond_text(c, MHD_HTTP_BAD_REQUEST,
 				    "too many query parameters (at most 32)\n");
-	bool known =
-	    !strcmp(url, PROFILE_PATH) || !strcmp(url, "/stats") || !strcmp(url, "/healthz");
+	bool known = !strcmp(url, PROFILE_PATH) || !strcmp(url, WALL_PATH) ||
+		     !strcmp(url, "/stats") || !strcmp(url, "/healthz");
 	if (!known)
 		return respond_text(c, MHD_HTTP_NOT_FOUND,
-				    "not found; try /debug/pprof/profile?seconds=N, /stats or "
-				    "/healthz\n");
+				    "not found; try /debug/pprof/profile?seconds=N, "
+				    "/debug/pprof/wall?seconds=N, /stats or /healthz\n");
+	if (!strcmp(url, WALL_PATH) && !h->o.wall)
+		return respond_text(c, MHD_HTTP_NOT_FOUND,
+				    "this agent samples threads on the CPU only: start it with "
+				    "--mode wall for /debug/pprof/wall\n");
 	if (strcmp(method, MHD_HTTP_METHOD_GET))
 		return respond_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n");
 	if (!strcmp(url, "/healthz"))
@@ -388,7 +396,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return respond_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no stats\n");
 		return respond(c, MHD_HTTP_OK, "application/json", json, strlen(json), true);
 	}
-	return start_profile(h, c, con_cls);
+	return start_profile(h, c, con_cls, !strcmp(url, WALL_PATH));
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -771,6 +779,11 @@ struct httpd_req *httpd_take(struct httpd *h)
 unsigned int httpd_req_seconds(const struct httpd_req *r)
 {
 	return r->seconds;
+}
+
+bool httpd_req_wall(const struct httpd_req *r)
+{
+	return r->wall;
 }
 
 void httpd_reply(struct httpd *h, struct httpd_req *r, unsigned int status, const char *ctype,

@@ -43,6 +43,9 @@ struct httpd_opts {
 	/* Every request must carry "Authorization: Bearer TOKEN"; NULL: none. */
 	const char *token;
 	unsigned int max_waiting; /* profile requests waiting at once; more get 503 */
+	/* GET /debug/pprof/wall is served (the agent's --mode wall or
+	 * off-cpu); else it gets 404, which says how to have it. */
+	bool wall;
 	/* GET /stats: called on the server's thread with the server's own
 	 * counts; returns JSON text from malloc, or NULL (500). */
 	char *(*stats_json)(void *ctx, const struct httpd_counts *c);
@@ -67,6 +70,8 @@ const char *httpd_address(const struct httpd *h);
  * caller must httpd_reply() to each one it takes. */
 struct httpd_req *httpd_take(struct httpd *h);
 unsigned int httpd_req_seconds(const struct httpd_req *r);
+/* Whether r asked for /debug/pprof/wall (else /debug/pprof/profile). */
+bool httpd_req_wall(const struct httpd_req *r);
 
 /* Answers r with status and body (from malloc, len bytes; owned by the
  * server from then on, also when the client has gone). ctype NULL: pprof,

@@ -102,6 +102,9 @@ void cmd_agent_usage(FILE *out)
 	    "      --no-kernel         leave out kernel frames\n"
 	    "      --native MODE       native (C) frames: filtered (default), all or none,\n"
 	    "                          as in taipan record\n"
+	    "      --mode MODE         cpu (default), or wall: also the stacks of threads\n"
+	    "                          off the CPU, weighed by the time away, as in taipan\n"
+	    "                          record; served on /debug/pprof/wall (Linux 5.17+)\n"
 	    "      --nice N            the nice value taipan reads samples at (default -5;\n"
 	    "                          0 leaves it), as in taipan record\n"
 	    "      --log FILE          log here instead of stderr (appended to; SIGHUP\n"
@@ -115,6 +118,10 @@ void cmd_agent_usage(FILE *out)
 	    "                                      seconds (default 30, 1 to 300) of every\n"
 	    "                                      process; labels (pid, comm, …) tell\n"
 	    "                                      them apart\n"
+	    "  GET /debug/pprof/wall?seconds=N     with --mode wall: a wall-clock profile\n"
+	    "                                      (wall/nanoseconds, state and gil labels);\n"
+	    "                                      /debug/pprof/profile keeps Go's CPU\n"
+	    "                                      profile, the samples on the CPU\n"
 	    "  GET /stats                          counters as JSON\n"
 	    "  GET /healthz                        \"ok\"\n"
 	    "\n"
@@ -149,6 +156,7 @@ struct agent_args {
 	unsigned int backlog;
 	bool kernel, stats;
 	int native; /* enum session_native */
+	int mode;   /* enum prof_mode: cpu or wall */
 	int nice;
 };
 
@@ -240,6 +248,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	    {"backlog", required_argument, NULL, 'B'},
 	    {"no-kernel", no_argument, NULL, 'K'},
 	    {"native", required_argument, NULL, 'N'},
+	    {"mode", required_argument, NULL, 'M'},
 	    {"nice", required_argument, NULL, 'n'},
 	    {"log", required_argument, NULL, 'L'},
 	    {"stats", no_argument, NULL, 'S'},
@@ -322,6 +331,15 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		case 'N':
 			if (cli_native(optarg, &a->native))
 				return -EINVAL;
+			break;
+		case 'M':
+			if (cli_mode(optarg, &a->mode))
+				return -EINVAL;
+			if (a->mode == PROF_MODE_OFFCPU) {
+				log_error("the agent takes --mode cpu or wall: /debug/pprof/wall "
+					  "holds the off-CPU stacks, with their state");
+				return -EINVAL;
+			}
 			break;
 		case 'n':
 			if (cli_nice(optarg, &a->nice))
@@ -522,7 +540,20 @@ static void answer(struct agent *a, struct waiter *w)
 {
 	char *data;
 	size_t len;
-	int err = encode(w->acc, &data, &len);
+	/* /debug/pprof/profile is Go's CPU profile whatever the agent
+	 * records: of a wall-clock profile, the samples on the CPU. */
+	struct profile *cpu = NULL;
+	if (profile_weighted(w->acc) && !httpd_req_wall(w->req) &&
+	    !(cpu = profile_cpu_view(w->acc))) {
+		profile_free(w->acc);
+		w->acc = NULL;
+		char *msg = strdup("out of memory\n");
+		httpd_reply(a->h, w->req, 503, "text/plain; charset=utf-8", msg,
+			    msg ? strlen(msg) : 0);
+		return;
+	}
+	int err = encode(cpu ? cpu : w->acc, &data, &len);
+	profile_free(cpu);
 	profile_free(w->acc);
 	w->acc = NULL;
 	if (err) {
@@ -780,6 +811,7 @@ int cmd_agent(int argc, char **argv)
 	    .cgroup = args.cgroup,
 	    .kernel_stacks = args.kernel,
 	    .native = (enum session_native)args.native,
+	    .mode = (enum prof_mode)args.mode,
 	    .nice = args.nice,
 	    .rate_hz = args.rate,
 	};
@@ -820,6 +852,7 @@ int cmd_agent(int argc, char **argv)
 	    .nallow_uids = args.nallow,
 	    .token = args.token,
 	    .max_waiting = MAX_WAITING,
+	    .wall = args.mode == PROF_MODE_WALL,
 	    .stats_json = stats_json,
 	    .ctx = &a,
 	};
@@ -834,9 +867,10 @@ int cmd_agent(int argc, char **argv)
 		 getpid(), args.ncomms ? " named as --comm says" : "",
 		 args.cgroup ? " in cgroup " : "", args.cgroup ? args.cgroup : "",
 		 args.kernel ? "" : ", no kernel frames", args.rate, args.window);
-	agentlog("listening on %s (GET /debug/pprof/profile?seconds=N, /stats, /healthz), for "
+	agentlog("listening on %s (GET /debug/pprof/profile?seconds=N%s, /stats, /healthz), for "
 		 "%s",
 		 httpd_address(a.h),
+		 args.mode == PROF_MODE_WALL ? ", /debug/pprof/wall?seconds=N" : "",
 		 args.listen   ? "clients with the bearer token"
 		 : args.nallow ? "root and the uids of --allow-uid"
 			       : "root only");

@@ -389,6 +389,53 @@ const char *prof_state_name(enum prof_state st)
 	return (unsigned)st < PROF_STATE__COUNT ? names[st] : NULL;
 }
 
+struct profile *profile_cpu_view(const struct profile *src)
+{
+	struct profile *p = profile_new();
+	uint32_t *ids = malloc(((size_t)src->nframes + 1) * sizeof(*ids));
+	uint32_t *stack = NULL;
+	uint32_t deepest = 0;
+	int err = !p || !ids ? -ENOMEM : 0;
+	for (size_t i = 0; i < src->nsamples; i++)
+		if (src->samples[i].nframes > deepest)
+			deepest = src->samples[i].nframes;
+	if (!err && !(stack = malloc(((size_t)deepest + 1) * sizeof(*stack))))
+		err = -ENOMEM;
+	/* Frames are interned as met: only those of samples on the CPU. */
+	for (uint32_t i = 0; i <= src->nframes && ids; i++)
+		ids[i] = UINT32_MAX;
+	for (size_t i = 0; i < src->nsamples && !err; i++) {
+		const struct prof_sample *s = &src->samples[i];
+		if (s->labels.state > PROF_STATE_RUNNING || !s->count)
+			continue;
+		for (uint32_t j = 0; j < s->nframes && !err; j++) {
+			uint32_t f = s->frames[j];
+			if (ids[f] == UINT32_MAX) {
+				int id = profile_intern_frame(p, &src->frames[f]);
+				if (id < 0)
+					err = id;
+				else
+					ids[f] = (uint32_t)id;
+			}
+			stack[j] = ids[f];
+		}
+		struct prof_labels lb = s->labels;
+		lb.state = PROF_STATE_NONE;
+		if (!err)
+			err = profile_add(p, stack, s->nframes, &lb, s->count);
+	}
+	free(ids);
+	free(stack);
+	if (err) {
+		profile_free(p);
+		return NULL;
+	}
+	p->period_ns = src->period_ns;
+	p->start_ns = src->start_ns;
+	p->duration_ns = src->duration_ns;
+	return p;
+}
+
 const char *prof_gil_name(enum prof_gil g)
 {
 	static const char *const names[PROF_GIL__COUNT] = {

@@ -137,6 +137,11 @@ void profile_bump(struct profile *p, size_t index, uint64_t count, uint64_t off_
  * labels only), and its index in dst in *out. 0 or a negative errno. */
 int profile_copy_stack(struct profile *dst, const struct profile *src, size_t index, size_t *out);
 
+/* A new profile (PROF_MODE_CPU) of src's samples on the CPU only, without
+ * their state label, and src's timing: a wall-clock profile seen as Go's
+ * CPU profiles are. NULL when out of memory. */
+struct profile *profile_cpu_view(const struct profile *src);
+
 /* Iteration for the encoders. Ids and indexes are dense, from 0. */
 uint32_t profile_frame_count(const struct profile *p);
 const struct prof_frame *profile_frame(const struct profile *p, uint32_t id);

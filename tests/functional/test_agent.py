@@ -877,3 +877,38 @@ def test_free_threaded_process_over_http(agents, workload, tmp_path):
     for f in (INNER, "Worker.run", "main", "<module>"):
         assert f in raw, raw[:2000]
     assert re.search(r"python_version:\[3\.13\.\d+t\]", raw.replace(" ", "")), raw[-2000:]
+
+
+def test_wall_mode_endpoint_read_by_go_pprof(agents, workload, tmp_path):
+    """--mode wall: /debug/pprof/wall serves wall-clock time with the state
+    of every sample; /debug/pprof/profile stays a CPU profile; an agent in
+    CPU mode says how to get the wall view."""
+    w = workload(pyenv("pyenv-3.12"), "wall_mix.py", 60, ready=False)
+    a = agents("--mode", "wall", "-r", 200)
+    out = a.fetch("/debug/pprof/wall?seconds=3", tmp_path / "w.pb.gz")
+    raw = go_pprof("-raw", out)
+    assert "wall/nanoseconds" in raw, raw[:500]
+    top = go_pprof("-top", "-sample_index=wall", "-unit=ms", "-tagfocus=pid=^%d$" % w.pid, out)
+    # Each function's cumulative time.
+    rows = {m.group(2): float(m.group(1)) for m in
+            re.finditer(r"^\s*\S+\s+[\d.]+%\s+[\d.]+%\s+([\d.]+)ms\s+[\d.]+%\s+(\S+)\s*$", top, re.M)}
+    # 3 s of the workload's one thread: 70% asleep, 30% computing.
+    assert "sleep_phase" in rows and "compute_phase" in rows, top
+    total = rows["sleep_phase"] + rows["compute_phase"]
+    assert 2500 <= total <= 3600, top
+    assert abs(rows["compute_phase"] / total - 0.3) <= 0.05, top
+    tags = go_pprof("-tags", "-tagfocus=pid=^%d$" % w.pid, out)
+    assert "sleeping" in tags and "running" in tags, tags
+    # The CPU profile of the same agent: samples on the CPU only.
+    cpu = a.fetch("/debug/pprof/profile?seconds=2", tmp_path / "c.pb.gz")
+    raw = go_pprof("-raw", cpu)
+    assert "wall/nanoseconds" not in raw and "cpu/nanoseconds" in raw, raw[:500]
+    assert "state:" not in raw and "compute_phase" in raw, raw[:2000]
+    cpu_top = go_pprof("-top", "-tagfocus=pid=^%d$" % w.pid, cpu)
+    assert "sleep_phase" not in cpu_top or "compute_phase" in cpu_top.split("sleep_phase")[0], cpu_top
+
+
+def test_wall_endpoint_needs_wall_mode(agents):
+    a = agents()
+    status, body = a.get("/debug/pprof/wall?seconds=1")
+    assert status == 404 and b"--mode wall" in body, (status, body)
