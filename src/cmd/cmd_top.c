@@ -49,6 +49,10 @@ void cmd_top_usage(FILE *out)
 		"over every thread, or one. Counts run from the start (or the last reset),\n"
 		"or over the last SECS seconds with --window. The header shows the pid,\n"
 		"Python version, sample rate, samples counted and samples lost.\n"
+		"With --mode wall, the shares are of the threads' time, on the CPU or\n"
+		"not, the OWN and TOTAL columns are seconds, and STATE says how a\n"
+		"function's own time was spent: running, runnable (waiting for a CPU),\n"
+		"sleeping or blocked (the disk), the largest share first.\n"
 		"\n"
 		"options:\n"
 		"  -p, --pid PID        the process to watch\n"
@@ -60,6 +64,8 @@ void cmd_top_usage(FILE *out)
 		"                       interpreter's own call machinery between Python frames\n"
 		"                       and the native frames above the first Python one; all\n"
 		"                       keeps every frame; none: Python and kernel frames only\n"
+		"      --mode MODE      cpu (the default), wall (time on and off the CPU) or\n"
+		"                       off-cpu (time off it only), as in taipan record\n"
 		"      --nice N         the nice value taipan reads samples at (default -5;\n"
 		"                       0 leaves it): on a loaded host a new process must be\n"
 		"                       recognised within milliseconds of its first sample\n"
@@ -90,16 +96,22 @@ struct top_args {
 	unsigned int rate;
 	unsigned int window;
 	int native; /* enum session_native */
+	int mode;   /* enum prof_mode */
 	int nice;
 };
 
 static int parse_args(int argc, char **argv, struct top_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},    {"all", no_argument, NULL, 'a'},
-	    {"rate", required_argument, NULL, 'r'},   {"window", required_argument, NULL, 'w'},
-	    {"native", required_argument, NULL, 'N'}, {"nice", required_argument, NULL, 'n'},
-	    {"help", no_argument, NULL, 'h'},	      {0},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"all", no_argument, NULL, 'a'},
+	    {"rate", required_argument, NULL, 'r'},
+	    {"window", required_argument, NULL, 'w'},
+	    {"native", required_argument, NULL, 'N'},
+	    {"nice", required_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"mode", required_argument, NULL, 'M'},
+	    {0},
 	};
 	char *end;
 	long v;
@@ -131,6 +143,10 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 			break;
 		case 'n':
 			if (cli_nice(optarg, &a->nice))
+				return -EINVAL;
+			break;
+		case 'M':
+			if (cli_mode(optarg, &a->mode))
 				return -EINVAL;
 			break;
 		case 'w':
@@ -174,8 +190,52 @@ struct view {
 	bool was_reset;
 	unsigned int ticks;
 	bool exited;
+	bool wall;	   /* values are time (--mode wall, off-cpu) */
 	const char *error; /* a failure to show in place of the rows, or NULL */
 };
+
+/* A row's value: a sample count, or (a wall-clock or off-CPU view) its
+ * nanoseconds as seconds, in 8 columns. */
+static const char *amount(char *buf, size_t len, uint64_t v, bool time)
+{
+	if (time)
+		snprintf(buf, len, "%7.2fs", (double)v / 1e9);
+	else
+		snprintf(buf, len, "%8llu", (unsigned long long)v);
+	return buf;
+}
+
+/* How a row's own time was spent, the largest share first: "sleeping 97%",
+ * or "running 60% sleeping 40%" when two share it. */
+static const char *state_text(char *buf, size_t len, const struct top_row *r)
+{
+	int best = -1, second = -1;
+	for (int i = PROF_STATE_RUNNING; i < PROF_STATE__COUNT; i++) {
+		if (!r->own_state[i])
+			continue;
+		if (best < 0 || r->own_state[i] > r->own_state[best]) {
+			second = best;
+			best = i;
+		} else if (second < 0 || r->own_state[i] > r->own_state[second]) {
+			second = i;
+		}
+	}
+	if (best < 0 || !r->own) {
+		snprintf(buf, len, "%-24s", "-");
+		return buf;
+	}
+	char one[32];
+	snprintf(one, sizeof(one), "%s %.0f%%", prof_state_name(best),
+		 100.0 * (double)r->own_state[best] / (double)r->own);
+	char two[64];
+	if (second >= 0 && 100 * r->own_state[second] >= 5 * r->own)
+		snprintf(two, sizeof(two), "%s %s %.0f%%", one, prof_state_name(second),
+			 100.0 * (double)r->own_state[second] / (double)r->own);
+	else
+		snprintf(two, sizeof(two), "%s", one);
+	snprintf(buf, len, "%-24s", two);
+	return buf;
+}
 
 static double pct(uint64_t n, uint64_t of)
 {
@@ -222,28 +282,42 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 		snprintf(span, sizeof(span), "%s %.0fs",
 			 v->was_reset ? "since reset" : "since start", mono_seconds() - v->since);
 	if (v->pp)
-		put(0, w, "taipan top - pid %d (%s), Python %s, %u Hz, %s%s", v->pp->pid,
-		    esc(e1, sizeof(e1), v->pp->comm), v->pp->version, v->args->rate, span,
+		put(0, w, "taipan top - pid %d (%s), Python %s, %s, %u Hz, %s%s", v->pp->pid,
+		    esc(e1, sizeof(e1), v->pp->comm), v->pp->version,
+		    prof_mode_name((enum prof_mode)v->args->mode), v->args->rate, span,
 		    v->exited ? " - the process exited" : "");
 	else
-		put(0, w, "taipan top - every Python process (%u seen), %u Hz, %s", st.processes,
-		    v->args->rate, span);
+		put(0, w, "taipan top - every Python process (%u seen), %s, %u Hz, %s",
+		    st.processes, prof_mode_name((enum prof_mode)v->args->mode), v->args->rate,
+		    span);
+	/* Samples counted, or (--mode wall, off-cpu) the threads' time. */
+	char counted[64], inview[64];
+	if (v->wall) {
+		snprintf(counted, sizeof(counted), "time %.1fs",
+			 (double)topstats_window_samples(ts) / 1e9);
+		snprintf(inview, sizeof(inview), "%.1fs", (double)view / 1e9);
+	} else {
+		snprintf(counted, sizeof(counted), "samples %llu",
+			 (unsigned long long)topstats_window_samples(ts));
+		snprintf(inview, sizeof(inview), "%llu", (unsigned long long)view);
+	}
 	if (v->tid)
 		put(1, w,
-		    "samples %llu (%llu in view), lost %llu, threads %zu, showing thread %u "
-		    "(%s), sorted by %s",
-		    (unsigned long long)topstats_window_samples(ts), (unsigned long long)view,
-		    (unsigned long long)st.lost, nthreads, v->tid,
+		    "%s (%s in view), lost %llu, threads %zu, showing thread %u (%s), sorted by %s",
+		    counted, inview, (unsigned long long)st.lost, nthreads, v->tid,
 		    v->tname ? esc(e1, sizeof(e1), v->tname) : "?",
 		    v->sort == TOP_SORT_OWN ? "own" : "total");
 	else
-		put(1, w, "samples %llu, lost %llu, threads %zu, showing all threads, sorted by %s",
-		    (unsigned long long)view, (unsigned long long)st.lost, nthreads,
+		put(1, w, "%s, lost %llu, threads %zu, showing all threads, sorted by %s", counted,
+		    (unsigned long long)st.lost, nthreads,
 		    v->sort == TOP_SORT_OWN ? "own" : "total");
 
 	attron(A_REVERSE);
 	mvhline(3, 0, ' ', w);
-	mvaddnstr(3, 0, "   OWN%  TOTAL%      OWN    TOTAL  FUNCTION", w);
+	mvaddnstr(3, 0,
+		  v->wall ? "   OWN%  TOTAL%      OWN    TOTAL  STATE                     FUNCTION"
+			  : "   OWN%  TOTAL%      OWN    TOTAL  FUNCTION",
+		  w);
 	attroff(A_REVERSE);
 	/* The sort column in bold as well. */
 	attron(A_REVERSE | A_BOLD);
@@ -264,20 +338,18 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 	}
 	for (size_t i = 0; i < nrows && y < h - 1; i++, y++) {
 		const struct top_row *r = rows[i];
-		if (r->file)
-			put(y, w, "%6.1f%% %6.1f%% %8llu %8llu  %s  (%s:%d)", pct(r->own, view),
-			    pct(r->total, view), (unsigned long long)r->own,
-			    (unsigned long long)r->total, esc(e1, sizeof(e1), r->name),
-			    esc(e2, sizeof(e2), base_name(r->file)), r->first_line);
+		char where[300] = "", a1[32], a2[32], stb[64];
+		if (r->file) /* "run  (app.py:12)" */
+			snprintf(where, sizeof(where), "  (%s:%d)",
+				 esc(e2, sizeof(e2), base_name(r->file)), r->first_line);
 		else if (r->module) /* native code: "sre_ucs1_match  (libpython3.12.so.1.0)" */
-			put(y, w, "%6.1f%% %6.1f%% %8llu %8llu  %s  (%s)", pct(r->own, view),
-			    pct(r->total, view), (unsigned long long)r->own,
-			    (unsigned long long)r->total, esc(e1, sizeof(e1), r->name),
-			    esc(e2, sizeof(e2), base_name(r->module)));
-		else
-			put(y, w, "%6.1f%% %6.1f%% %8llu %8llu  %s", pct(r->own, view),
-			    pct(r->total, view), (unsigned long long)r->own,
-			    (unsigned long long)r->total, esc(e1, sizeof(e1), r->name));
+			snprintf(where, sizeof(where), "  (%s)",
+				 esc(e2, sizeof(e2), base_name(r->module)));
+		put(y, w, "%6.1f%% %6.1f%% %s %s  %s%s%s%s", pct(r->own, view), pct(r->total, view),
+		    amount(a1, sizeof(a1), r->own, v->wall),
+		    amount(a2, sizeof(a2), r->total, v->wall),
+		    v->wall ? state_text(stb, sizeof(stb), r) : "", v->wall ? "  " : "",
+		    esc(e1, sizeof(e1), r->name), where);
 	}
 	attron(A_DIM);
 	mvaddnstr(h - 1, 0,
@@ -356,6 +428,7 @@ int cmd_top(int argc, char **argv)
 	struct session_opts so = {.rate_hz = a.rate,
 				  .system_wide = a.all,
 				  .native = (enum session_native)a.native,
+				  .mode = (enum prof_mode)a.mode,
 				  .nice = a.nice};
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
@@ -389,8 +462,11 @@ int cmd_top(int argc, char **argv)
 	keypad(stdscr, TRUE);
 	curs_set(0);
 
-	struct view v = {
-	    .args = &a, .pp = a.all ? NULL : &pp, .sort = TOP_SORT_OWN, .since = mono_seconds()};
+	struct view v = {.args = &a,
+			 .pp = a.all ? NULL : &pp,
+			 .sort = TOP_SORT_OWN,
+			 .since = mono_seconds(),
+			 .wall = a.mode != PROF_MODE_CPU};
 	double next = mono_seconds() + 1.0;
 	bool dirty = true;
 	while (!stop_requested) {

@@ -73,7 +73,7 @@ static int snap_take(struct snap *s, const struct profile *p)
 	if (n && !c)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
-		c[i] = profile_sample(p, i)->count;
+		c[i] = prof_value(p, profile_sample(p, i));
 	free(s->counts);
 	s->counts = c;
 	s->n = n;
@@ -275,13 +275,14 @@ int topstats_compute(struct topstats *ts, const struct profile *p, uint32_t tid,
 
 	for (size_t i = 0; i < ts->nfuncs; i++) {
 		ts->flist[i]->row.own = ts->flist[i]->row.total = 0;
+		memset(ts->flist[i]->row.own_state, 0, sizeof(ts->flist[i]->row.own_state));
 		ts->flist[i]->stamp = 0;
 	}
 	clear_threads(ts);
 	ts->view = ts->in_window = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct prof_sample *s = profile_sample(p, i);
-		uint64_t d = s->count - (i < base->n ? base->counts[i] : 0);
+		uint64_t d = prof_value(p, s) - (i < base->n ? base->counts[i] : 0);
 		if (!d)
 			continue;
 		ts->in_window += d;
@@ -292,16 +293,21 @@ int topstats_compute(struct topstats *ts, const struct profile *p, uint32_t tid,
 			continue;
 		ts->view += d;
 		bool leaf = true;
-		/* Root first: the innermost non-kernel frame is the last one. */
-		for (uint32_t k = s->nframes; k-- > 0;) {
+		uint8_t state = s->labels.state < PROF_STATE__COUNT ? s->labels.state : 0;
+		/* Root first: the innermost non-kernel frame is the last one,
+		 * below the state leaf of a thread off the CPU. */
+		uint32_t top = s->nframes - (state > PROF_STATE_RUNNING && s->nframes);
+		for (uint32_t k = top; k-- > 0;) {
 			int fi = func_of(ts, p, s->frames[k]);
 			if (fi == -ENOMEM)
 				return fi;
 			if (fi < 0)
 				continue;
 			struct func *fn = ts->flist[fi];
-			if (leaf)
+			if (leaf) {
 				fn->row.own += d;
+				fn->row.own_state[state] += d;
+			}
 			leaf = false;
 			/* Recursion: a function counts once per sample. */
 			if (fn->stamp != i + 1) {

@@ -6,6 +6,11 @@
  * put), so a window is the difference between the counts now and the
  * counts at a snapshot: taken at the last reset, or a fixed number of ticks
  * ago for a sliding window.
+ *
+ * Counts are the profile's values (prof_value()): samples, or in a wall-clock
+ * or off-CPU profile nanoseconds, and "samples" below means those. The leaf
+ * that says why a thread was off the CPU is not a function: the function
+ * under it is the own one, and the state goes in its own_state.
  */
 #ifndef TAIPAN_TOPSTATS_H
 #define TAIPAN_TOPSTATS_H
@@ -30,6 +35,9 @@ struct top_row {
 	int first_line;
 	uint64_t own;	/* samples in view whose innermost non-kernel frame is this */
 	uint64_t total; /* samples in view with this function anywhere (once each) */
+	/* own by the thread's state (--mode wall, off-cpu; else all in
+	 * PROF_STATE_NONE) */
+	uint64_t own_state[PROF_STATE__COUNT];
 };
 
 /* A thread that has samples in the window (whatever the filter). */

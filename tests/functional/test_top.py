@@ -48,7 +48,7 @@ def test_busy_function_has_the_largest_own_share(top, workload, ident):
     s = top("-p", w.pid, "-r", 200)
     text = s.wait_for(enough(150), what="150 samples")
     header, rows = parse(text)
-    assert re.match(r"taipan top - pid %d \(python[\d.]+\), Python %s(\.\d+)?, 200 Hz, since start \d+s$" % (
+    assert re.match(r"taipan top - pid %d \(python[\d.]+\), Python %s(\.\d+)?, cpu, 200 Hz, since start \d+s$" % (
         w.pid, re.escape(ident[6:])), header[0].strip()), header[0]
     assert re.match(r"samples \d+, lost \d+, threads 1, showing all threads, sorted by own$", header[1].strip()), header
     inner = "Worker.run.<locals>.inner" if ident >= "pyenv-3.11" else "inner"
@@ -93,7 +93,7 @@ def test_every_python_process(top, workload):
     text = s.wait_for(lambda t: any(r["name"] == "Worker.run.<locals>.inner" and r["nown"] >= 100
                                     for r in parse(t)[1]) and t, what="the workload's inner function")
     header, rows = parse(text)
-    assert re.match(r"taipan top - every Python process \(\d+ seen\), 200 Hz, since start \d+s$",
+    assert re.match(r"taipan top - every Python process \(\d+ seen\), cpu, 200 Hz, since start \d+s$",
                     header[0].strip()), header[0]
     inner = next(r for r in rows if r["name"] == "Worker.run.<locals>.inner")
     assert inner["file"] == "chain.py" and inner["own"] > 0
@@ -219,9 +219,40 @@ def test_free_threaded_process(top, workload):
     s = top("-p", w.pid, "-r", 200)
     text = s.wait_for(enough(150), what="150 samples")
     header, rows = parse(text)
-    assert re.search(r", Python 3\.13\.\d+t, 200 Hz,", header[0]), header[0]
+    assert re.search(r", Python 3\.13\.\d+t, cpu, 200 Hz,", header[0]), header[0]
     by_name = {r["name"]: r for r in rows}
     for fn in ("Worker.run.<locals>.inner", "Worker.run", "main", "<module>"):
         assert by_name[fn]["total"] >= 90, rows
+    s.keys("q")
+    assert s.exit_status() == 0
+
+
+def test_wall_mode_shows_time_and_state(top, workload):
+    """--mode wall: shares of the thread's time, in seconds, and how each
+    function's own time went: time.sleep's C code sleeps, compute_phase
+    runs (or waits for a CPU on a loaded host)."""
+    w = workload(pyenv("pyenv-3.12"), "wall_mix.py", 60, ready=False)
+    s = top("-p", w.pid, "-r", 200, "--mode", "wall")
+    row = re.compile(r"^\s*(?P<own>\d+\.\d)%\s+(?P<total>\d+\.\d)%\s+(?P<sown>[\d.]+)s\s+(?P<stotal>[\d.]+)s\s+"
+                     r"(?P<state>-|(?:(?:running|runnable|sleeping|blocked) \d+%\s*)+)\s+(?P<name>\S+)", re.M)
+
+    def ready(text):
+        rows = {m.group("name"): m for m in row.finditer(text)}
+        return rows if "sleep_phase" in rows and "compute_phase" in rows and \
+            float(rows["sleep_phase"].group("stotal")) >= 1.5 else None
+
+    rows = s.wait_for(ready, timeout=30, what="two seconds asleep in sleep_phase")
+    text = s.text()
+    assert re.search(r"Python 3\.12(\.\d+)?, wall, 200 Hz", text), text
+    assert re.search(r"^time [\d.]+s, lost \d+", text, re.M) and "STATE" in text, text
+    sleep, compute = rows["sleep_phase"], rows["compute_phase"]
+    # The C code time.sleep calls owns the sleep; compute_phase owns its loop.
+    nanosleep = [m for n, m in rows.items() if n.startswith("clock_nanosleep")]
+    assert nanosleep and nanosleep[0].group("state").startswith("sleeping"), text
+    assert re.match(r"(running|runnable)", compute.group("state")), text
+    assert "sleeping" not in compute.group("state"), text
+    # 70% asleep, 30% computing, of the one thread's time.
+    share = float(sleep.group("total")) / (float(sleep.group("total")) + float(compute.group("total")))
+    assert abs(share - 0.7) <= 0.07, (sleep.group(0), compute.group(0))
     s.keys("q")
     assert s.exit_status() == 0
