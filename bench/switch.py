@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""bench/switch.py - what --mode wall costs a host that switches threads a lot.
+
+--mode wall attaches a program to sched_switch, which runs at every context
+switch of every CPU: for a thread of no target it must cost a map lookup or
+two and nothing more. Two workloads, each run under four conditions in
+alternating rounds (medians):
+1. `stress-ng --switch`: two processes ping-pong a pipe, no Python (the
+   worst case for threads that are not targets). Not `perf bench sched
+   pipe`: Debian's perf links libpython, so `record -a` takes it for a
+   Python process, a target whose every switch is walked;
+2. pingpong: two Python threads of one process hand a byte back and forth
+   through two pipes: every switch is a target's, so each one walks its
+   stack (the worst case for targets).
+Conditions: no taipan; `taipan record -a` (cpu mode); `taipan record -a
+--mode wall`; for pingpong, also `--mode wall` with --native none (Python
+and kernel frames only).
+
+Both ends of each workload run on CPU 0 and taipan on CPU 1 (taskset): the
+switches are then local ones, which cost the same run after run, where a
+wakeup across CPUs in a VM costs whatever the hypervisor makes it, and the
+figure is the BPF programs' cost on CPU 0, not taipan's reading of samples.
+
+Prints operations per second and the slowdown against no taipan. Needs root,
+stress-ng and two CPUs. Asserts nothing.
+"""
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+PINGPONG = r"""
+import os, sys, threading, time
+n = int(sys.argv[1])
+a, b = os.pipe()
+c, d = os.pipe()
+def pong():
+    for _ in range(n):
+        os.read(a, 1)
+        os.write(d, b"x")
+t = threading.Thread(target=pong)
+t.start()
+t0 = time.perf_counter()
+for _ in range(n):
+    os.write(b, b"x")
+    os.read(c, 1)
+dt = time.perf_counter() - t0
+t.join()
+print("ops/sec %.0f" % (n / dt))
+"""
+
+
+def switch_bench(loops):
+    """Round trips a second of stress-ng's pipe switch test (two switches
+    each)."""
+    out = subprocess.run(["taskset", "-c", "0", "stress-ng", "--switch", "1", "--switch-ops", str(2 * loops),
+                          "--metrics-brief"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+    m = re.search(r"([\d.]+) nanosecs per context switch", out)
+    return 1e9 / (2 * float(m.group(1))) if m else None
+
+
+def pingpong(python, loops):
+    out = subprocess.run(["taskset", "-c", "0", python, "-c", PINGPONG, str(loops)], stdout=subprocess.PIPE,
+                         text=True).stdout
+    m = re.search(r"ops/sec (\d+)", out)
+    return float(m.group(1)) if m else None
+
+
+def under(taipan, extra, fn):
+    """fn() while `taipan record -a EXTRA` runs (None: without taipan)."""
+    if extra is None:
+        return fn()
+    out = tempfile.mktemp(suffix=".pb.gz")
+    log = tempfile.NamedTemporaryFile(suffix=".log")
+    rec = subprocess.Popen(["taskset", "-c", "1", taipan, "record", "-a", "-v", "-r", "100", "-o", out] + extra,
+                           stdout=subprocess.DEVNULL, stderr=log)
+    # -v says when sampling has started; then a second for the start-up's
+    # own work (every process on the host classified) to settle: this
+    # measures the steady state.
+    deadline = time.time() + 60
+    while time.time() < deadline and rec.poll() is None:
+        with open(log.name, errors="replace") as f:
+            if "sampling at" in f.read():
+                break
+        time.sleep(0.05)
+    time.sleep(1)
+    try:
+        return fn()
+    finally:
+        rec.send_signal(signal.SIGINT)
+        rec.wait(timeout=60)
+        log.close()
+        if os.path.exists(out):
+            os.unlink(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--taipan", default=os.path.join(ROOT, "build", "taipan"))
+    ap.add_argument("--python", default=None)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--loops", type=int, default=50000)
+    args = ap.parse_args()
+    pyenv = os.path.expanduser("~/.pyenv/versions")
+    python = args.python or next((os.path.join(pyenv, v, "bin", "python3") for v in sorted(os.listdir(pyenv))
+                                  if v.startswith("3.12")), sys.executable)
+    conds = [("no taipan", None), ("record -a", []), ("record -a --mode wall", ["--mode", "wall"]),
+             ("... --native none", ["--mode", "wall", "--native", "none"])]
+    works = [("stress-ng --switch, no Python", lambda: switch_bench(args.loops), conds[:3]),
+             ("pingpong, 2 Python threads", lambda: pingpong(python, args.loops), conds)]
+    res = {(w, c): [] for w, _, cs in works for c, _ in cs}
+    print("machine: %d CPUs, kernel %s, python %s, %d round trips a run" % (
+        os.cpu_count(), os.uname().release, python, args.loops))
+    for r in range(args.rounds):
+        print("  round %d/%d" % (r + 1, args.rounds), flush=True)
+        for w, fn, cs in works:
+            for c, extra in cs:
+                res[(w, c)].append(under(args.taipan, extra, fn))
+    print("\nround trips per second, median of %d alternating rounds (slowdown against no taipan)"
+          % args.rounds)
+    for w, _, cs in works:
+        base = statistics.median([v for v in res[(w, "no taipan")] if v])
+        print("  %s" % w)
+        for c, _ in cs:
+            vals = [v for v in res[(w, c)] if v]
+            m = statistics.median(vals) if vals else 0
+            print("    %-28s %10.0f   %5.1f%%" % (c, m, 100.0 * (base - m) / base if base else 0))
+
+
+if __name__ == "__main__":
+    main()
