@@ -12,8 +12,10 @@ alternating rounds (medians):
 2. pingpong: two Python threads of one process hand a byte back and forth
    through two pipes: every switch is a target's, so each one walks its
    stack (the worst case for targets).
-Conditions: no taipan; `taipan record -a` (cpu mode); `taipan record -a
---mode wall`; for pingpong, also `--mode wall` with --native none (Python
+Conditions: no taipan; `taipan record -a` (cpu mode); the floor, `record -a
+--mode wall` with TAIPAN_BENCH_EMPTY_SWITCH=1, whose sched_switch program
+returns at once (what the tracepoint itself costs a switch); `taipan record
+-a --mode wall`; for pingpong, also `--mode wall` with --native none (Python
 and kernel frames only).
 
 Both ends of each workload run on CPU 0 and taipan on CPU 1 (taskset): the
@@ -75,13 +77,18 @@ def pingpong(python, loops):
 
 
 def under(taipan, extra, fn):
-    """fn() while `taipan record -a EXTRA` runs (None: without taipan)."""
+    """fn() while `taipan record -a EXTRA` runs (None: without taipan); a
+    first word "EMPTY" asks for the empty sched_switch program."""
     if extra is None:
         return fn()
+    env = dict(os.environ)
+    if extra and extra[0] == "EMPTY":
+        env["TAIPAN_BENCH_EMPTY_SWITCH"] = "1"
+        extra = extra[1:]
     out = tempfile.mktemp(suffix=".pb.gz")
     log = tempfile.NamedTemporaryFile(suffix=".log")
     rec = subprocess.Popen(["taskset", "-c", "1", taipan, "record", "-a", "-v", "-r", "100", "-o", out] + extra,
-                           stdout=subprocess.DEVNULL, stderr=log)
+                           stdout=subprocess.DEVNULL, stderr=log, env=env)
     # -v says when sampling has started; then a second for the start-up's
     # own work (every process on the host classified) to settle: this
     # measures the steady state.
@@ -112,9 +119,11 @@ def main():
     pyenv = os.path.expanduser("~/.pyenv/versions")
     python = args.python or next((os.path.join(pyenv, v, "bin", "python3") for v in sorted(os.listdir(pyenv))
                                   if v.startswith("3.12")), sys.executable)
-    conds = [("no taipan", None), ("record -a", []), ("record -a --mode wall", ["--mode", "wall"]),
+    conds = [("no taipan", None), ("record -a", []),
+             ("floor: an empty program", ["EMPTY", "--mode", "wall"]),
+             ("record -a --mode wall", ["--mode", "wall"]),
              ("... --native none", ["--mode", "wall", "--native", "none"])]
-    works = [("stress-ng --switch, no Python", lambda: switch_bench(args.loops), conds[:3]),
+    works = [("stress-ng --switch, no Python", lambda: switch_bench(args.loops), conds[:4]),
              ("pingpong, 2 Python threads", lambda: pingpong(python, args.loops), conds)]
     res = {(w, c): [] for w, _, cs in works for c, _ in cs}
     print("machine: %d CPUs, kernel %s, python %s, %d round trips a run" % (

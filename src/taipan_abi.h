@@ -504,6 +504,8 @@ enum tp_stat {
 	TP_STAT__COUNT = TP_STAT_UERR_BASE + TP_UERR__COUNT
 };
 
+#define TP_OFFCPU_EMPTY 2
+
 /* Settings that user space writes into .rodata before load. */
 struct tp_config {
 	__u32 system_wide;     /* sample every process; else only tgids in the targets map */
@@ -511,7 +513,8 @@ struct tp_config {
 	__u32 follow_children; /* tgids forked by a target become targets */
 	__u32 self_tgid;       /* never sample taipan itself */
 	__u32 native;	       /* unwind native stacks */
-	__u32 offcpu;	       /* take a stack as a target thread leaves the CPU (sched_switch) */
+	__u32 offcpu;	       /* take a stack as a target thread leaves the CPU (sched_switch); or
+				* TP_OFFCPU_EMPTY: attach, and do nothing (a benchmark's floor) */
 };
 
 #ifndef __BPF__

@@ -126,6 +126,8 @@ static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err,
 	br->skel->rodata->cfg.self_tgid = (uint32_t)getpid();
 	br->skel->rodata->cfg.native = o->native;
 	br->skel->rodata->cfg.offcpu = o->offcpu;
+	if (o->offcpu && getenv("TAIPAN_BENCH_EMPTY_SWITCH"))
+		br->skel->rodata->cfg.offcpu = TP_OFFCPU_EMPTY;
 	/* Off-CPU stacks are walked in one program, through bpf_loop. */
 	bpf_program__set_autoload(br->skel->progs.on_switch, o->offcpu && br->loop);
 	bpf_program__set_autoattach(br->skel->progs.on_switch, false);
