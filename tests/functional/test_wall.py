@@ -28,10 +28,11 @@ def _result(stdout):
     raise AssertionError("the workload printed no result: %r" % stdout[-2000:])
 
 
-def _record(taipan, tmp_path, it, args, mode="wall", extra=(), rate=1000):
+def _record(taipan, tmp_path, it, args, mode="wall", extra=(), rate=1000, quiet=True):
     out = tmp_path / "out.folded"
     res = record(taipan, out, it.argv(os.path.join(WORKLOADS, args[0]), *args[1:]), seconds=None,
-                 rate=rate, extra=["--mode", mode, "--folded-threads"] + list(extra), timeout=180)
+                 rate=rate, extra=["--mode", mode, "--folded-threads"] + list(extra), timeout=180,
+                 quiet=quiet)
     return parse_folded(out), _result(res.stdout), res
 
 
@@ -91,7 +92,7 @@ def test_off_cpu_mode_and_min_block(taipan, tmp_path):
     # 5 ms of compute, 30 ms asleep: --min-block 10ms keeps the sleeps and
     # drops the short stretches (preemptions, the wake-ups of short waits).
     stacks, res, proc = _record(taipan, tmp_path, it, ["wall_mix.py", 2, 5, 30], mode="off-cpu",
-                                extra=["--min-block", "10ms", "--stats"])
+                                extra=["--min-block", "10ms", "--stats"], quiet=False)
     assert stacks and all(_state(s) != "running" for s in stacks)
     sleep = sum(s.count for s in stacks if _in(s, "sleep_phase"))
     assert abs(sleep / 1e6 - res["spent"]["sleep_phase"]) <= 0.03 * res["spent"]["sleep_phase"], (sleep, res)
