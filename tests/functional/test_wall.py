@@ -90,14 +90,18 @@ def test_cpu_mode_shows_only_the_compute(taipan, tmp_path):
 def test_off_cpu_mode_and_min_block(taipan, tmp_path):
     it = interpreter("pyenv-3.12")
     # 5 ms of compute, 30 ms asleep: --min-block 10ms keeps the sleeps and
-    # drops the short stretches (preemptions, the wake-ups of short waits).
+    # drops the short stretches (preemptions, which a loaded host has by
+    # the thousand, in both functions).
     stacks, res, proc = _record(taipan, tmp_path, it, ["wall_mix.py", 2, 5, 30], mode="off-cpu",
                                 extra=["--min-block", "10ms", "--stats"], quiet=False)
     assert stacks and all(_state(s) != "running" for s in stacks)
-    sleep = sum(s.count for s in stacks if _in(s, "sleep_phase"))
-    assert abs(sleep / 1e6 - res["spent"]["sleep_phase"]) <= 0.03 * res["spent"]["sleep_phase"], (sleep, res)
+    slept = sum(s.count for s in stacks if _in(s, "sleep_phase") and _state(s) == "[sleeping]")
+    # Every round's sleep is there: at least its 30 ms, at most the
+    # function's whole time as the workload measured it.
+    assert 0.97 * res["rounds"] * 0.030 <= slept / 1e6 <= 1.01 * res["spent"]["sleep_phase"], (slept, res)
     assert "folded values are microseconds" in proc.stderr
-    assert "shorter than --min-block left out" in proc.stderr
+    assert re.search(r"off-CPU: \d+ stretches in the profile .* \d+ shorter than --min-block left out",
+                     proc.stderr), proc.stderr
 
 
 def test_blocked_pipe_reader_is_sleeping_in_pipe_read(taipan, tmp_path):

@@ -1,7 +1,8 @@
 # wall_mix.py - one thread that computes 30% and sleeps 70% of the time, in
 # known functions (compute_phase, sleep_phase), for SECONDS; each phase's
 # wall-clock time is measured here, around the call. At the end one line
-# "result JSON": the tid and the seconds spent in each phase.
+# "result JSON": the tid, the seconds spent in each phase, and the number of
+# rounds (each sleeps SLEEP_MS at least).
 # Usage: python wall_mix.py SECONDS [COMPUTE_MS SLEEP_MS]
 import json
 import sys
@@ -28,7 +29,9 @@ def main():
     s = float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.07
     spent = {"compute_phase": 0.0, "sleep_phase": 0.0}
     deadline = time.time() + seconds
+    rounds = 0
     while time.time() < deadline:
+        rounds += 1
         t0 = time.time()
         compute_phase(c)
         t1 = time.time()
@@ -37,7 +40,7 @@ def main():
         spent["compute_phase"] += t1 - t0
         spent["sleep_phase"] += t2 - t1
     tid = threading.current_thread().native_id if hasattr(threading.current_thread(), "native_id") else 0
-    print("result " + json.dumps({"tid": tid, "spent": spent}))
+    print("result " + json.dumps({"tid": tid, "spent": spent, "rounds": rounds}))
     sys.stdout.flush()
 
 
