@@ -178,8 +178,10 @@ static void fake_event(uint32_t kind, uint32_t pid, uint64_t time_ns)
 	fake_queue(&ev, sizeof(ev));
 }
 
-/* A sample of pid's main thread with these frames (innermost first). */
-static void fake_sample(uint32_t pid, const struct tp_frame *frames, uint16_t n, uint16_t err)
+/* A sample of pid's main thread with these frames (innermost first),
+ * walk error err, flags besides TP_SF_PYTHON, thread state and time. */
+static void fake_queue_sample(uint32_t pid, const struct tp_frame *frames, uint16_t n, uint16_t err,
+			      uint16_t flags, uint8_t state, uint64_t time_ns)
 {
 	size_t size = offsetof(struct tp_sample, frames) + n * sizeof(struct tp_frame);
 	struct tp_sample *s = calloc(1, sizeof(*s));
@@ -187,9 +189,11 @@ static void fake_sample(uint32_t pid, const struct tp_frame *frames, uint16_t n,
 		abort();
 	s->kind = TP_EV_SAMPLE;
 	s->pid = s->tid = pid;
+	s->time_ns = time_ns;
 	s->nframes = n;
 	s->err = err;
-	s->flags = TP_SF_PYTHON;
+	s->flags = TP_SF_PYTHON | flags;
+	s->state = state;
 	memcpy(s->comm, "main", 5);
 	if (n)
 		memcpy(s->frames, frames, n * sizeof(*frames));
@@ -197,26 +201,18 @@ static void fake_sample(uint32_t pid, const struct tp_frame *frames, uint16_t n,
 	free(s);
 }
 
+/* A sample of pid's main thread with these frames (innermost first). */
+static void fake_sample(uint32_t pid, const struct tp_frame *frames, uint16_t n, uint16_t err)
+{
+	fake_queue_sample(pid, frames, n, err, 0, TP_TS_RUNNING, 0);
+}
+
 /* An off-CPU sample of pid's main thread (TP_SF_OFFCPU): it left the CPU
  * at out_ns in state (enum tp_thread_state). */
 static void fake_offcpu(uint32_t pid, const struct tp_frame *frames, uint16_t n, uint8_t state,
 			uint64_t out_ns)
 {
-	size_t size = offsetof(struct tp_sample, frames) + n * sizeof(struct tp_frame);
-	struct tp_sample *s = calloc(1, sizeof(*s));
-	if (!s)
-		abort();
-	s->kind = TP_EV_SAMPLE;
-	s->pid = s->tid = pid;
-	s->time_ns = out_ns;
-	s->nframes = n;
-	s->flags = TP_SF_PYTHON | TP_SF_OFFCPU;
-	s->state = state;
-	memcpy(s->comm, "main", 5);
-	if (n)
-		memcpy(s->frames, frames, n * sizeof(*frames));
-	fake_queue(s, size);
-	free(s);
+	fake_queue_sample(pid, frames, n, TP_ERR_NONE, TP_SF_OFFCPU, state, out_ns);
 }
 
 /* pid's main thread, away since out_ns, runs again at in_ns. */
