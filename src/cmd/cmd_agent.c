@@ -526,7 +526,11 @@ static void close_window(struct agent *a)
 	uint64_t until = (profile_start_ns(w) + profile_duration_ns(w)) / 1000000000ULL;
 	if (until <= from)
 		until = from + 1;
-	int err = encode(w, &data, &len);
+	/* Pyroscope reads the window as a "cpu" profile (push.c): of a
+	 * wall-clock window, the samples on the CPU. */
+	struct profile *cpu = profile_weighted(w) ? profile_cpu_view(w) : NULL;
+	int err = profile_weighted(w) && !cpu ? -ENOMEM : encode(cpu ? cpu : w, &data, &len);
+	profile_free(cpu);
 	profile_free(w);
 	if (err) {
 		agentlog("cannot encode window %" PRIu64 "-%" PRIu64 ": %s; not pushed", from,

@@ -734,6 +734,17 @@ def test_push_to_receiver(agents, receivers, workload, tmp_path):
     assert "pushing each window to %s/ingest as %s" % (rec.url, expected_name("checkout-svc")) in a.logs()
 
 
+def test_push_in_wall_mode_is_the_cpu_profile(agents, receivers, workload, tmp_path):
+    """Pyroscope reads a pushed window as a CPU profile: an agent in --mode
+    wall pushes its samples on the CPU, without the time off it."""
+    workload(pyenv("pyenv-3.12"), "chain.py", 60)
+    rec = receivers()
+    agents("--push", rec.url, "--mode", "wall")
+    wait_for(lambda: len(rec.taken()) >= 1, 30, "a push")
+    raw = check_push(rec.taken()[0], tmp_path)
+    assert "wall/nanoseconds" not in raw and "state:" not in raw, raw[:1000]
+
+
 def test_push_retries_with_backoff(agents, receivers, workload, tmp_path):
     workload(pyenv("pyenv-3.12"), "chain.py", 60)
     rec = receivers(statuses=[500, 500, 500])
