@@ -903,11 +903,14 @@ def test_wall_mode_endpoint_read_by_go_pprof(agents, workload, tmp_path):
     # Each function's cumulative time.
     rows = {m.group(2): float(m.group(1)) for m in
             re.finditer(r"^\s*\S+\s+[\d.]+%\s+[\d.]+%\s+([\d.]+)ms\s+[\d.]+%\s+(\S+)\s*$", top, re.M)}
-    # 3 s of the workload's one thread: 70% asleep, 30% computing.
+    # 3 s of the workload's one thread: 70% asleep, 30% computing on a
+    # quiet host; on a loaded one its computing takes longer (37% in
+    # CI's loaded pass), the waits for a CPU counted in. test_wall.py checks
+    # the split against the workload's own measurement.
     assert "sleep_phase" in rows and "compute_phase" in rows, top
     total = rows["sleep_phase"] + rows["compute_phase"]
     assert 2500 <= total <= 3600, top
-    assert abs(rows["compute_phase"] / total - 0.3) <= 0.05, top
+    assert 0.2 <= rows["compute_phase"] / total <= 0.45, top
     tags = go_pprof("-tags", "-tagfocus=pid=^%d$" % w.pid, out)
     assert "sleeping" in tags and "running" in tags, tags
     # The CPU profile of the same agent: samples on the CPU only.
