@@ -81,7 +81,9 @@ def test_cpu_mode_shows_only_the_compute(taipan, tmp_path):
     stacks, res, _ = _record(taipan, tmp_path, it, ["wall_mix.py", 3], mode="cpu")
     compute = sum(s.count for s in stacks if _in(s, "compute_phase"))
     sleep = sum(s.count for s in stacks if _in(s, "sleep_phase"))
-    assert compute >= 0.5 * 1000 * res["spent"]["compute_phase"], (compute, res)
+    # Samples of its CPU time (a loaded host runs it less than its wall
+    # time), at 1 kHz.
+    assert compute >= 0.5 * 1000 * res["cpu"]["compute_phase"], (compute, res)
     # A sample of sleep_phase is the moment it calls sleep or returns.
     assert sleep <= 0.02 * compute, (sleep, compute)
     assert not any(_state(s) != "running" for s in stacks)

@@ -1,8 +1,8 @@
 # wall_mix.py - one thread that computes 30% and sleeps 70% of the time, in
 # known functions (compute_phase, sleep_phase), for SECONDS; each phase's
 # wall-clock time is measured here, around the call. At the end one line
-# "result JSON": the tid, the seconds spent in each phase, and the number of
-# rounds (each sleeps SLEEP_MS at least).
+# "result JSON": the tid, the seconds spent in each phase, the thread's CPU
+# seconds in each, and the number of rounds (each sleeps SLEEP_MS at least).
 # Usage: python wall_mix.py SECONDS [COMPUTE_MS SLEEP_MS]
 import json
 import sys
@@ -28,19 +28,22 @@ def main():
     c = float(sys.argv[2]) / 1000 if len(sys.argv) > 2 else 0.03
     s = float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.07
     spent = {"compute_phase": 0.0, "sleep_phase": 0.0}
+    cpu = {"compute_phase": 0.0, "sleep_phase": 0.0}
     deadline = time.time() + seconds
     rounds = 0
     while time.time() < deadline:
         rounds += 1
-        t0 = time.time()
+        t0, c0 = time.time(), time.thread_time()
         compute_phase(c)
-        t1 = time.time()
+        t1, c1 = time.time(), time.thread_time()
         sleep_phase(s)
-        t2 = time.time()
+        t2, c2 = time.time(), time.thread_time()
         spent["compute_phase"] += t1 - t0
         spent["sleep_phase"] += t2 - t1
+        cpu["compute_phase"] += c1 - c0
+        cpu["sleep_phase"] += c2 - c1
     tid = threading.current_thread().native_id if hasattr(threading.current_thread(), "native_id") else 0
-    print("result " + json.dumps({"tid": tid, "spent": spent, "rounds": rounds}))
+    print("result " + json.dumps({"tid": tid, "spent": spent, "cpu": cpu, "rounds": rounds}))
     sys.stdout.flush()
 
 
