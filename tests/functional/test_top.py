@@ -251,8 +251,11 @@ def test_wall_mode_shows_time_and_state(top, workload):
     assert nanosleep and nanosleep[0].group("state").startswith("sleeping"), text
     assert re.match(r"(running|runnable)", compute.group("state")), text
     assert "sleeping" not in compute.group("state"), text
-    # 70% asleep, 30% computing, of the one thread's time.
+    # 70% asleep, 30% computing, of the one thread's time on a quiet host;
+    # on a loaded one the computing takes longer, its waits for a CPU
+    # counted in (62% asleep in a loaded run). test_wall.py checks the
+    # split against the workload's own measurement.
     share = float(sleep.group("total")) / (float(sleep.group("total")) + float(compute.group("total")))
-    assert abs(share - 0.7) <= 0.07, (sleep.group(0), compute.group(0))
+    assert 0.5 <= share <= 0.8, (sleep.group(0), compute.group(0))
     s.keys("q")
     assert s.exit_status() == 0
