@@ -111,7 +111,6 @@ struct session {
 	bool bpf_ksyms;
 	struct kname *knames;
 	struct away *away; /* threads off the CPU, by tid */
-	bool take_gil;	   /* the sample being read has take_gil in its native stack */
 };
 
 /* A thread off the CPU (--mode wall, off-cpu): the sample its stack went
@@ -608,8 +607,10 @@ static int push_python(struct session *s, struct sproc *p, const struct tp_sampl
 }
 
 /* The Python frames with the native ones (profile/merge.h): counts that
- * cannot match give the sample a marker and both parts, never a guess. */
-static int push_merged(struct session *s, struct sproc *p, const struct tp_sample *smp, uint32_t *n)
+ * cannot match give the sample a marker and both parts, never a guess.
+ * *take_gil is set when a thread without the GIL is in take_gil. */
+static int push_merged(struct session *s, struct sproc *p, const struct tp_sample *smp, uint32_t *n,
+		       bool *take_gil)
 {
 	uint32_t nat = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack;
 	int ids[TP_USTACK_MAX];
@@ -620,9 +621,9 @@ static int push_merged(struct session *s, struct sproc *p, const struct tp_sampl
 		if (ids[i] < 0)
 			return ids[i];
 		/* A thread without the GIL in take_gil waits for it. */
-		if (smp->gil == TP_GIL_RELEASED && !s->take_gil &&
+		if (smp->gil == TP_GIL_RELEASED && !*take_gil &&
 		    !strcmp(profile_frame(s->prof, (uint32_t)ids[i])->name, "take_gil"))
-			s->take_gil = true;
+			*take_gil = true;
 	}
 	struct merge_in in = merge_in_sample(smp, kind, p->pp.tp.off.flags,
 					     s->opts.native == SESSION_NATIVE_FILTERED);
@@ -759,7 +760,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 		return 0;
 	}
 	bool native = (smp->flags & TP_SF_NATIVE) && s->native;
-	s->take_gil = false;
+	bool take_gil = false; /* take_gil is in its native stack */
 	if (ensure_ids(s, (size_t)smp->nframes + smp->nkstack + (native ? smp->nustack : 0) + 6))
 		return -ENOMEM;
 	uint32_t n = 0;
@@ -793,7 +794,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	if (native) {
 		if (smp->uerr < TP_UERR__COUNT)
 			s->st.native_errors[smp->uerr]++;
-		if ((id = push_merged(s, p, smp, &n)) < 0)
+		if ((id = push_merged(s, p, smp, &n, &take_gil)) < 0)
 			return id;
 	} else {
 		if ((id = push_python(s, p, smp, &n, (int)smp->nframes - 1, 0)) < 0)
@@ -828,7 +829,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	    .state = s->opts.mode == PROF_MODE_CPU ? PROF_STATE_NONE : PROF_STATE_RUNNING,
 	    .gil = smp->gil == TP_GIL_HELD	 ? PROF_GIL_HELD
 		   : smp->gil != TP_GIL_RELEASED ? PROF_GIL_NONE
-		   : s->take_gil		 ? PROF_GIL_WAITING
+		   : take_gil			 ? PROF_GIL_WAITING
 						 : PROF_GIL_RELEASED,
 	};
 	int ret;

@@ -206,7 +206,7 @@ int output_write_folded(const struct profile *p, FILE *out, const struct output_
 		/* Wall-clock and off-CPU time in microseconds, as offcputime's
 		 * folded output has it: nanoseconds would only add digits. */
 		if (weighted)
-			count = (count + 500) / 1000;
+			count = prof_ns_to_us(count);
 		errno = 0;
 		if (count && fprintf(out, "%s %" PRIu64 "\n", lines[i].stack, count) < 0) {
 			err = errno ? -errno : -EIO;

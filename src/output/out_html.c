@@ -233,13 +233,6 @@ static uint32_t str_of(struct html *h, const char *s)
 	return idx < 0 ? 0 : (uint32_t)idx;
 }
 
-/* Nanoseconds as whole microseconds, rounded: a JavaScript number holds
- * every sum of them exactly. */
-static uint64_t value_us(uint64_t ns)
-{
-	return ns / 1000 + (ns % 1000 >= 500);
-}
-
 static void write_data(struct html *h, const struct profile *p)
 {
 	uint32_t nframes = profile_frame_count(p);
@@ -253,7 +246,7 @@ static void write_data(struct html *h, const struct profile *p)
 	    ",\"duration_ns\":%" PRIu64 ",\"total\":%" PRIu64 ",\"unit\":\"%s\",\"mode\":\"%s\","
 	    "\"strings\":[",
 	    profile_period_ns(p), profile_start_ns(p) / 1000000, profile_duration_ns(p),
-	    weighted ? value_us(profile_total_value(p)) : profile_total(p),
+	    weighted ? prof_ns_to_us(profile_total_value(p)) : profile_total(p),
 	    weighted ? "us" : "samples", prof_mode_name(profile_mode(p)));
 	for (uint32_t i = 0; i < h->nstrings && !h->err; i++) {
 		if (i)
@@ -281,7 +274,9 @@ static void write_data(struct html *h, const struct profile *p)
 	for (size_t i = 0; i < nsamples && !h->err; i++) {
 		const struct prof_sample *s = profile_sample(p, i);
 		bool found;
-		uint64_t v = weighted ? value_us(prof_value(p, s)) : s->count;
+		/* Microseconds: a JavaScript number holds every sum of them
+		 * exactly. */
+		uint64_t v = weighted ? prof_ns_to_us(prof_value(p, s)) : s->count;
 		if (!s->count || !v)
 			continue;
 		size_t t = thread_slot(h, s->labels.pid, s->labels.tid, &found);

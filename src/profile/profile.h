@@ -157,6 +157,13 @@ uint64_t profile_total(const struct profile *p);
 uint64_t prof_sample_cpu_ns(const struct profile *p, const struct prof_sample *s);
 uint64_t prof_sample_wall_ns(const struct profile *p, const struct prof_sample *s);
 uint64_t prof_value(const struct profile *p, const struct prof_sample *s);
+/* Nanoseconds as whole microseconds, rounded to the nearest: how folded
+ * lines and the flame graph carry wall-clock and off-CPU time. */
+static inline uint64_t prof_ns_to_us(uint64_t ns)
+{
+	return ns / 1000 + (ns % 1000 >= 500);
+}
+
 /* The sum of prof_value() over the profile. */
 uint64_t profile_total_value(const struct profile *p);
 
