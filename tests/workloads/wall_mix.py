@@ -3,7 +3,7 @@
 # wall-clock time is measured here, around the call. At the end one line
 # "result JSON": the tid, the seconds spent in each phase, the thread's CPU
 # seconds in each, and the number of rounds (each sleeps SLEEP_MS at least).
-# Usage: python wall_mix.py SECONDS [COMPUTE_MS SLEEP_MS]
+# Usage: python wall_mix.py SECONDS [COMPUTE_MS SLEEP_MS [PAUSE_MS]]
 import json
 import sys
 import threading
@@ -29,6 +29,11 @@ def main():
     s = float(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0.07
     spent = {"compute_phase": 0.0, "sleep_phase": 0.0}
     cpu = {"compute_phase": 0.0, "sleep_phase": 0.0}
+    # Measured from here, after a pause in which a profiler recognises the
+    # process: time before that is no function's (taipan's samples of it
+    # are "[before taipan recognised the process]", and its time off the
+    # CPU is not in the profile), and a loaded host takes longer.
+    time.sleep(float(sys.argv[4]) / 1000 if len(sys.argv) > 4 else 0.5)
     deadline = time.time() + seconds
     rounds = 0
     while time.time() < deadline:
