@@ -288,8 +288,16 @@ struct tp_switch_ev {
 	__u32 kind; /* TP_EV_SWITCH_IN */
 	__u32 pid;  /* tgid */
 	__u32 tid;
-	__u32 pad;
+	__u32 flags; /* enum tp_switch_flags */
 	__u64 out_ns, in_ns;
+};
+
+enum tp_switch_flags {
+	/* No sched_switch named the thread as it ran again (this kernel
+	 * skips one now and then): at its next switch-out, in_ns is that
+	 * time less the CPU time it ran since it left, which is when it came
+	 * back if it ran once in between. */
+	TP_SWF_RECOVERED = 1 << 0,
 };
 
 /* BPF's first look at a code object (doc/DESIGN.md, "Code objects"): the
@@ -499,6 +507,8 @@ enum tp_stat {
 	TP_STAT_CODES_UNDESCRIBED,    /* ... left for a later sample: TP_DESCRIBE_MAX reached */
 	TP_STAT_SWITCH_OUT,	      /* off-CPU samples taken at sched_switch */
 	TP_STAT_SWITCH_IN,	      /* ... whose thread ran again (TP_EV_SWITCH_IN sent) */
+	TP_STAT_SWITCH_IN_MISSED,     /* ... whose return the tracepoint did not report, told at
+					 its next switch-out (TP_SWF_RECOVERED) */
 	TP_STAT_ERR_BASE,	      /* + enum tp_walk_err */
 	TP_STAT_UERR_BASE = TP_STAT_ERR_BASE + TP_ERR__COUNT, /* + enum tp_native_err */
 	TP_STAT__COUNT = TP_STAT_UERR_BASE + TP_UERR__COUNT
@@ -515,6 +525,8 @@ struct tp_config {
 	__u32 native;	       /* unwind native stacks */
 	__u32 offcpu;	       /* take a stack as a target thread leaves the CPU (sched_switch); or
 				* TP_OFFCPU_EMPTY: attach, and do nothing (a benchmark's floor) */
+	__u32 drop_in;	       /* tests: ignore one switch-in in drop_in at random, as this kernel
+				* sometimes does not report one (TAIPAN_TEST_DROP_SWITCH_IN) */
 };
 
 #ifndef __BPF__

@@ -751,6 +751,7 @@ int on_sample_loop(struct bpf_perf_event_data *ctx)
  * costs a pointer test, one with some a cached load. */
 struct switch_task {
 	__u64 away_ns; /* when it left the CPU with its stack sent; 0: not away */
+	__u64 ran_ns;  /* then: its CPU time (se.sum_exec_runtime) */
 	__u64 checked; /* jiffies of the last look in procs */
 	__u32 target;  /* at that look: its process is a Python target */
 	__u32 pad;
@@ -762,6 +763,29 @@ struct {
 	__type(key, int);
 	__type(value, struct switch_task);
 } switch_tasks SEC(".maps");
+
+/* Thread t, whose stack left at t's away_ns, ran again at in_ns: user space
+ * weighs that stack by the difference. */
+static __always_inline void switched_in(struct switch_task *t, struct task_struct *task,
+					__u64 in_ns, __u32 flags)
+{
+	struct tp_switch_ev ev = {
+	    .kind = TP_EV_SWITCH_IN,
+	    .pid = task->tgid,
+	    .tid = task->pid,
+	    .flags = flags,
+	    .out_ns = t->away_ns,
+	    .in_ns = in_ns,
+	};
+	t->away_ns = 0;
+	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), 0)) {
+		stat_inc(TP_STAT_RING_FULL);
+	} else {
+		stat_inc(TP_STAT_SWITCH_IN);
+		if (flags & TP_SWF_RECOVERED)
+			stat_inc(TP_STAT_SWITCH_IN_MISSED);
+	}
+}
 
 /* include/linux/sched.h */
 #define TASK_UNINTERRUPTIBLE 0x0002
@@ -849,20 +873,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (cfg.offcpu == TP_OFFCPU_EMPTY)
 		return 0;
 	struct switch_task *n = bpf_task_storage_get(&switch_tasks, next, NULL, 0);
-	if (n && n->away_ns) {
-		struct tp_switch_ev ev = {
-		    .kind = TP_EV_SWITCH_IN,
-		    .pid = next->tgid,
-		    .tid = next->pid,
-		    .out_ns = n->away_ns,
-		    .in_ns = bpf_ktime_get_ns(),
-		};
-		n->away_ns = 0;
-		if (bpf_ringbuf_output(&events, &ev, sizeof(ev), 0))
-			stat_inc(TP_STAT_RING_FULL);
-		else
-			stat_inc(TP_STAT_SWITCH_IN);
-	}
+	if (n && n->away_ns && !(cfg.drop_in && bpf_get_prandom_u32() % cfg.drop_in == 0))
+		switched_in(n, next, bpf_ktime_get_ns(), 0);
 
 	__u32 tgid = prev->tgid;
 	if (tgid == 0 || tgid == cfg.self_tgid || (prev->flags & PF_EXITING))
@@ -887,6 +899,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	p->target = 1;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u64 now = bpf_ktime_get_ns();
+	/* The scheduler has just brought its CPU time up to date. */
+	__u64 ran = BPF_CORE_READ(prev, se.sum_exec_runtime);
+	if (p->away_ns) {
+		/* It is leaving again, and no sched_switch told of its return:
+		 * it came back as long before now as it has run since. */
+		__u64 since = ran > p->ran_ns ? ran - p->ran_ns : 0;
+		__u64 back = now - p->away_ns > since ? now - since : p->away_ns;
+		switched_in(p, prev, back, TP_SWF_RECOVERED);
+	}
 	struct tpw_state *st = begin_sample(ctx, proc, tgid, (__u32)id, now);
 	if (!st)
 		return 0;
@@ -896,6 +917,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (submit(st)) {
 		stat_inc(TP_STAT_SWITCH_OUT);
 		p->away_ns = now;
+		p->ran_ns = ran;
 	}
 	return 0;
 }

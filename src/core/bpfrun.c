@@ -128,6 +128,11 @@ static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err,
 	br->skel->rodata->cfg.offcpu = o->offcpu;
 	if (o->offcpu && getenv("TAIPAN_BENCH_EMPTY_SWITCH"))
 		br->skel->rodata->cfg.offcpu = TP_OFFCPU_EMPTY;
+	/* tests/functional/test_wall.py: the recovery of returns that no
+	 * sched_switch reported, on demand. */
+	const char *drop = getenv("TAIPAN_TEST_DROP_SWITCH_IN");
+	if (o->offcpu && drop)
+		br->skel->rodata->cfg.drop_in = (uint32_t)strtoul(drop, NULL, 10);
 	/* Off-CPU stacks are walked in one program, through bpf_loop. */
 	bpf_program__set_autoload(br->skel->progs.on_switch, o->offcpu && br->loop);
 	bpf_program__set_autoattach(br->skel->progs.on_switch, false);

@@ -121,6 +121,8 @@ struct away {
 	uint32_t tid;
 	uint64_t out_ns;  /* when it left: its TP_EV_SWITCH_IN names it by this */
 	uint64_t from_ns; /* what the current profile has not weighed yet: from here */
+	uint64_t ran_ns;  /* a cpu-clock sample of it on the CPU since, at this time: it is
+			   * back, its return lost; 0: none */
 	size_t index;	  /* its sample in s->prof */
 };
 
@@ -656,6 +658,34 @@ static int push_merged(struct session *s, struct sproc *p, const struct tp_sampl
 	return 0;
 }
 
+static void came_back(struct session *s, uint32_t tid, uint64_t out_ns, uint64_t in_ns);
+
+/* The time between two cpu-clock samples of a running thread. */
+static uint64_t sample_period_ns(const struct session *s)
+{
+	return 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
+}
+
+/* Away thread a was seen on the CPU by a cpu-clock sample at a->ran_ns, and
+ * its return never came (ring full): it came back within a sampling period
+ * before that sample, which ends its time away. */
+static void came_back_seen(struct session *s, struct away *a)
+{
+	uint64_t period = sample_period_ns(s);
+	uint64_t in_ns = a->ran_ns > a->out_ns + period ? a->ran_ns - period : a->out_ns;
+	s->st.offcpu_seen_back++;
+	came_back(s, a->tid, a->out_ns, in_ns);
+}
+
+/* A cpu-clock sample of thread tid at time_ns: if it is away, it is back. */
+static void seen_running(struct session *s, uint32_t tid, uint64_t time_ns)
+{
+	struct away *a;
+	HASH_FIND(hh, s->away, &tid, sizeof(tid), a);
+	if (a && !a->ran_ns && time_ns > a->out_ns)
+		a->ran_ns = time_ns;
+}
+
 /* Thread smp->tid left the CPU with the stack s->ids[0 .. n): the stack goes
  * into the profile with a count of 0, and gets its count and time when the
  * thread runs again (came_back). */
@@ -664,11 +694,17 @@ static int went_away(struct session *s, const struct tp_sample *smp, const struc
 {
 	struct away *a;
 	HASH_FIND(hh, s->away, &smp->tid, sizeof(smp->tid), a);
+	if (a && a->ran_ns) {
+		/* Its return was lost (ring full), but a sample saw it run. */
+		came_back_seen(s, a);
+		a = NULL;
+	}
 	if (a) {
 		/* Its return was lost (ring full): how long it was away is
 		 * not known. */
 		s->st.offcpu_unended++;
-	} else {
+	}
+	if (!a) {
 		if (!(a = calloc(1, sizeof(*a))))
 			return -ENOMEM;
 		a->tid = smp->tid;
@@ -709,6 +745,10 @@ static void end_away(struct session *s, uint64_t end_ns)
 	struct away *a, *tmp;
 	HASH_ITER(hh, s->away, a, tmp)
 	{
+		if (a->ran_ns) {
+			came_back_seen(s, a);
+			continue;
+		}
 		s->st.offcpu_open++;
 		came_back(s, a->tid, a->out_ns, end_ns > a->out_ns ? end_ns : a->out_ns);
 	}
@@ -849,6 +889,8 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 		ret = went_away(s, smp, &lb, n);
 	} else {
 		ret = profile_add(s->prof, s->ids, n, &lb, 1);
+		if (s->away)
+			seen_running(s, smp->tid, smp->time_ns);
 	}
 	if (!ret)
 		s->st.samples++;
@@ -1107,9 +1149,8 @@ int session_start(struct session *s, char *err, size_t errlen)
 		else
 			log_debug("reading samples at nice %d", s->opts.nice);
 	}
-	uint64_t period = 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
 	s->start_ns = clock_ns(CLOCK_MONOTONIC);
-	profile_set_timing(s->prof, period, clock_ns(CLOCK_REALTIME), 0);
+	profile_set_timing(s->prof, sample_period_ns(s), clock_ns(CLOCK_REALTIME), 0);
 	return s->sm.ops->start(s->sm.impl, err, errlen);
 }
 
@@ -1230,6 +1271,10 @@ struct profile *session_take_profile(struct session *s)
 	HASH_ITER(hh, s->away, a, tmp)
 	{
 		size_t idx;
+		if (a->ran_ns) {
+			came_back_seen(s, a); /* into old, s->prof still */
+			continue;
+		}
 		if (profile_copy_stack(fresh, old, a->index, &idx)) {
 			s->st.offcpu_unended++;
 			HASH_DEL(s->away, a);
@@ -1254,6 +1299,7 @@ void session_stats(struct session *s, struct session_stats *st)
 		s->st.lost_ring = c[TP_STAT_RING_FULL];
 		s->st.bpf_samples = c[TP_STAT_SAMPLES];
 		s->st.codes_undescribed = c[TP_STAT_CODES_UNDESCRIBED];
+		s->st.offcpu_missed = c[TP_STAT_SWITCH_IN_MISSED];
 		s->st.lost_unknown = c[TP_STAT_UNKNOWN_PROC] + s->dropped;
 		uint64_t early = s->st.lost_early + s->early_dropped;
 		/* The early counts come from the same samples, read later. */

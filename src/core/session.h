@@ -86,6 +86,10 @@ struct session_stats {
 	uint64_t offcpu_short;	      /* ... left out: shorter than --min-block */
 	uint64_t offcpu_unended;      /* ... whose end was never seen (ring full): weigh 0 */
 	uint64_t offcpu_open;	      /* ... still off the CPU at the end: weighed until then */
+	uint64_t offcpu_missed;	      /* ... whose return no sched_switch reported: timed at its
+				       * next switch-out from its CPU time (TP_SWF_RECOVERED) */
+	uint64_t offcpu_seen_back;    /* ... whose return was lost (ring full) but a cpu-clock
+				       * sample saw it run: ended a period before that sample */
 	uint64_t gil_other;	      /* --gil: samples left out, of threads without the GIL */
 	uint64_t gil_unknown;	      /* ... of them, of builds whose GIL taipan cannot read */
 };

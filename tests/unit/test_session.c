@@ -446,6 +446,44 @@ static void test_offcpu_weighs_time_away(void **state)
 	assert_int_equal(profile_total_value(p), 7 * ms + profile_period_ns(p));
 }
 
+/* A stretch whose return was lost (ring full) ends a sampling period before
+ * the first cpu-clock sample of its thread on the CPU, whether the next
+ * stack of the thread or the stop comes first. */
+static void test_offcpu_return_seen_by_a_sample(void **state)
+{
+	struct fixture *fx = *state;
+	struct tp_frame frames[8];
+	struct session_stats st;
+	uint32_t pid = (uint32_t)fx->child.pid;
+	discover(fx);
+	const uint64_t per = 10000000; /* 100 Hz */
+	uint64_t t = mono_ns() - 100 * per;
+
+	uint16_t n = child_frames(fx, frames, 8);
+	fake_offcpu(pid, frames, n, TP_TS_SLEEPING, t);
+	fake_queue_sample(pid, frames, n, TP_ERR_NONE, 0, TP_TS_RUNNING, t + 3 * per);
+	fake_queue_sample(pid, frames, n, TP_ERR_NONE, 0, TP_TS_RUNNING, t + 4 * per);
+	fake_offcpu(pid, frames, n, TP_TS_BLOCKED, t + 5 * per);
+	fake_queue_sample(pid, frames, n, TP_ERR_NONE, 0, TP_TS_RUNNING, t + 9 * per);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	struct profile *p = session_profile(fx->s);
+	const struct prof_sample *sl = find_leaf(p, "[sleeping]");
+	assert_int_equal(sl->count, 1);
+	assert_int_equal(prof_value(p, sl), 2 * per);
+	const struct prof_sample *bl = find_leaf(p, "[blocked]");
+	assert_int_equal(bl->count, 0);
+	session_stop(fx->s);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	bl = find_leaf(p, "[blocked]");
+	assert_int_equal(bl->count, 1);
+	assert_int_equal(prof_value(p, bl), 3 * per);
+	session_stats(fx->s, &st);
+	assert_int_equal(st.offcpu, 2);
+	assert_int_equal(st.offcpu_seen_back, 2);
+	assert_int_equal(st.offcpu_unended, 0);
+	assert_int_equal(st.offcpu_open, 0);
+}
+
 /* A thread away across session_take_profile weighs in both windows, and
  * one still away at the stop weighs until the stop. */
 static void test_offcpu_windows_and_stop(void **state)
@@ -504,6 +542,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_fork_shares_the_layout, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_offcpu_weighs_time_away, setup_wall, teardown),
 	    cmocka_unit_test_setup_teardown(test_offcpu_windows_and_stop, setup_wall, teardown),
+	    cmocka_unit_test_setup_teardown(test_offcpu_return_seen_by_a_sample, setup_wall,
+					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

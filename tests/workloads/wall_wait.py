@@ -11,6 +11,10 @@ import sys
 import threading
 import time
 
+# The profiler's clock (CLOCK_MONOTONIC): the wall clock, time.time(), may be
+# stepped or slewed while the workload runs (by 1% in this VM).
+clock = time.monotonic
+
 
 def pipe_reader(fd, n):
     for _ in range(n):
@@ -32,7 +36,7 @@ def pipe_test(seconds):
 def disk_sync(path, deadline):
     block = b"\0" * (1 << 20)
     with open(path, "wb") as f:
-        while time.time() < deadline:
+        while clock() < deadline:
             f.seek(0)
             f.write(block)
             f.flush()
@@ -42,22 +46,22 @@ def disk_sync(path, deadline):
 def disk_test(seconds, where):
     path = os.path.join(where, "wall_wait.%d" % os.getpid())
     try:
-        disk_sync(path, time.time() + seconds)
+        disk_sync(path, clock() + seconds)
     finally:
         os.unlink(path)
     return {"tid": threading.current_thread().native_id}
 
 
 def idle_thread(deadline, lives, i):
-    t0 = time.time()
-    while time.time() < deadline:
+    t0 = clock()
+    while clock() < deadline:
         time.sleep(0.05)
-    lives[i] = (threading.current_thread().native_id, t0, time.time())
+    lives[i] = (threading.current_thread().native_id, t0, clock())
 
 
 def idle_test(seconds, n):
     lives = [None] * n
-    deadline = time.time() + seconds
+    deadline = clock() + seconds
     threads = [threading.Thread(target=idle_thread, args=(deadline, lives, i)) for i in range(n)]
     for t in threads:
         t.start()
