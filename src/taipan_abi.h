@@ -266,6 +266,15 @@ enum tp_thread_state {
 	TP_TS__COUNT
 };
 
+/* What BPF saw of a tracked process before user space recognised it (map
+ * unknown_samples): lost for its stacks, but not for its time, which the
+ * profile holds under a marker. */
+struct tp_unknown {
+	__u64 samples;		       /* cpu-clock samples */
+	__u64 off_ns[TP_TS__COUNT];    /* --mode wall, off-cpu: its threads' time off the CPU, */
+	__u64 stretches[TP_TS__COUNT]; /* ... in so many stretches, by why they left */
+};
+
 /* What a sampled thread had of the GIL (struct tp_sample.gil). */
 enum tp_gil_state {
 	TP_GIL_UNKNOWN = 0,  /* no GIL to read: 2.7, 3.6, a free-threaded build, no thread state */

@@ -40,7 +40,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, TP_MAX_TARGETS);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct tp_unknown);
 } unknown_samples SEC(".maps");
 
 /* The tgids to profile when not system-wide. */
@@ -678,11 +678,11 @@ static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loo
 		if (BPF_CORE_READ(cur, flags) & PF_EXITING)
 			return 0;
 		stat_inc(TP_STAT_UNKNOWN_PROC);
-		__u64 *lost = bpf_map_lookup_elem(&unknown_samples, &tgid);
+		struct tp_unknown *lost = bpf_map_lookup_elem(&unknown_samples, &tgid);
 		if (lost) {
-			__sync_fetch_and_add(lost, 1);
+			__sync_fetch_and_add(&lost->samples, 1);
 		} else {
-			__u64 one = 1;
+			struct tp_unknown one = {.samples = 1};
 			bpf_map_update_elem(&unknown_samples, &tgid, &one, BPF_NOEXIST);
 		}
 		announce(tgid, tid);
@@ -753,8 +753,10 @@ struct switch_task {
 	__u64 away_ns; /* when it left the CPU with its stack sent; 0: not away */
 	__u64 ran_ns;  /* then: its CPU time (se.sum_exec_runtime) */
 	__u64 checked; /* jiffies of the last look in procs */
-	__u32 target;  /* at that look: its process is a Python target */
-	__u32 pad;
+	__u32 target;  /* at that look: its process is a Python target, or tracked and not
+			* recognised yet */
+	__u32 early;   /* away_ns is of a process not recognised then, which sent no stack:
+			* the time goes to its tp_unknown; why it left, plus one */
 };
 
 struct {
@@ -765,10 +767,27 @@ struct {
 } switch_tasks SEC(".maps");
 
 /* Thread t, whose stack left at t's away_ns, ran again at in_ns: user space
- * weighs that stack by the difference. */
+ * weighs that stack by the difference; or, left before its process was
+ * recognised (no stack), the time goes to the process's tp_unknown. */
 static __always_inline void switched_in(struct switch_task *t, struct task_struct *task,
 					__u64 in_ns, __u32 flags)
 {
+	if (t->early) {
+		__u32 tgid = task->tgid, st = (t->early - 1) & (TP_TS__COUNT - 1);
+		struct tp_unknown *u = bpf_map_lookup_elem(&unknown_samples, &tgid);
+		if (!u) {
+			struct tp_unknown zero = {};
+			bpf_map_update_elem(&unknown_samples, &tgid, &zero, BPF_NOEXIST);
+			u = bpf_map_lookup_elem(&unknown_samples, &tgid);
+		}
+		if (u && in_ns > t->away_ns) {
+			__sync_fetch_and_add(&u->off_ns[st], in_ns - t->away_ns);
+			__sync_fetch_and_add(&u->stretches[st], 1);
+		}
+		t->away_ns = 0;
+		t->early = 0;
+		return;
+	}
 	struct tp_switch_ev ev = {
 	    .kind = TP_EV_SWITCH_IN,
 	    .pid = task->tgid,
@@ -889,15 +908,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	p->checked = j;
 	p->target = 0;
 	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
-	if (!proc) {
-		if (tracked(tgid))
-			announce(tgid, prev->pid);
+	if (proc && proc->kind != TP_PROC_PYTHON)
 		return 0;
-	}
-	if (proc->kind != TP_PROC_PYTHON)
+	if (!proc && !tracked(tgid))
 		return 0;
 	p->target = 1;
-	__u64 id = bpf_get_current_pid_tgid();
 	__u64 now = bpf_ktime_get_ns();
 	/* The scheduler has just brought its CPU time up to date. */
 	__u64 ran = BPF_CORE_READ(prev, se.sum_exec_runtime);
@@ -908,6 +923,16 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		__u64 back = now - p->away_ns > since ? now - since : p->away_ns;
 		switched_in(p, prev, back, TP_SWF_RECOVERED);
 	}
+	if (!proc) {
+		/* Tracked, not recognised yet: no stack to take, but its time
+		 * away counts for the process (struct tp_unknown). */
+		announce(tgid, prev->pid);
+		p->away_ns = now;
+		p->ran_ns = ran;
+		p->early = off_state(preempt, prev_state) + 1;
+		return 0;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
 	struct tpw_state *st = begin_sample(ctx, proc, tgid, (__u32)id, now);
 	if (!st)
 		return 0;

@@ -373,14 +373,20 @@ int bpfrun_last_exec(struct bpfrun *br, uint32_t tgid, uint64_t *ns)
 	return 0;
 }
 
-uint64_t bpfrun_take_unknown(struct bpfrun *br, uint32_t tgid)
+int bpfrun_take_unknown(struct bpfrun *br, uint32_t tgid, struct tp_unknown *out)
 {
-	uint64_t n = 0;
+	struct tp_unknown u;
 	int fd = bpf_map__fd(br->skel->maps.unknown_samples);
-	if (bpf_map_lookup_elem(fd, &tgid, &n))
-		return 0;
-	bpf_map_delete_elem(fd, &tgid);
-	return n;
+	/* Read and deleted in one step where the kernel can (5.14): BPF adds
+	 * to it meanwhile. */
+	if (bpf_map_lookup_and_delete_elem(fd, &tgid, &u)) {
+		if (errno == ENOENT || bpf_map_lookup_elem(fd, &tgid, &u))
+			return -ENOENT;
+		bpf_map_delete_elem(fd, &tgid);
+	}
+	if (out)
+		*out = u;
+	return 0;
 }
 
 int bpfrun_poll(struct bpfrun *br, int timeout_ms)
@@ -510,9 +516,9 @@ static int op_last_exec(void *impl, uint32_t tgid, uint64_t *ns)
 	return bpfrun_last_exec(impl, tgid, ns);
 }
 
-static uint64_t op_take_unknown(void *impl, uint32_t tgid)
+static int op_take_unknown(void *impl, uint32_t tgid, struct tp_unknown *out)
 {
-	return bpfrun_take_unknown(impl, tgid);
+	return bpfrun_take_unknown(impl, tgid, out);
 }
 
 static int op_poll(void *impl, int timeout_ms)

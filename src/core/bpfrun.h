@@ -31,9 +31,9 @@ int bpfrun_add_target(struct bpfrun *br, uint32_t tgid);
 int bpfrun_set_proc(struct bpfrun *br, uint32_t tgid, const struct tp_proc *p);
 int bpfrun_del_proc(struct bpfrun *br, uint32_t tgid);
 
-/* Reads and clears how many samples of tgid were taken before it was
- * classified (0 when none). */
-uint64_t bpfrun_take_unknown(struct bpfrun *br, uint32_t tgid);
+/* Reads and clears what BPF saw of tgid before it was classified (struct
+ * tp_unknown) into out, which may be NULL; -ENOENT when nothing. */
+int bpfrun_take_unknown(struct bpfrun *br, uint32_t tgid, struct tp_unknown *out);
 
 /* Waits up to timeout_ms for records, then consumes everything waiting.
  * Returns the number of records consumed or a negative errno (-EINTR when a

@@ -39,9 +39,10 @@ struct sampler_ops {
 	/* What BPF knows of tgid: how to walk it, or that it is not Python. */
 	int (*set_proc)(void *impl, uint32_t tgid, const struct tp_proc *p);
 	int (*del_proc)(void *impl, uint32_t tgid);
-	/* Reads and clears how many samples of tgid were taken before it was
-	 * classified. */
-	uint64_t (*take_unknown)(void *impl, uint32_t tgid);
+	/* Reads and clears what BPF saw of tgid before it was classified:
+	 * samples, and time off the CPU. 0, or -ENOENT when nothing; out may
+	 * be NULL (cleared only). */
+	int (*take_unknown)(void *impl, uint32_t tgid, struct tp_unknown *out);
 	/* The time (CLOCK_MONOTONIC ns) of tgid's last exec, or -ENOENT. May
 	 * be NULL. */
 	int (*last_exec)(void *impl, uint32_t tgid, uint64_t *ns);

@@ -182,17 +182,27 @@ static bool wanted(const struct session *s, const struct sproc *p)
 
 static int marker(struct session *s, const char *text);
 
+/* Why an off-CPU stack's thread was away, as its leaf: a flame graph shows
+ * it above the kernel frames where it waited. */
+static const char *const state_leaf[TP_TS__COUNT] = {
+    [TP_TS_RUNNING] = "[running]",
+    [TP_TS_RUNNABLE] = "[runnable]",
+    [TP_TS_SLEEPING] = "[sleeping]",
+    [TP_TS_BLOCKED] = "[blocked]",
+};
+
 /* Samples of a process taken before it was recognised are in the profile
- * as one marker frame, labelled like the process: lost, but not hidden. */
+ * as one marker frame, labelled like the process: lost, but not hidden; so
+ * is its threads' time off the CPU then (--mode wall, off-cpu), under the
+ * marker and the leaf of each reason. */
 static void account_early(struct session *s, struct sproc *p)
 {
-	uint64_t n = s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid);
-	int id;
-	/* Off-CPU profiles hold no time on the CPU, early or not. */
-	if (!n || s->opts.mode == PROF_MODE_OFFCPU ||
+	struct tp_unknown u;
+	int id, leaf;
+	if (s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid, &u) ||
 	    (id = marker(s, "[before taipan recognised the process]")) < 0)
 		return;
-	uint32_t frame = (uint32_t)id;
+	uint32_t frames[2] = {(uint32_t)id};
 	struct prof_labels lb = {
 	    .pid = (uint32_t)p->pid,
 	    .tid = (uint32_t)p->pid,
@@ -204,10 +214,21 @@ static void account_early(struct session *s, struct sproc *p)
 	    .container_id = p->cg.container,
 	    .state = s->opts.mode == PROF_MODE_CPU ? PROF_STATE_NONE : PROF_STATE_RUNNING,
 	};
-	if (!profile_add(s->prof, &frame, 1, &lb, n))
-		s->st.lost_early += n;
-	else
-		s->early_dropped += n;
+	/* Off-CPU profiles hold no time on the CPU, early or not. */
+	if (u.samples && s->opts.mode != PROF_MODE_OFFCPU) {
+		if (!profile_add(s->prof, frames, 1, &lb, u.samples))
+			s->st.lost_early += u.samples;
+		else
+			s->early_dropped += u.samples;
+	}
+	for (int st = TP_TS_RUNNABLE; st < TP_TS__COUNT && s->opts.mode != PROF_MODE_CPU; st++) {
+		if (!u.stretches[st] || (leaf = marker(s, state_leaf[st])) < 0)
+			continue;
+		frames[1] = (uint32_t)leaf;
+		lb.state = (uint8_t)(PROF_STATE_RUNNING + st);
+		if (!profile_add_off(s->prof, frames, 2, &lb, u.stretches[st], u.off_ns[st]))
+			s->st.offcpu_early += u.stretches[st];
+	}
 }
 
 /* Tells BPF that pid is not to be walked. On failure BPF keeps announcing
@@ -738,11 +759,25 @@ static void came_back(struct session *s, uint32_t tid, uint64_t out_ns, uint64_t
 	free(a);
 }
 
+/* Time off the CPU that began before a process was recognised and ended
+ * after (BPF adds it to the process's tp_unknown at the return): into the
+ * profile at the end of a window and of the recording. */
+static void collect_early(struct session *s)
+{
+	struct sproc *p, *tmp;
+	if (s->opts.mode == PROF_MODE_CPU)
+		return;
+	HASH_ITER(hh, s->procs, p, tmp)
+	if (p->state == SP_PYTHON)
+		account_early(s, p);
+}
+
 /* The recording ended at end_ns with threads still away: each weighs the
  * time until then. */
 static void end_away(struct session *s, uint64_t end_ns)
 {
 	struct away *a, *tmp;
+	collect_early(s);
 	HASH_ITER(hh, s->away, a, tmp)
 	{
 		if (a->ran_ns) {
@@ -874,17 +909,9 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	};
 	int ret;
 	if (offcpu) {
-		/* Why it was off the CPU, as the leaf: a flame graph shows it
-		 * above the kernel frames where it waited. */
-		static const char *const leaf[TP_TS__COUNT] = {
-		    [TP_TS_RUNNING] = "[running]",
-		    [TP_TS_RUNNABLE] = "[runnable]",
-		    [TP_TS_SLEEPING] = "[sleeping]",
-		    [TP_TS_BLOCKED] = "[blocked]",
-		};
 		uint8_t st = smp->state < TP_TS__COUNT ? smp->state : TP_TS_SLEEPING;
 		lb.state = (uint8_t)(PROF_STATE_RUNNING + st);
-		if ((ret = push_marker(s, &n, leaf[st])) < 0)
+		if ((ret = push_marker(s, &n, state_leaf[st])) < 0)
 			return ret;
 		ret = went_away(s, smp, &lb, n);
 	} else {
@@ -1009,7 +1036,7 @@ static int on_event(void *ctx, void *data, size_t size)
 		if (p && p->state == SP_PYTHON)
 			account_early(s, p);
 		else
-			s->sm.ops->take_unknown(s->sm.impl, ev->pid);
+			s->sm.ops->take_unknown(s->sm.impl, ev->pid, NULL);
 		break;
 	}
 	}
@@ -1220,7 +1247,7 @@ static void housekeeping(struct session *s)
 			/* BPF removed it at the exit; this removes what a late
 			 * event may have put back. */
 			s->sm.ops->del_proc(s->sm.impl, (uint32_t)p->pid);
-			s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid);
+			s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid, NULL);
 			sproc_drop(s, p);
 		} else if (p->state == SP_PENDING && !p->exited_ns)
 			classify(s, p, false, err, sizeof(err));
@@ -1265,6 +1292,7 @@ struct profile *session_take_profile(struct session *s)
 	profile_set_timing(fresh, profile_period_ns(old),
 			   profile_start_ns(old) + (now - s->start_ns), 0);
 	profile_set_mode(fresh, profile_mode(old));
+	collect_early(s);
 	/* A thread away across the boundary weighs in both windows: here
 	 * until now, in the next from now. */
 	struct away *a, *tmp;

@@ -203,6 +203,24 @@ def test_two_hundred_idle_threads_all_accounted(taipan, tmp_path):
     assert abs(total - want) <= 0.02 * want, (total, want)
 
 
+@pytest.mark.parametrize("ident", ["pyenv-3.12", "debian-3.11-static"])
+def test_whole_life_is_in_the_profile(taipan, tmp_path, ident):
+    # A process that sleeps from its start: on a loaded host taipan may
+    # recognise it only in its sleep, whose time is then under the early
+    # marker, not lost. The profile holds the process's whole life. (Not in
+    # sid's root, which has no /proc for the workload to read its start.)
+    it = interpreter(ident)
+    stacks, res, proc = _record(taipan, tmp_path, it, ["wall_wait.py", "life", 0.5], extra=["--stats"],
+                                quiet=False)
+    total = sum(s.count for s in stacks) / 1e6
+    early = sum(s.count for s in stacks if s.frames and s.frames[0].text.startswith("[before taipan"))
+    print("life %s: %.3f s in the profile (%.3f s before taipan recognised it), %.3f s lived"
+          % (ident, total, early / 1e6, res["life"]))
+    # The process's start is known to 10 ms; its end comes after its
+    # measurement.
+    assert -0.02 <= total - res["life"] <= 0.03 * res["life"] + 0.02, (total, res, proc.stderr)
+
+
 def test_wall_pprof_has_wall_and_state(taipan, tmp_path):
     it = interpreter("pyenv-3.12")
     out = tmp_path / "w.pb.gz"

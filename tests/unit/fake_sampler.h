@@ -27,7 +27,7 @@ struct fake_sampler {
 	struct fake_proc procs[FAKE_MAX];
 	int nprocs;
 	uint32_t unknown_tgid[FAKE_MAX];
-	uint64_t unknown[FAKE_MAX];
+	struct tp_unknown unknown[FAKE_MAX]; /* unknown_tgid[i] 0: free */
 	int deletes; /* del_proc calls */
 	struct {
 		void *data;
@@ -98,17 +98,19 @@ static int fake_del_proc(void *impl, uint32_t tgid)
 	return 0;
 }
 
-static uint64_t fake_take_unknown(void *impl, uint32_t tgid)
+static int fake_take_unknown(void *impl, uint32_t tgid, struct tp_unknown *out)
 {
 	struct fake_sampler *f = impl;
 	for (int i = 0; i < FAKE_MAX; i++) {
-		if (f->unknown_tgid[i] == tgid && f->unknown[i]) {
-			uint64_t n = f->unknown[i];
-			f->unknown[i] = 0;
-			return n;
+		if (tgid && f->unknown_tgid[i] == tgid) {
+			if (out)
+				*out = f->unknown[i];
+			f->unknown_tgid[i] = 0;
+			memset(&f->unknown[i], 0, sizeof(f->unknown[i]));
+			return 0;
 		}
 	}
-	return 0;
+	return -ENOENT;
 }
 
 static int fake_poll(void *impl, int timeout_ms)
@@ -223,17 +225,34 @@ static void fake_switch_in(uint32_t pid, uint64_t out_ns, uint64_t in_ns)
 	fake_queue(&ev, sizeof(ev));
 }
 
-/* Samples of tgid that BPF took before it was classified. */
-static void fake_unknown(uint32_t tgid, uint64_t n)
+/* What BPF saw of tgid before it was classified. */
+static struct tp_unknown *fake_unknown_of(uint32_t tgid)
 {
+	for (int i = 0; i < FAKE_MAX; i++)
+		if (fake->unknown_tgid[i] == tgid)
+			return &fake->unknown[i];
 	for (int i = 0; i < FAKE_MAX; i++) {
-		if (!fake->unknown[i] || fake->unknown_tgid[i] == tgid) {
+		if (!fake->unknown_tgid[i]) {
 			fake->unknown_tgid[i] = tgid;
-			fake->unknown[i] += n;
-			return;
+			return &fake->unknown[i];
 		}
 	}
 	abort();
+}
+
+/* Samples of tgid that BPF took before it was classified. */
+static void fake_unknown(uint32_t tgid, uint64_t n)
+{
+	fake_unknown_of(tgid)->samples += n;
+}
+
+/* A stretch off the CPU of a thread of tgid before it was classified: ns
+ * long, in state (enum tp_thread_state). */
+static void fake_unknown_off(uint32_t tgid, uint8_t state, uint64_t ns)
+{
+	struct tp_unknown *u = fake_unknown_of(tgid);
+	u->off_ns[state] += ns;
+	u->stretches[state]++;
 }
 
 #endif /* TAIPAN_FAKE_SAMPLER_H */

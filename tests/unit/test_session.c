@@ -484,6 +484,44 @@ static void test_offcpu_return_seen_by_a_sample(void **state)
 	assert_int_equal(st.offcpu_open, 0);
 }
 
+/* --mode wall: the time a process's threads spent off the CPU before it was
+ * recognised is under the early marker, by reason; time away across the
+ * recognition, which BPF adds after, comes in at the stop. */
+static void test_offcpu_before_recognition(void **state)
+{
+	struct fixture *fx = *state;
+	struct session_stats st;
+	uint32_t pid = (uint32_t)fx->child.pid;
+	const uint64_t ms = 1000000;
+
+	fake_unknown(pid, 3);
+	fake_unknown_off(pid, TP_TS_SLEEPING, 40 * ms);
+	fake_unknown_off(pid, TP_TS_RUNNABLE, 2 * ms);
+	discover(fx);
+	struct profile *p = session_profile(fx->s);
+	const struct prof_sample *run = find_leaf(p, "[before taipan recognised the process]");
+	assert_int_equal(run->count, 3);
+	assert_int_equal(run->labels.state, PROF_STATE_RUNNING);
+	const struct prof_sample *sl = find_leaf(p, "[sleeping]");
+	assert_int_equal(sl->nframes, 2);
+	assert_string_equal(profile_frame(p, sl->frames[0])->name,
+			    "[before taipan recognised the process]");
+	assert_int_equal(sl->labels.state, PROF_STATE_SLEEPING);
+	assert_int_equal(sl->labels.pid, pid);
+	assert_int_equal(prof_value(p, sl), 40 * ms);
+	assert_int_equal(prof_value(p, find_leaf(p, "[runnable]")), 2 * ms);
+
+	fake_unknown_off(pid, TP_TS_SLEEPING, 5 * ms);
+	session_stop(fx->s);
+	assert_int_equal(session_poll(fx->s, 0), 0);
+	sl = find_leaf(p, "[sleeping]");
+	assert_int_equal(sl->count, 2);
+	assert_int_equal(prof_value(p, sl), 45 * ms);
+	session_stats(fx->s, &st);
+	assert_int_equal(st.offcpu_early, 3);
+	assert_int_equal(profile_total_value(p), 3 * profile_period_ns(p) + 47 * ms);
+}
+
 /* A thread away across session_take_profile weighs in both windows, and
  * one still away at the stop weighs until the stop. */
 static void test_offcpu_windows_and_stop(void **state)
@@ -544,6 +582,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_offcpu_windows_and_stop, setup_wall, teardown),
 	    cmocka_unit_test_setup_teardown(test_offcpu_return_seen_by_a_sample, setup_wall,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_offcpu_before_recognition, setup_wall, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,9 +34,9 @@ def main():
     spent = {"compute_phase": 0.0, "sleep_phase": 0.0}
     cpu = {"compute_phase": 0.0, "sleep_phase": 0.0}
     # Measured from here, after a pause in which a profiler recognises the
-    # process: time before that is no function's (taipan's samples of it
-    # are "[before taipan recognised the process]", and its time off the
-    # CPU is not in the profile), and a loaded host takes longer.
+    # process: time before that is no function's (taipan has it under
+    # "[before taipan recognised the process]", without stacks), and a
+    # loaded host takes longer.
     time.sleep(float(sys.argv[4]) / 1000 if len(sys.argv) > 4 else 0.5)
     deadline = clock() + seconds
     rounds = 0

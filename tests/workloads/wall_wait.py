@@ -1,10 +1,13 @@
 # wall_wait.py - a thread that waits in a known function: pipe_reader blocks
 # reading a pipe that the main thread writes a byte to every 0.2 s; disk_sync
 # writes a file in DIR and fsyncs it, again and again (the disk's wait is
-# uninterruptible); idle_threads starts N threads that sleep 50 ms at a time.
+# uninterruptible); idle_threads starts N threads that sleep 50 ms at a time;
+# life sleeps in nap from the start, and measures the process's lifetime.
 # Runs for SECONDS, then prints "result JSON" (for idle: each thread's tid and
-# the seconds from its start to its end).
+# the seconds from its start to its end; for life, the seconds since the
+# process's fork, to 10 ms).
 # Usage: python wall_wait.py pipe SECONDS | disk SECONDS DIR | idle SECONDS N
+#        | life SECONDS
 import json
 import os
 import sys
@@ -70,12 +73,26 @@ def idle_test(seconds, n):
     return {"threads": {str(tid): end - start for tid, start, end in lives}}
 
 
+def nap(seconds):
+    time.sleep(seconds)
+
+
+def life_test(seconds):
+    nap(seconds)
+    # The process's start, in clock ticks since boot (proc(5)), and now.
+    with open("/proc/self/stat") as f:
+        start = int(f.read().rsplit(")", 1)[1].split()[19]) / float(os.sysconf("SC_CLK_TCK"))
+    return {"life": time.clock_gettime(time.CLOCK_BOOTTIME) - start}
+
+
 def main():
     what, seconds = sys.argv[1], float(sys.argv[2])
     if what == "pipe":
         res = pipe_test(seconds)
     elif what == "disk":
         res = disk_test(seconds, sys.argv[3])
+    elif what == "life":
+        res = life_test(seconds)
     else:
         res = idle_test(seconds, int(sys.argv[3]))
     print("result " + json.dumps(res))
