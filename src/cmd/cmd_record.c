@@ -355,18 +355,19 @@ static void print_stats(const struct session_stats *st)
 			"taipan: stats: --gil: %llu samples of threads without the GIL left out, "
 			"%llu of them of builds whose GIL cannot be read\n",
 			(unsigned long long)st->gil_other, (unsigned long long)st->gil_unknown);
-	if (st->offcpu || st->offcpu_short || st->offcpu_unended)
+	if (st->offcpu || st->offcpu_short || st->offcpu_unended || st->offcpu_early)
 		fprintf(
 		    stderr,
 		    "taipan: stats: off-CPU: %llu stretches in the profile (%llu of them still "
 		    "off the CPU at the end, weighed until then), %llu shorter than --min-block "
 		    "left out, %llu whose end was lost (ring full) weighed 0, %llu of those ended "
 		    "by a sample of the thread running; %llu returns that no sched_switch "
-		    "reported, timed from the thread's CPU time at its next switch-out\n",
+		    "reported, timed from the thread's CPU time at its next switch-out; %llu "
+		    "before taipan recognised their process, under its marker\n",
 		    (unsigned long long)st->offcpu, (unsigned long long)st->offcpu_open,
 		    (unsigned long long)st->offcpu_short, (unsigned long long)st->offcpu_unended,
-		    (unsigned long long)st->offcpu_seen_back,
-		    (unsigned long long)st->offcpu_missed);
+		    (unsigned long long)st->offcpu_seen_back, (unsigned long long)st->offcpu_missed,
+		    (unsigned long long)st->offcpu_early);
 	for (unsigned int i = 0; i < TP_UERR__COUNT; i++)
 		walks += st->native_errors[i];
 	if (!walks)
