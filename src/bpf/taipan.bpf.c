@@ -301,6 +301,18 @@ static __always_inline void announce(__u32 tgid, __u32 tid)
 	stat_inc(TP_STAT_DISCOVER_SENT);
 }
 
+/* How samples, code objects and returns go into the ring: they wake the
+ * reader only when a good amount is waiting. It polls on a timer anyway, and
+ * a wakeup per record costs a context switch. In --mode wall it did worse:
+ * the ring's default wakes a reader that has caught up, so a return woke
+ * taipan, which preempted the target on its CPU, whose switch-out and
+ * return woke it again, every 40 us while they shared a CPU. */
+static __always_inline __u64 ring_flags(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > TP_RING_WAKEUP ? BPF_RB_FORCE_WAKEUP
+									      : BPF_RB_NO_WAKEUP;
+}
+
 /* Sends the sample; false if the ring was full. */
 static __always_inline bool submit(struct tpw_state *st)
 {
@@ -308,12 +320,7 @@ static __always_inline bool submit(struct tpw_state *st)
 		     (__u64)st->s.nframes * sizeof(struct tp_frame);
 	if (size > sizeof(st->s))
 		size = sizeof(st->s);
-	/* Wake the reader only when a good amount is waiting: it polls on a
-	 * timer anyway, and a wakeup per sample costs a context switch. */
-	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > TP_RING_WAKEUP
-			  ? BPF_RB_FORCE_WAKEUP
-			  : BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&events, &st->s, size, flags)) {
+	if (bpf_ringbuf_output(&events, &st->s, size, ring_flags())) {
 		stat_inc(TP_STAT_RING_FULL);
 		return false;
 	}
@@ -391,7 +398,7 @@ static __always_inline void describe(struct tpw_state *st, const struct code_key
 	ev->ident = k->ident;
 	copy_obj(&ev->part[TP_CP_HEAD], ev->head, k->code, TP_CODE_HEAD);
 	if (!ev->part[TP_CP_HEAD].len) {
-		bpf_ringbuf_discard(ev, 0);
+		bpf_ringbuf_discard(ev, BPF_RB_NO_WAKEUP);
 		return;
 	}
 	copy_obj(&ev->part[TP_CP_NAME], ev->name, head_ptr(ev, o->code_name), TP_CODE_STR);
@@ -400,7 +407,7 @@ static __always_inline void describe(struct tpw_state *st, const struct code_key
 	copy_obj(&ev->part[TP_CP_FILE], ev->file, head_ptr(ev, o->code_filename), TP_CODE_STR);
 	copy_obj(&ev->part[TP_CP_LINETABLE], ev->linetable, head_ptr(ev, o->code_linetable),
 		 TP_CODE_LT);
-	bpf_ringbuf_submit(ev, 0);
+	bpf_ringbuf_submit(ev, ring_flags());
 	__u8 one = 1;
 	bpf_map_update_elem(&described, k, &one, BPF_ANY);
 	*c = *k;
@@ -797,7 +804,7 @@ static __always_inline void switched_in(struct switch_task *t, struct task_struc
 	    .in_ns = in_ns,
 	};
 	t->away_ns = 0;
-	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), 0)) {
+	if (bpf_ringbuf_output(&events, &ev, sizeof(ev), ring_flags())) {
 		stat_inc(TP_STAT_RING_FULL);
 	} else {
 		stat_inc(TP_STAT_SWITCH_IN);

@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from conftest import (IN_CI, WORKLOADS, go_pprof, interpreter, parse_folded, record, require,
+from conftest import (IN_CI, WORKLOADS, go_pprof, interpreter, parse_folded, record, record_args, require,
                       run_taipan)
 
 STATES = ("[runnable]", "[sleeping]", "[blocked]")
@@ -122,6 +122,28 @@ def test_cpu_mode_shows_only_the_compute(taipan, tmp_path):
     # A sample of sleep_phase is the moment it calls sleep or returns.
     assert sleep <= 0.02 * compute, (sleep, compute)
     assert not any(_state(s) != "running" for s in stacks)
+
+
+def test_taipan_on_the_targets_cpu_does_not_preempt_it_for_each_record(taipan, tmp_path):
+    # taipan and a computing target on one CPU. A record in the ring must
+    # not wake taipan at once: a return woke it, it preempted the target,
+    # whose switch-out and return woke it again, every 40 us (25,000
+    # stretches a second where taipan's 20 ms polls and the scheduler's
+    # slices make tens to hundreds).
+    it = interpreter("pyenv-3.12")
+    out = tmp_path / "one.folded"
+    argv = ["taskset", "-c", "0", taipan] + record_args(out, it.argv(os.path.join(WORKLOADS, "wall_mix.py"), 1, 90, 10),
+                                                         seconds=None, rate=1000, extra=["--mode", "wall", "--stats"],
+                                                         quiet=False)
+    res = subprocess.run([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    spent = _result(res.stdout)["spent"]
+    m = re.search(r"off-CPU: (\d+) stretches in the profile", res.stderr)
+    assert m, res.stderr
+    per_s = int(m.group(1)) / (spent["compute_phase"] + spent["sleep_phase"])
+    print("one CPU: %.0f stretches off the CPU a second" % per_s)
+    assert per_s <= 1000, res.stderr
 
 
 def test_off_cpu_mode_and_min_block(taipan, tmp_path):
