@@ -756,14 +756,21 @@ int on_sample_loop(struct bpf_perf_event_data *ctx)
  * The program runs at every context switch of the host, so what it keeps
  * per thread is task-local storage, not a hash map: a thread without any
  * costs a pointer test, one with some a cached load. */
+enum switch_target {
+	SWT_NONE = 0,	/* not a target: nothing to do until the next look */
+	SWT_PYTHON = 1, /* a recognised Python process: its stack is taken */
+	SWT_EARLY = 2,	/* tracked, not recognised yet: its time away is kept, without a stack */
+};
+
 struct switch_task {
-	__u64 away_ns; /* when it left the CPU with its stack sent; 0: not away */
-	__u64 ran_ns;  /* then: its CPU time (se.sum_exec_runtime) */
-	__u64 checked; /* jiffies of the last look in procs */
-	__u32 target;  /* at that look: its process is a Python target, or tracked and not
-			* recognised yet */
-	__u32 early;   /* away_ns is of a process not recognised then, which sent no stack:
-			* the time goes to its tp_unknown; why it left, plus one */
+	__u64 away_ns;		      /* when it left the CPU; 0: not away */
+	__u64 ran_ns;		      /* then: its CPU time (se.sum_exec_runtime) */
+	__u64 checked;		      /* jiffies of the last look in procs */
+	__u32 target;		      /* what that look found (enum switch_target) */
+	__u32 early;		      /* away_ns is of a process not recognised then, which
+				       * sent no stack: why it left, plus one */
+	__u64 early_ns[TP_TS__COUNT]; /* such time away, not yet added to its tp_unknown */
+	__u32 early_n[TP_TS__COUNT];  /* ... in so many stretches */
 };
 
 struct {
@@ -773,26 +780,51 @@ struct {
 	__type(value, struct switch_task);
 } switch_tasks SEC(".maps");
 
+/* Adds thread t's time away before its process was recognised to the
+ * process's tp_unknown, where user space finds it (at the recognition, a
+ * window's end, the stop). */
+static __always_inline void early_flush(struct switch_task *t, __u32 tgid)
+{
+	__u32 i;
+	if (!(t->early_n[TP_TS_RUNNABLE] | t->early_n[TP_TS_SLEEPING] | t->early_n[TP_TS_BLOCKED]))
+		return;
+	struct tp_unknown *u = bpf_map_lookup_elem(&unknown_samples, &tgid);
+	if (!u) {
+		struct tp_unknown zero = {};
+		bpf_map_update_elem(&unknown_samples, &tgid, &zero, BPF_NOEXIST);
+		u = bpf_map_lookup_elem(&unknown_samples, &tgid);
+	}
+	for (i = TP_TS_RUNNABLE; i < TP_TS__COUNT; i++) {
+		if (u && t->early_n[i]) {
+			__sync_fetch_and_add(&u->off_ns[i], t->early_ns[i]);
+			__sync_fetch_and_add(&u->stretches[i], t->early_n[i]);
+		}
+		t->early_ns[i] = 0;
+		t->early_n[i] = 0;
+	}
+}
+
 /* Thread t, whose stack left at t's away_ns, ran again at in_ns: user space
  * weighs that stack by the difference; or, left before its process was
- * recognised (no stack), the time goes to the process's tp_unknown. */
+ * recognised (no stack), the time is kept in t and goes to the process's
+ * tp_unknown. A stretch that began in this jiffy waits there for the next
+ * look (a young process switches thousands of times a second, and a map
+ * update at each cost a switch 270 ns: bench/switch.py); a longer one, and
+ * what waited with it, go now, so that what a thread holds when the
+ * recording stops is less than a jiffy of time away. */
 static __always_inline void switched_in(struct switch_task *t, struct task_struct *task,
-					__u64 in_ns, __u32 flags)
+					__u64 in_ns, __u32 flags, __u64 jiffies)
 {
 	if (t->early) {
-		__u32 tgid = task->tgid, st = (t->early - 1) & (TP_TS__COUNT - 1);
-		struct tp_unknown *u = bpf_map_lookup_elem(&unknown_samples, &tgid);
-		if (!u) {
-			struct tp_unknown zero = {};
-			bpf_map_update_elem(&unknown_samples, &tgid, &zero, BPF_NOEXIST);
-			u = bpf_map_lookup_elem(&unknown_samples, &tgid);
-		}
-		if (u && in_ns > t->away_ns) {
-			__sync_fetch_and_add(&u->off_ns[st], in_ns - t->away_ns);
-			__sync_fetch_and_add(&u->stretches[st], 1);
+		__u32 st = (t->early - 1) & (TP_TS__COUNT - 1);
+		if (in_ns > t->away_ns) {
+			t->early_ns[st] += in_ns - t->away_ns;
+			t->early_n[st]++;
 		}
 		t->away_ns = 0;
 		t->early = 0;
+		if (t->checked != jiffies)
+			early_flush(t, task->tgid);
 		return;
 	}
 	struct tp_switch_ev ev = {
@@ -889,7 +921,8 @@ static __always_inline void walk_whole(struct tpw_state *st, __u64 id)
 /* prev leaves the CPU (it is still the current task), next takes it. A
  * thread of no target costs two task-storage loads and, once a jiffy, a
  * look in procs (a process classified since is a target from the next
- * jiffy on). Loaded only with cfg.offcpu, and only where bpf_loop is. */
+ * jiffy on); one of a process not recognised yet, two clock reads more.
+ * Loaded only with cfg.offcpu, and only where bpf_loop is. */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -898,9 +931,10 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	 * that does nothing (TAIPAN_BENCH_EMPTY_SWITCH=1). */
 	if (cfg.offcpu == TP_OFFCPU_EMPTY)
 		return 0;
+	__u64 j = bpf_jiffies64();
 	struct switch_task *n = bpf_task_storage_get(&switch_tasks, next, NULL, 0);
 	if (n && n->away_ns && !(cfg.drop_in && bpf_get_prandom_u32() % cfg.drop_in == 0))
-		switched_in(n, next, bpf_ktime_get_ns(), 0);
+		switched_in(n, next, bpf_ktime_get_ns(), 0, j);
 
 	__u32 tgid = prev->tgid;
 	if (tgid == 0 || tgid == cfg.self_tgid || (prev->flags & PF_EXITING))
@@ -909,31 +943,47 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	    bpf_task_storage_get(&switch_tasks, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!p)
 		return 0;
-	__u64 j = bpf_jiffies64();
-	if (!p->target && p->checked == j)
-		return 0;
-	p->checked = j;
-	p->target = 0;
-	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
-	if (proc && proc->kind != TP_PROC_PYTHON)
-		return 0;
-	if (!proc && !tracked(tgid))
-		return 0;
-	p->target = 1;
+	struct tp_proc *proc = NULL;
+	if (p->checked == j) {
+		/* Looked at in this jiffy: as it was then, but for a target's
+		 * process forgotten since (an exec) or found to be no Python. */
+		if (p->target == SWT_NONE)
+			return 0;
+		if (p->target == SWT_PYTHON) {
+			proc = bpf_map_lookup_elem(&procs, &tgid);
+			if (!proc) {
+				p->target = SWT_EARLY;
+			} else if (proc->kind != TP_PROC_PYTHON) {
+				p->target = SWT_NONE;
+				return 0;
+			}
+		}
+	} else {
+		p->checked = j;
+		early_flush(p, tgid);
+		p->target = SWT_NONE;
+		proc = bpf_map_lookup_elem(&procs, &tgid);
+		if (proc && proc->kind != TP_PROC_PYTHON)
+			return 0;
+		if (!proc && !tracked(tgid))
+			return 0;
+		p->target = proc ? SWT_PYTHON : SWT_EARLY;
+		if (!proc)
+			announce(tgid, prev->pid);
+	}
 	__u64 now = bpf_ktime_get_ns();
 	/* The scheduler has just brought its CPU time up to date. */
-	__u64 ran = BPF_CORE_READ(prev, se.sum_exec_runtime);
+	__u64 ran = prev->se.sum_exec_runtime;
 	if (p->away_ns) {
 		/* It is leaving again, and no sched_switch told of its return:
 		 * it came back as long before now as it has run since. */
 		__u64 since = ran > p->ran_ns ? ran - p->ran_ns : 0;
 		__u64 back = now - p->away_ns > since ? now - since : p->away_ns;
-		switched_in(p, prev, back, TP_SWF_RECOVERED);
+		switched_in(p, prev, back, TP_SWF_RECOVERED, j);
 	}
 	if (!proc) {
 		/* Tracked, not recognised yet: no stack to take, but its time
 		 * away counts for the process (struct tp_unknown). */
-		announce(tgid, prev->pid);
 		p->away_ns = now;
 		p->ran_ns = ran;
 		p->early = off_state(preempt, prev_state) + 1;
@@ -1041,6 +1091,12 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	__u32 tid = BPF_CORE_READ(p, pid);
 	__u32 tgid = BPF_CORE_READ(p, tgid);
 	bpf_map_delete_elem(&tstates, &tid);
+	if (cfg.offcpu) {
+		/* Its time away that still waits for a look (switched_in). */
+		struct switch_task *t = bpf_task_storage_get(&switch_tasks, p, NULL, 0);
+		if (t)
+			early_flush(t, tgid);
+	}
 	if (tid != tgid || !tracked(tgid))
 		return 0;
 	bpf_map_delete_elem(&procs, &tgid);
