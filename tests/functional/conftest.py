@@ -133,7 +133,11 @@ def go_pprof(*args):
     env = dict(os.environ)
     env.setdefault("HOME", "/root")
     env.setdefault("GOCACHE", "/tmp/taipan-gocache")
-    res = subprocess.run([go, "tool", "pprof"] + [str(a) for a in args], stdout=subprocess.PIPE,
+    # -symbolize=none: taipan names every location (each mapping says it
+    # has functions), yet pprof would open each mapped binary to match its
+    # build id, 0.7 s a call on a quiet host (libpython) and several under
+    # load, which is pprof's cost, not taipan's.
+    res = subprocess.run([go, "tool", "pprof", "-symbolize=none"] + [str(a) for a in args], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env, timeout=120)
     assert res.returncode == 0, res.stderr
     return res.stdout

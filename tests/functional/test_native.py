@@ -278,10 +278,10 @@ def test_native_leaves_agree_with_perf(taipan, tmp_path, workload):
 
 
 def pprof_raw(path):
-    """go tool pprof -raw of path, unsymbolized (so that it shows what taipan
-    wrote): ({mapping id: (file, build-id, flags)}, [(address, mapping id,
-    function name or None)])."""
-    raw = go_pprof("-symbolize=none", "-raw", path)
+    """go tool pprof -raw of path, unsymbolized as go_pprof() leaves it (so
+    that it shows what taipan wrote): ({mapping id: (file, build-id, flags)},
+    [(address, mapping id, function name or None)])."""
+    raw = go_pprof("-raw", path)
     maps, locs = {}, []
     section = None
     for line in raw.splitlines():
