@@ -301,6 +301,43 @@ struct tp_switch_ev {
 	__u64 out_ns, in_ns;
 };
 
+/* What the off-CPU program keeps of a thread, in its task storage (map
+ * switch_tasks). User space writes one for a thread found asleep when a
+ * wall recording starts (struct tp_thread_snap), which BPF never saw leave
+ * the CPU: its return is then told as any other's. */
+enum tp_switch_target {
+	TP_SWT_NONE = 0,   /* not a target: nothing to do until the next look */
+	TP_SWT_PYTHON = 1, /* a recognised Python process: its stack is taken */
+	TP_SWT_EARLY = 2,  /* tracked, not recognised yet: its time away is kept, without a stack */
+};
+
+struct tp_switch_task {
+	__u64 away_ns;		      /* when it left the CPU; 0: not away */
+	__u64 ran_ns;		      /* then: its CPU time (se.sum_exec_runtime) */
+	__u64 checked;		      /* jiffies of the last look in procs */
+	__u32 target;		      /* what that look found (enum tp_switch_target) */
+	__u32 early;		      /* away_ns is of a process not recognised then, which
+				       * sent no stack: why it left, plus one */
+	__u64 early_ns[TP_TS__COUNT]; /* such time away by why (enum tp_thread_state), not
+				       * yet added to its tp_unknown */
+	__u32 early_n[TP_TS__COUNT];  /* ... in so many stretches */
+};
+
+/* A thread of one process as the snap_threads iterator finds it: how BPF
+ * sees a thread that is not running, for the threads already asleep when a
+ * wall recording starts (doc/DESIGN.md, "Off-CPU time"). */
+struct tp_thread_snap {
+	__u32 tid;
+	__u32 state;	  /* task->__state: 0 runnable or running, else why it sleeps */
+	__u32 on_cpu;	  /* still on a CPU (on its way out) */
+	__u32 nkstack;	  /* frames in kstack */
+	__u64 ran_ns;	  /* its CPU time so far (se.sum_exec_runtime) */
+	__u64 ip, sp, bp; /* its user registers, as it entered the kernel */
+	__u64 fsbase;	  /* its thread pointer: how its Python thread state is found */
+	char comm[TP_COMM_LEN];
+	__u64 kstack[TP_KSTACK_MAX]; /* innermost first, from __schedule */
+};
+
 enum tp_switch_flags {
 	/* No sched_switch named the thread as it ran again (this kernel
 	 * skips one now and then): at its next switch-out, in_ns is that
@@ -547,6 +584,8 @@ _Static_assert((TP_CODE_HEAD & (TP_CODE_HEAD - 1)) == 0, "TP_CODE_HEAD is masked
 _Static_assert(__builtin_offsetof(struct tp_code_ev, head) % 8 == 0, "tp_code_ev layout");
 _Static_assert(sizeof(struct tp_event) == 24, "tp_event layout");
 _Static_assert(sizeof(struct tp_switch_ev) == 32, "tp_switch_ev layout");
+_Static_assert(sizeof(struct tp_switch_task) == 80, "tp_switch_task layout");
+_Static_assert(sizeof(struct tp_thread_snap) == 72 + 8 * TP_KSTACK_MAX, "tp_thread_snap layout");
 _Static_assert(sizeof(struct tp_urow) == 12, "tp_urow layout");
 _Static_assert(__builtin_offsetof(struct tp_sample, kstack) == 64, "tp_sample header");
 _Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample frames alignment");

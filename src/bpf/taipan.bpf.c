@@ -642,25 +642,6 @@ static __always_inline __u64 thread_fsbase(struct tpw_state *st)
 	return fsbase;
 }
 
-/* Whether thread state ts holds its interpreter's GIL: locked, and last
- * taken by ts (struct tp_gil). A thread that waits for it is told apart in
- * user space, by take_gil in its native stack. */
-static __always_inline __u8 gil_state(const struct tpw_state *st, __u64 ts)
-{
-	const struct tp_gil *g = &st->proc.gil;
-	__u64 gil = g->addr, interp = 0, holder = 0;
-	int locked = 0;
-	if (!g->holder)
-		return TP_GIL_UNKNOWN;
-	if (!gil && (bpf_probe_read_user(&interp, sizeof(interp), (void *)(ts + g->ts_interp)) ||
-		     bpf_probe_read_user(&gil, sizeof(gil), (void *)(interp + g->interp)) || !gil))
-		return TP_GIL_UNKNOWN;
-	if (bpf_probe_read_user(&holder, sizeof(holder), (void *)(gil + g->holder)) ||
-	    bpf_probe_read_user(&locked, sizeof(locked), (void *)(gil + g->locked)))
-		return TP_GIL_UNKNOWN;
-	return locked == 1 && holder == ts ? TP_GIL_HELD : TP_GIL_RELEASED;
-}
-
 /* Every sample starts here: is it of a Python process, which thread state
  * runs, which frame is on top; then the walker takes over. With loop set,
  * the search for an uncached thread state goes through bpf_loop. */
@@ -721,7 +702,7 @@ static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loo
 	if (!ts)
 		goto out;
 	s->tstate = ts;
-	s->gil = gil_state(st, ts);
+	s->gil = tpw_gil_state(st, ts);
 	if (tpw_top_frame(st, ts) || !st->frame)
 		goto out;
 	bpf_tail_call(ctx, &progs, tpw_walker(st));
@@ -756,34 +737,17 @@ int on_sample_loop(struct bpf_perf_event_data *ctx)
  * The program runs at every context switch of the host, so what it keeps
  * per thread is task-local storage, not a hash map: a thread without any
  * costs a pointer test, one with some a cached load. */
-enum switch_target {
-	SWT_NONE = 0,	/* not a target: nothing to do until the next look */
-	SWT_PYTHON = 1, /* a recognised Python process: its stack is taken */
-	SWT_EARLY = 2,	/* tracked, not recognised yet: its time away is kept, without a stack */
-};
-
-struct switch_task {
-	__u64 away_ns;		      /* when it left the CPU; 0: not away */
-	__u64 ran_ns;		      /* then: its CPU time (se.sum_exec_runtime) */
-	__u64 checked;		      /* jiffies of the last look in procs */
-	__u32 target;		      /* what that look found (enum switch_target) */
-	__u32 early;		      /* away_ns is of a process not recognised then, which
-				       * sent no stack: why it left, plus one */
-	__u64 early_ns[TP_TS__COUNT]; /* such time away, not yet added to its tp_unknown */
-	__u32 early_n[TP_TS__COUNT];  /* ... in so many stretches */
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct switch_task);
+	__type(value, struct tp_switch_task);
 } switch_tasks SEC(".maps");
 
 /* Adds thread t's time away before its process was recognised to the
  * process's tp_unknown, where user space finds it (at the recognition, a
  * window's end, the stop). */
-static __always_inline void early_flush(struct switch_task *t, __u32 tgid)
+static __always_inline void early_flush(struct tp_switch_task *t, __u32 tgid)
 {
 	__u32 i;
 	if (!(t->early_n[TP_TS_RUNNABLE] | t->early_n[TP_TS_SLEEPING] | t->early_n[TP_TS_BLOCKED]))
@@ -812,7 +776,7 @@ static __always_inline void early_flush(struct switch_task *t, __u32 tgid)
  * update at each cost a switch 270 ns: bench/switch.py); a longer one, and
  * what waited with it, go now, so that what a thread holds when the
  * recording stops is less than a jiffy of time away. */
-static __always_inline void switched_in(struct switch_task *t, struct task_struct *task,
+static __always_inline void switched_in(struct tp_switch_task *t, struct task_struct *task,
 					__u64 in_ns, __u32 flags, __u64 jiffies)
 {
 	if (t->early) {
@@ -888,7 +852,7 @@ static __always_inline void walk_whole(struct tpw_state *st, __u64 id)
 		}
 		if (ts) {
 			s->tstate = ts;
-			s->gil = gil_state(st, ts);
+			s->gil = tpw_gil_state(st, ts);
 			if (!tpw_top_frame(st, ts) && st->frame) {
 				bpf_loop(TP_WALK_STEPS / TP_FRAMES_PER_CB,
 					 tpw_walker(st) == TP_WALK_INTERP_FRAMES ? interp_frame_cb
@@ -932,14 +896,14 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (cfg.offcpu == TP_OFFCPU_EMPTY)
 		return 0;
 	__u64 j = bpf_jiffies64();
-	struct switch_task *n = bpf_task_storage_get(&switch_tasks, next, NULL, 0);
+	struct tp_switch_task *n = bpf_task_storage_get(&switch_tasks, next, NULL, 0);
 	if (n && n->away_ns && !(cfg.drop_in && bpf_get_prandom_u32() % cfg.drop_in == 0))
 		switched_in(n, next, bpf_ktime_get_ns(), 0, j);
 
 	__u32 tgid = prev->tgid;
 	if (tgid == 0 || tgid == cfg.self_tgid || (prev->flags & PF_EXITING))
 		return 0;
-	struct switch_task *p =
+	struct tp_switch_task *p =
 	    bpf_task_storage_get(&switch_tasks, prev, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!p)
 		return 0;
@@ -947,27 +911,27 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (p->checked == j) {
 		/* Looked at in this jiffy: as it was then, but for a target's
 		 * process forgotten since (an exec) or found to be no Python. */
-		if (p->target == SWT_NONE)
+		if (p->target == TP_SWT_NONE)
 			return 0;
-		if (p->target == SWT_PYTHON) {
+		if (p->target == TP_SWT_PYTHON) {
 			proc = bpf_map_lookup_elem(&procs, &tgid);
 			if (!proc) {
-				p->target = SWT_EARLY;
+				p->target = TP_SWT_EARLY;
 			} else if (proc->kind != TP_PROC_PYTHON) {
-				p->target = SWT_NONE;
+				p->target = TP_SWT_NONE;
 				return 0;
 			}
 		}
 	} else {
 		p->checked = j;
 		early_flush(p, tgid);
-		p->target = SWT_NONE;
+		p->target = TP_SWT_NONE;
 		proc = bpf_map_lookup_elem(&procs, &tgid);
 		if (proc && proc->kind != TP_PROC_PYTHON)
 			return 0;
 		if (!proc && !tracked(tgid))
 			return 0;
-		p->target = proc ? SWT_PYTHON : SWT_EARLY;
+		p->target = proc ? TP_SWT_PYTHON : TP_SWT_EARLY;
 		if (!proc)
 			announce(tgid, prev->pid);
 	}
@@ -1093,7 +1057,7 @@ int BPF_PROG(on_exit, struct task_struct *p)
 	bpf_map_delete_elem(&tstates, &tid);
 	if (cfg.offcpu) {
 		/* Its time away that still waits for a look (switched_in). */
-		struct switch_task *t = bpf_task_storage_get(&switch_tasks, p, NULL, 0);
+		struct tp_switch_task *t = bpf_task_storage_get(&switch_tasks, p, NULL, 0);
 		if (t)
 			early_flush(t, tgid);
 	}
@@ -1123,5 +1087,47 @@ int ksym_names(void *ctx)
 		if (bpf_snprintf(ksym_req.name[i], TP_KSYM_LEN, "%ps", &addr, sizeof(addr)) < 0)
 			ksym_req.name[i][0] = '\0';
 	}
+	return 0;
+}
+
+/* The threads of process snap_tgid as the kernel holds them while they are
+ * off the CPU: state, CPU time, the user registers saved as each entered
+ * the kernel, its kernel stack. A thread asleep since before a wall
+ * recording started never leaves the CPU while BPF watches, perhaps not
+ * until the recording ends; user space reads its Python and native stacks
+ * from these (session.c, "asleep at the start"). Run by user space through
+ * an iterator, never attached; loaded with on_switch. */
+__u32 snap_tgid;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tp_thread_snap);
+} snap_buf SEC(".maps");
+
+SEC("iter/task")
+int snap_threads(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	__u32 zero = 0;
+	if (!task || task->tgid != snap_tgid || !snap_tgid)
+		return 0;
+	struct tp_thread_snap *r = bpf_map_lookup_elem(&snap_buf, &zero);
+	if (!r)
+		return 0;
+	r->tid = task->pid;
+	r->state = BPF_CORE_READ(task, __state);
+	r->on_cpu = BPF_CORE_READ(task, on_cpu);
+	r->ran_ns = task->se.sum_exec_runtime;
+	r->fsbase = BPF_CORE_READ(task, thread.fsbase);
+	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), task->comm);
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	r->ip = BPF_CORE_READ(regs, ip);
+	r->sp = BPF_CORE_READ(regs, sp);
+	r->bp = BPF_CORE_READ(regs, bp);
+	long n = bpf_get_task_stack(task, r->kstack, sizeof(r->kstack), 0);
+	r->nkstack = n > 0 ? (__u32)n / sizeof(__u64) : 0;
+	bpf_seq_write(ctx->meta->seq, r, sizeof(*r));
 	return 0;
 }

@@ -363,11 +363,14 @@ static void print_stats(const struct session_stats *st)
 		    "left out, %llu whose end was lost (ring full) weighed 0, %llu of those ended "
 		    "by a sample of the thread running; %llu returns that no sched_switch "
 		    "reported, timed from the thread's CPU time at its next switch-out; %llu "
-		    "before taipan recognised their process, under its marker\n",
+		    "before taipan recognised their process, under its marker; %llu of threads "
+		    "asleep when the recording started, their stacks read then (%llu more ran "
+		    "while read, and were left to BPF)\n",
 		    (unsigned long long)st->offcpu, (unsigned long long)st->offcpu_open,
 		    (unsigned long long)st->offcpu_short, (unsigned long long)st->offcpu_unended,
 		    (unsigned long long)st->offcpu_seen_back, (unsigned long long)st->offcpu_missed,
-		    (unsigned long long)st->offcpu_early);
+		    (unsigned long long)st->offcpu_early, (unsigned long long)st->offcpu_asleep,
+		    (unsigned long long)st->offcpu_asleep_ran);
 	for (unsigned int i = 0; i < TP_UERR__COUNT; i++)
 		walks += st->native_errors[i];
 	if (!walks)

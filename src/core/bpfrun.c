@@ -1,6 +1,7 @@
 /* bpfrun.c - the BPF lifecycle: open, configure, load, fill, attach, consume,
  * with a single cleanup path. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/perf_event.h>
 #include <stdbool.h>
@@ -136,6 +137,9 @@ static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err,
 	/* Off-CPU stacks are walked in one program, through bpf_loop. */
 	bpf_program__set_autoload(br->skel->progs.on_switch, o->offcpu && br->loop);
 	bpf_program__set_autoattach(br->skel->progs.on_switch, false);
+	/* Run by hand: the threads asleep when a wall recording starts. */
+	bpf_program__set_autoload(br->skel->progs.snap_threads, o->offcpu && br->loop);
+	bpf_program__set_autoattach(br->skel->progs.snap_threads, false);
 	/* Attached by hand, and only for native unwinding: a kernel without
 	 * syscall tracepoints still profiles, reading new mappings late. */
 	bpf_program__set_autoload(br->skel->progs.on_mmap, o->native);
@@ -579,6 +583,93 @@ static int op_kernel_names(void *impl, const uint64_t *addr, uint32_t n, char (*
 	return bpfrun_kernel_names(impl, addr, n, name);
 }
 
+int bpfrun_snap_threads(struct bpfrun *br, uint32_t tgid, struct tp_thread_snap **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (!br->offcpu || !br->skel->bss)
+		return -ENOTSUP;
+	br->skel->bss->snap_tgid = tgid;
+	struct bpf_link *link = bpf_program__attach_iter(br->skel->progs.snap_threads, NULL);
+	if (!link)
+		return -errno;
+	int ret = 0, fd = bpf_iter_create(bpf_link__fd(link));
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	size_t cap = 0, got = 0; /* bytes */
+	char *buf = NULL;
+	for (;;) {
+		if (cap - got < sizeof(**out)) {
+			size_t ncap = cap ? 2 * cap : 16 * sizeof(**out);
+			char *nb = realloc(buf, ncap);
+			if (!nb) {
+				ret = -ENOMEM;
+				break;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		ssize_t r = read(fd, buf + got, cap - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			ret = -errno;
+			break;
+		}
+		if (!r)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	if (ret) {
+		free(buf);
+	} else {
+		*out = (struct tp_thread_snap *)buf;
+		*n = got / sizeof(**out);
+	}
+out:
+	br->skel->bss->snap_tgid = 0;
+	bpf_link__destroy(link);
+	return ret;
+}
+
+static int op_snap_threads(void *impl, uint32_t tgid, struct tp_thread_snap **out, size_t *n)
+{
+	return bpfrun_snap_threads(impl, tgid, out, n);
+}
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* linux/pidfd.h, 6.9 */
+#endif
+
+int bpfrun_set_away(struct bpfrun *br, uint32_t tid, uint64_t away_ns, uint64_t ran_ns)
+{
+	if (!br->offcpu)
+		return -ENOTSUP;
+	/* Task storage is keyed by a pidfd from user space: one of a thread
+	 * that leads no process needs PIDFD_THREAD. */
+	int fd = (int)syscall(SYS_pidfd_open, (pid_t)tid, PIDFD_THREAD);
+	if (fd < 0 && errno == EINVAL)
+		fd = (int)syscall(SYS_pidfd_open, (pid_t)tid, 0);
+	if (fd < 0)
+		return -errno;
+	struct tp_switch_task t = {.away_ns = away_ns, .ran_ns = ran_ns, .target = TP_SWT_PYTHON};
+	/* BPF_NOEXIST: a thread that left the CPU since BPF watches has its
+	 * own stack in the ring, and its storage stays as BPF made it. */
+	int ret =
+	    bpf_map_update_elem(bpf_map__fd(br->skel->maps.switch_tasks), &fd, &t, BPF_NOEXIST);
+	ret = ret ? -errno : 0;
+	close(fd);
+	return ret;
+}
+
+static int op_set_away(void *impl, uint32_t tid, uint64_t away_ns, uint64_t ran_ns)
+{
+	return bpfrun_set_away(impl, tid, away_ns, ran_ns);
+}
+
 static const struct sampler_ops bpfrun_ops = {
     .start = op_start,
     .stop = op_stop,
@@ -595,6 +686,8 @@ static const struct sampler_ops bpfrun_ops = {
     .set_range = op_set_range,
     .del_range = op_del_range,
     .kernel_names = op_kernel_names,
+    .snap_threads = op_snap_threads,
+    .set_away = op_set_away,
 };
 
 int bpfrun_sampler_open(const struct sampler_opts *o, sampler_handler fn, void *ctx,

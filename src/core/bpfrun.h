@@ -58,6 +58,10 @@ int bpfrun_last_exec(struct bpfrun *br, uint32_t tgid, uint64_t *ns);
 int bpfrun_kernel_names(struct bpfrun *br, const uint64_t *addr, uint32_t n,
 			char (*name)[TP_KSYM_LEN]);
 
+/* sampler_ops.snap_threads and set_away (sampler.h). */
+int bpfrun_snap_threads(struct bpfrun *br, uint32_t tgid, struct tp_thread_snap **out, size_t *n);
+int bpfrun_set_away(struct bpfrun *br, uint32_t tid, uint64_t away_ns, uint64_t ran_ns);
+
 /* How many CPUs are sampled. */
 int bpfrun_ncpus(const struct bpfrun *br);
 

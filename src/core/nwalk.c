@@ -431,6 +431,14 @@ detach:
 	return ret;
 }
 
+void nwalk_regs(struct nwalk *nw, uint64_t ip, uint64_t sp, uint64_t bp, struct tp_sample *out)
+{
+	struct user_regs_struct regs = {.rip = ip, .rsp = sp, .rbp = bp};
+	copy_stack(nw, sp);
+	unwind(nw, &regs, out);
+	nw->stats.threads++;
+}
+
 void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym *out)
 {
 	uint64_t at = addr - !sampled;

@@ -2,7 +2,8 @@
  * space for `taipan dump`: each thread is stopped with ptrace only while its
  * registers and stacks are read, then unwound by the BPF unwinder's own code
  * (src/walk/native.h) over unwind tables built for the files its stack
- * touches.
+ * touches; and for --mode wall, the stacks of the threads asleep when the
+ * recording starts, from the registers the kernel saved.
  */
 #ifndef TAIPAN_NWALK_H
 #define TAIPAN_NWALK_H
@@ -40,6 +41,12 @@ void nwalk_free(struct nwalk *nw);
  * ptrace_scope; the thread exited); -ENOMEM. */
 int nwalk_thread(struct nwalk *nw, pid_t tid, uint64_t tstate, struct tp_sample *out, char *err,
 		 size_t errlen);
+
+/* The native stack of a thread of the process that is asleep in the kernel,
+ * from the user registers it entered it with (struct tp_thread_snap), into
+ * *out (TP_SF_NATIVE, ustack, uerr): nothing is stopped. The thread must not
+ * run meanwhile; the caller checks that its CPU time stayed the same. */
+void nwalk_regs(struct nwalk *nw, uint64_t ip, uint64_t sp, uint64_t bp, struct tp_sample *out);
 
 /* A named native frame. */
 struct nwalk_sym {

@@ -68,6 +68,16 @@ struct sampler_ops {
 	 * /proc/kallsyms), or another negative errno. May be NULL. */
 	int (*kernel_names)(void *impl, const uint64_t *addr, uint32_t n,
 			    char (*name)[TP_KSYM_LEN]);
+	/* Off-CPU samplers (--mode wall, off-cpu), for the threads asleep when
+	 * the recording starts; both may be NULL. snap_threads: tgid's
+	 * threads now, malloc'd into *out (*n of them); 0, or a negative
+	 * errno. set_away: thread tid has been off the CPU since away_ns,
+	 * having run ran_ns (se.sum_exec_runtime) by then; its return is
+	 * then told as any other's (TP_EV_SWITCH_IN). 0; -EEXIST when the
+	 * sampler saw it leave the CPU since, and has its stack; another
+	 * negative errno. */
+	int (*snap_threads)(void *impl, uint32_t tgid, struct tp_thread_snap **out, size_t *n);
+	int (*set_away)(void *impl, uint32_t tid, uint64_t away_ns, uint64_t ran_ns);
 };
 
 struct sampler {

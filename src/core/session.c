@@ -17,6 +17,7 @@
 
 #include "core/bpfrun.h"
 #include "core/native.h"
+#include "core/nwalk.h"
 #include "profile/merge.h"
 #include "profile/nativesym.h"
 #include "profile/ksyms.h"
@@ -24,6 +25,7 @@
 #include "target/procfs.h"
 #include "target/pyproc.h"
 #include "target/pythreads.h"
+#include "target/pywalk.h"
 #include "core/session.h"
 #include "profile/symbolize.h"
 #include "core/walkerr.h"
@@ -1155,6 +1157,168 @@ static void scan_proc(struct session *s)
 	free(pids);
 }
 
+/* Threads asleep when a wall recording starts (doc/DESIGN.md, "Off-CPU
+ * time"). BPF takes a thread's stack as it leaves the CPU, so one asleep
+ * since before the start would be seen only once it woke: a server's idle
+ * workers, perhaps never. Each such thread of a process known at the start
+ * gets the stack BPF would have taken: its Python frames read from its
+ * memory, its native ones unwound from the registers it entered the kernel
+ * with, its kernel ones as the kernel keeps them (snap_threads); and BPF
+ * learns when it left (set_away), so that its return comes as any other's.
+ * Nothing is stopped: a thread whose CPU time moved while it was read is
+ * left out, and BPF sees it leave the CPU again. */
+struct asleep_pre {
+	pid_t pid;
+	struct tp_thread_snap *v; /* its threads before BPF watched */
+	size_t n;
+};
+
+/* include/linux/sched.h */
+#define TASK_INTERRUPTIBLE 0x0001
+#define TASK_UNINTERRUPTIBLE 0x0002
+#define TASK_STOPPED_OR_TRACED 0x000c
+#define TASK_NOLOAD 0x0400
+
+/* Why a thread that is not running is off the CPU, as on_switch names it;
+ * -1: it is running, or about to. */
+static int asleep_state(const struct tp_thread_snap *t)
+{
+	if (t->on_cpu ||
+	    !(t->state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE | TASK_STOPPED_OR_TRACED)))
+		return -1;
+	if ((t->state & (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)) == TASK_UNINTERRUPTIBLE)
+		return TP_TS_BLOCKED;
+	return TP_TS_SLEEPING;
+}
+
+static const struct tp_thread_snap *snap_find(const struct tp_thread_snap *v, size_t n,
+					      uint32_t tid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].tid == tid)
+			return &v[i];
+	return NULL;
+}
+
+/* The Python processes known now and their threads, before BPF watches;
+ * *out and *n, NULL when the sampler cannot tell (--mode cpu). */
+static void asleep_before(struct session *s, struct asleep_pre **out, size_t *n)
+{
+	struct sproc *p, *tmp;
+	*out = NULL;
+	*n = 0;
+	if (s->opts.mode == PROF_MODE_CPU || !s->sm.ops->snap_threads || !s->sm.ops->set_away)
+		return;
+	size_t cap = HASH_COUNT(s->procs);
+	struct asleep_pre *v = calloc(cap ? cap : 1, sizeof(*v));
+	if (!v)
+		return;
+	HASH_ITER(hh, s->procs, p, tmp)
+	{
+		if (p->state != SP_PYTHON || *n == cap)
+			continue;
+		if (s->sm.ops->snap_threads(s->sm.impl, (uint32_t)p->pid, &v[*n].v, &v[*n].n))
+			continue;
+		v[(*n)++].pid = p->pid;
+	}
+	*out = v;
+}
+
+/* The stack of thread t of p as BPF would take it leaving the CPU, into
+ * smp. Returns 0 or -ENOMEM. */
+static int asleep_stack(struct session *s, struct sproc *p, struct nwalk *nw,
+			const struct tp_thread_snap *t, int state, struct tp_sample *smp)
+{
+	uint64_t id = (uint64_t)(uint32_t)p->pid << 32 | t->tid;
+	int ret = pywalk_sample(&p->pp, id, t->fsbase, smp);
+	if (ret)
+		return ret;
+	if (nw)
+		nwalk_regs(nw, t->ip, t->sp, t->bp, smp);
+	smp->kind = TP_EV_SAMPLE;
+	smp->flags |= TP_SF_OFFCPU;
+	smp->state = (uint8_t)state;
+	memcpy(smp->comm, t->comm, sizeof(smp->comm));
+	if (s->opts.kernel_stacks) {
+		smp->nkstack = t->nkstack < TP_KSTACK_MAX ? t->nkstack : TP_KSTACK_MAX;
+		memcpy(smp->kstack, t->kstack, smp->nkstack * sizeof(smp->kstack[0]));
+	}
+	return 0;
+}
+
+/* Process pre->pid's threads that are asleep now: their stacks, each away
+ * since the start if it has not run since pre was taken, else since now. */
+static int asleep_proc(struct session *s, const struct asleep_pre *pre)
+{
+	struct sproc *p = sproc_get(s, pre->pid);
+	struct tp_thread_snap *a = NULL, *b = NULL;
+	struct tp_sample *smp = NULL;
+	struct nwalk *nw = NULL;
+	size_t na = 0, nb = 0, k = 0;
+	int ret = 0;
+	if (!p || p->state != SP_PYTHON)
+		return 0;
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	if (s->sm.ops->snap_threads(s->sm.impl, (uint32_t)p->pid, &a, &na))
+		return 0;
+	int *state = calloc(na ? na : 1, sizeof(*state));
+	if (!state) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < na; i++)
+		if ((state[i] = asleep_state(&a[i])) >= 0)
+			k++;
+	if (!k)
+		goto out;
+	if (!(smp = calloc(k, sizeof(*smp)))) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (s->native && nwalk_new(&p->pp, &nw) == -ENOMEM) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	k = 0;
+	for (size_t i = 0; i < na && !ret; i++)
+		if (state[i] >= 0)
+			ret = asleep_stack(s, p, nw, &a[i], state[i], &smp[k++]);
+	if (ret || s->sm.ops->snap_threads(s->sm.impl, (uint32_t)p->pid, &b, &nb))
+		goto out;
+	k = 0;
+	for (size_t i = 0; i < na && !ret; i++) {
+		if (state[i] < 0)
+			continue;
+		struct tp_sample *sm = &smp[k++];
+		const struct tp_thread_snap *then = snap_find(b, nb, a[i].tid);
+		if (!then || then->ran_ns != a[i].ran_ns || asleep_state(then) < 0) {
+			s->st.offcpu_asleep_ran++;
+			continue;
+		}
+		const struct tp_thread_snap *first = snap_find(pre->v, pre->n, a[i].tid);
+		uint64_t out_ns = first && first->ran_ns == a[i].ran_ns ? s->start_ns : now;
+		int r = s->sm.ops->set_away(s->sm.impl, a[i].tid, out_ns, a[i].ran_ns);
+		if (r) {
+			if (r != -EEXIST)
+				log_debug("pid %d, thread %u: asleep at the start, but BPF cannot "
+					  "be told: %s; it is seen from its first wake-up",
+					  p->pid, a[i].tid, strerror(-r));
+			continue;
+		}
+		sm->time_ns = out_ns;
+		ret = on_sample(s, sm, sizeof(*sm));
+		if (!ret)
+			s->st.offcpu_asleep++;
+	}
+out:
+	nwalk_free(nw);
+	free(smp);
+	free(state);
+	free(a);
+	free(b);
+	return ret == -ENOMEM ? ret : 0;
+}
+
 int session_start(struct session *s, char *err, size_t errlen)
 {
 	/* Now rather than at the first kernel frame, which would stop the
@@ -1176,9 +1340,21 @@ int session_start(struct session *s, char *err, size_t errlen)
 		else
 			log_debug("reading samples at nice %d", s->opts.nice);
 	}
+	struct asleep_pre *pre;
+	size_t npre;
+	asleep_before(s, &pre, &npre);
 	s->start_ns = clock_ns(CLOCK_MONOTONIC);
 	profile_set_timing(s->prof, sample_period_ns(s), clock_ns(CLOCK_REALTIME), 0);
-	return s->sm.ops->start(s->sm.impl, err, errlen);
+	int ret = s->sm.ops->start(s->sm.impl, err, errlen);
+	for (size_t i = 0; i < npre; i++) {
+		if (!ret && asleep_proc(s, &pre[i]) == -ENOMEM) {
+			snprintf(err, errlen, "out of memory");
+			ret = -ENOMEM;
+		}
+		free(pre[i].v);
+	}
+	free(pre);
+	return ret;
 }
 
 int session_add_descendants(struct session *s, pid_t pid)

@@ -89,6 +89,9 @@ struct session_stats {
 	uint64_t offcpu_missed;	      /* ... whose return no sched_switch reported: timed at its
 				       * next switch-out from its CPU time (TP_SWF_RECOVERED) */
 	uint64_t offcpu_early;	      /* ... of processes not recognised yet: under the marker */
+	uint64_t offcpu_asleep;	      /* ... of threads asleep when the recording started, their
+				       * stacks read then from user space */
+	uint64_t offcpu_asleep_ran;   /* threads asleep then that ran while read: left to BPF */
 	uint64_t offcpu_seen_back;    /* ... whose return was lost (ring full) but a cpu-clock
 				       * sample saw it run: ended a period before that sample */
 	uint64_t gil_other;	      /* --gil: samples left out, of threads without the GIL */

@@ -270,8 +270,10 @@ int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct 
 		st->s.err = TP_ERR_FSBASE;
 	else
 		ts = tpw_find_tstate(st, id, fsbase);
-	if (ts)
+	if (ts) {
+		st->s.gil = tpw_gil_state(st, ts);
 		walk_tstate(st, ts);
+	}
 	*out = st->s;
 	free(st);
 	return 0;

@@ -62,7 +62,7 @@ int pywalk_read(const struct pyproc *pp, struct pywalk *w);
 /* One thread's stack exactly as the BPF program samples it: the thread
  * state found by matching fsbase (the thread's pthread_self()) against the
  * interpreters' thread lists, then its frames. id is the sample's pid_tgid.
- * Fills *out's frames, tstate, nframes, err and flags. Returns 0 or -ENOMEM
+ * Fills *out's frames, tstate, gil, nframes, err and flags. Returns 0 or -ENOMEM
  * (read failures are in out->err). */
 int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct tp_sample *out);
 

@@ -375,6 +375,25 @@ TPW_INLINE __u64 tpw_find_tstate(struct tpw_state *st, __u64 id, __u64 fsbase)
 	return tpw_search_end(st, id);
 }
 
+/* Whether thread state ts holds its interpreter's GIL: locked, and last
+ * taken by ts (struct tp_gil). A thread that waits for it is told apart in
+ * user space, by take_gil in its native stack. */
+TPW_INLINE __u8 tpw_gil_state(struct tpw_state *st, __u64 ts)
+{
+	const struct tp_gil *g = &st->proc.gil;
+	__u64 gil = g->addr, interp = 0, holder = 0;
+	int locked = 0;
+	if (!g->holder)
+		return TP_GIL_UNKNOWN;
+	if (!gil && (tpw_read(st, &interp, sizeof(interp), ts + g->ts_interp) ||
+		     tpw_read(st, &gil, sizeof(gil), interp + g->interp) || !gil))
+		return TP_GIL_UNKNOWN;
+	if (tpw_read(st, &holder, sizeof(holder), gil + g->holder) ||
+	    tpw_read(st, &locked, sizeof(locked), gil + g->locked))
+		return TP_GIL_UNKNOWN;
+	return locked == 1 && holder == ts ? TP_GIL_HELD : TP_GIL_RELEASED;
+}
+
 /* Sets st->frame to the current frame of thread state ts: 0 when the
  * thread runs no Python code (a _PyCFrame or frame pointer that is NULL
  * means the same on every version: no frame yet, or none any more).

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -230,6 +231,114 @@ def test_two_hundred_idle_threads_all_accounted(taipan, tmp_path):
     # the profile has it; the profile also holds its start and end around
     # them, so it may only be above, by a little.
     assert abs(total - want) <= 0.02 * want, (total, want)
+
+
+class _Sleepers:
+    """wall_wait.py asleep N: N threads asleep in wait_event and long_nap,
+    one napping 0.5 s at a time in short_naps, the main thread reading its
+    stdin in main_wait; all asleep once ready."""
+
+    def __init__(self, it, n):
+        self.proc = subprocess.Popen(it.argv(os.path.join(WORKLOADS, "wall_wait.py"), "asleep", 0, n),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.tids = None
+        for line in self.proc.stdout:
+            if line.startswith(b"tids "):
+                self.tids = json.loads(line[5:])
+            if line.strip() == b"ready":
+                break
+        assert self.tids, self.proc.stderr.read().decode(errors="replace")
+        # Until they all sleep (seen from the host: sid's root has no /proc).
+        deadline = time.monotonic() + 60
+        while not all(self._asleep(t) for t in self.tids["waiting"] + [self.tids["main"]]):
+            assert time.monotonic() < deadline, "the workload's threads never all slept"
+            time.sleep(0.01)
+
+    def _asleep(self, tid):
+        with open("/proc/%d/task/%d/stat" % (self.proc.pid, tid)) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "S"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.stdin.close()  # main_wait returns, and the workload ends
+        try:
+            self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+
+
+def _check_asleep(what, stacks, tids, res):
+    """Every thread asleep when the recording started weighs the whole
+    recording: from its start, not from the thread's first wake-up, which
+    never came."""
+    asleep = tids["waiting"] + [tids["main"]]
+    by_tid = collections.Counter()
+    for s in stacks:
+        by_tid[s.tid] += s.count
+    missing = [t for t in asleep + [tids["napper"]] if t not in by_tid]
+    assert not missing, ("threads without time", missing, res.stderr)
+    weights = sorted(by_tid[t] for t in asleep)
+    # Each from the recording's start to its end: the same time, at least
+    # the -d asked for.
+    assert weights[0] == weights[-1], weights
+    assert weights[0] >= 2e6, weights
+    # The napper wakes twice a second: from the start to its first wake-up
+    # came from its stack read then, the rest from BPF, all of the time.
+    napper = by_tid[tids["napper"]]
+    print("asleep %s: %d threads of %.3f s each; the napper %.3f s" % (what, len(asleep), weights[0] / 1e6,
+                                                                       napper / 1e6))
+    assert abs(napper - weights[0]) <= 0.01 * weights[0], (napper, weights[0])
+    for fn, kernel in (("wait_event", "futex_wait"), ("long_nap", "hrtimer_nanosleep"),
+                       ("main_wait", "vfs_read")):
+        waits = [s for s in stacks if _in(s, fn)]
+        assert waits and all(_state(s) == "[sleeping]" for s in waits), [[f.text for f in s.frames[-4:]]
+                                                                          for s in waits]
+        # The kernel's frames of the wait, and the native ones between
+        # Python and the kernel, as BPF takes them.
+        assert all(any(f.name == kernel for f in s.kernel) for s in waits), \
+            [[f.text for f in s.frames[-10:]] for s in waits]
+        assert all(s.native for s in waits), [[f.text for f in s.frames[-10:]] for s in waits]
+    m = re.search(r"(\d+) of threads asleep when the recording started", res.stderr)
+    assert m and int(m.group(1)) >= len(asleep), res.stderr
+
+
+@pytest.mark.parametrize("ident", INTERPS)
+def test_threads_asleep_at_the_start_weigh_the_whole_recording(taipan, tmp_path, ident):
+    it = interpreter(ident)
+    out = tmp_path / "out.folded"
+    with _Sleepers(it, 20) as w:
+        res = record(taipan, out, w.proc.pid, seconds=2, rate=100,
+                     extra=["--mode", "wall", "--folded-threads", "--stats"], quiet=False)
+    _check_asleep(ident, parse_folded(out), w.tids, res)
+
+
+def test_threads_asleep_at_the_start_system_wide(taipan, tmp_path):
+    it = interpreter("pyenv-3.12")
+    out = tmp_path / "out.folded"
+    with _Sleepers(it, 10) as w:
+        res = record(taipan, out, None, seconds=2, rate=100,
+                     extra=["--mode", "wall", "--folded-threads", "--stats"], quiet=False)
+    _check_asleep("-a", [s for s in parse_folded(out) if s.pid == w.proc.pid], w.tids, res)
+
+
+def test_threads_asleep_at_the_start_in_pprof(taipan, tmp_path):
+    it = interpreter("pyenv-3.12")
+    out = tmp_path / "w.pb.gz"
+    with _Sleepers(it, 4) as w:
+        record(taipan, out, w.proc.pid, seconds=1, rate=100, extra=["--mode", "wall"])
+    # Asleep, without the GIL: the labels BPF would have given.
+    tags = go_pprof("-tags", "-tagfocus=state=sleeping", "-show=wait_event", out)
+    assert re.search(r"\bgil: Total", tags) and "released" in tags and "held" not in tags, tags
+    top = go_pprof("-top", "-sample_index=wall", "-unit=ms", "-show=^wait_event$", out)
+    m = re.search(r"([\d.]+)ms\s+[\d.]+%\s+[\d.]+%\s+([\d.]+)ms\s+[\d.]+%\s+wait_event", top)
+    # Two threads in wait_event for the whole second.
+    assert m and 2000 <= float(m.group(2)) <= 2600, top
 
 
 @pytest.mark.parametrize("ident", ["pyenv-3.12", "debian-3.11-static"])

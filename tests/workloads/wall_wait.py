@@ -6,8 +6,11 @@
 # Runs for SECONDS, then prints "result JSON" (for idle: each thread's tid and
 # the seconds from its start to its end; for life, the seconds since the
 # process's fork, to 10 ms).
+# asleep N starts N threads that wait in wait_event or long_nap and one that
+# naps 0.5 s at a time in short_naps, prints "tids JSON" and "ready", and
+# waits in main_wait until its stdin ends.
 # Usage: python wall_wait.py pipe SECONDS | disk SECONDS DIR | idle SECONDS N
-#        | life SECONDS
+#        | life SECONDS | asleep 0 N
 import json
 import os
 import sys
@@ -85,6 +88,40 @@ def life_test(seconds):
     return {"life": time.clock_gettime(time.CLOCK_BOOTTIME) - start}
 
 
+def wait_event(ev):
+    ev.wait()
+
+
+def long_nap(ev):
+    while not ev.is_set():
+        time.sleep(3600)
+
+
+def short_naps(ev):
+    while not ev.is_set():
+        time.sleep(0.5)
+
+
+def main_wait():
+    return sys.stdin.read()
+
+
+def asleep_test(n):
+    ev = threading.Event()
+    threads = [threading.Thread(target=wait_event if i % 2 == 0 else long_nap, args=(ev,), daemon=True)
+               for i in range(n)]
+    napper = threading.Thread(target=short_naps, args=(ev,), daemon=True)
+    for t in threads + [napper]:
+        t.start()
+    print("tids " + json.dumps({"main": threading.current_thread().native_id, "napper": napper.native_id,
+                                "waiting": [t.native_id for t in threads]}))
+    print("ready")
+    sys.stdout.flush()
+    main_wait()
+    ev.set()
+    return {}
+
+
 def main():
     what, seconds = sys.argv[1], float(sys.argv[2])
     if what == "pipe":
@@ -93,6 +130,8 @@ def main():
         res = disk_test(seconds, sys.argv[3])
     elif what == "life":
         res = life_test(seconds)
+    elif what == "asleep":
+        res = asleep_test(int(sys.argv[3]))
     else:
         res = idle_test(seconds, int(sys.argv[3]))
     print("result " + json.dumps(res))
