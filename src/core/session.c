@@ -1285,6 +1285,7 @@ static int asleep_proc(struct session *s, const struct asleep_pre *pre)
 			ret = asleep_stack(s, p, nw, &a[i], state[i], &smp[k++]);
 	if (ret || s->sm.ops->snap_threads(s->sm.impl, (uint32_t)p->pid, &b, &nb))
 		goto out;
+	size_t nasleep = k, before = s->st.offcpu_asleep;
 	k = 0;
 	for (size_t i = 0; i < na && !ret; i++) {
 		if (state[i] < 0)
@@ -1310,6 +1311,9 @@ static int asleep_proc(struct session *s, const struct asleep_pre *pre)
 		if (!ret)
 			s->st.offcpu_asleep++;
 	}
+	log_debug("pid %d: %zu of %zu threads asleep at the start, %llu of them read in %.1f ms",
+		  p->pid, nasleep, na, (unsigned long long)(s->st.offcpu_asleep - before),
+		  (double)(clock_ns(CLOCK_MONOTONIC) - now) / 1e6);
 out:
 	nwalk_free(nw);
 	free(smp);
