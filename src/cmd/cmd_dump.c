@@ -38,6 +38,9 @@ void cmd_dump_usage(FILE *out)
 		"thread at a time (as py-spy --native does); --native none never stops the\n"
 		"process. A thread that cannot be paused (another tracer, Yama's ptrace_scope)\n"
 		"keeps its Python stack and a note says why.\n"
+		"A thread that holds the GIL says so, and one that waits for it (in\n"
+		"take_gil: seen with native frames only); 2.7, 3.6 and free-threaded builds\n"
+		"have no GIL to read.\n"
 		"Each thread shows its OS thread id and its name: the Python one\n"
 		"(threading.Thread(name=...), \"MainThread\"), else the OS one\n"
 		"(/proc/PID/task/TID/comm).\n"
@@ -47,7 +50,8 @@ void cmd_dump_usage(FILE *out)
 		"options:\n"
 		"  -p, --pid PID   the process to read (required)\n"
 		"  -j, --json      print JSON: {pid, comm, python_version, threads: [{tid,\n"
-		"                  name, os_name, thread_id, interpreter, error, native_error,\n"
+		"                  name, os_name, thread_id, interpreter, gil (\"held\",\n"
+		"                  \"waiting\", \"released\" or null), error, native_error,\n"
 		"                  frames: [{kind: \"python\", name, file, line, first_line} or\n"
 		"                  {kind: \"native\", name, module, build_id} or {kind:\n"
 		"                  \"marker\", name}]}]}, frames innermost first\n"
@@ -264,6 +268,24 @@ static int read_native(const struct pyproc *pp, bool filtered, struct pywalk_thr
 	return 0;
 }
 
+/* What thread t had of the GIL: "held", "waiting" (released, and in
+ * take_gil: only seen with its native frames), "released", or NULL where
+ * the build's GIL cannot be read (2.7, 3.6, free-threaded). Read while the
+ * thread was stopped when its native frames were. */
+static const char *gil_name(const struct pywalk_thread *t, const struct nthread *nt)
+{
+	int gil = nt && nt->smp ? nt->smp->gil : t->gil;
+	if (gil == TP_GIL_HELD)
+		return "held";
+	if (gil != TP_GIL_RELEASED)
+		return NULL;
+	for (uint32_t k = 0; nt && nt->smp && nt->syms && k < nt->smp->nustack && k < TP_USTACK_MAX;
+	     k++)
+		if (!strcmp(nt->syms[k].name, "take_gil"))
+			return "waiting";
+	return "released";
+}
+
 static void print_py_frame(struct symbolizer *sz, const struct tp_frame *fr)
 {
 	struct prof_frame f;
@@ -341,8 +363,11 @@ static void print_text(const struct pyproc *pp, struct symbolizer *sz, const str
 			printf(" (no OS thread found)");
 		if (t->interp)
 			printf(" in interpreter %u", t->interp);
-		printf(" (most recent call first):\n");
 		const struct nthread *nt = nts ? &nts[i] : NULL;
+		const char *gil = gil_name(t, nt);
+		if (gil && strcmp(gil, "released"))
+			printf(", %s the GIL", !strcmp(gil, "held") ? "holding" : "waiting for");
+		printf(" (most recent call first):\n");
 		int err = t->err;
 		uint32_t nframes = t->nframes;
 		if (nt && nt->note[0]) {
@@ -476,12 +501,14 @@ static int print_json(const struct pyproc *pp, struct symbolizer *sz, const stru
 		os_name(pp->pid, t->tid, os, sizeof(os));
 		const char *name = thread_name(nm, t, os);
 		snprintf(tid_hex, sizeof(tid_hex), "0x%llx", (unsigned long long)t->thread_id);
-		jt = json_pack("{s:o, s:o, s:o, s:s, s:i, s:o, s:o, s:o}", "tid",
+		const char *gil = gil_name(t, nt);
+		jt = json_pack("{s:o, s:o, s:o, s:s, s:i, s:o, s:o, s:o, s:o}", "tid",
 			       t->tid ? json_integer(t->tid) : json_null(), "name",
 			       name ? jstr(name) : json_null(), "os_name",
 			       t->tid ? jstr(os) : json_null(), "thread_id", tid_hex, "interpreter",
-			       (int)t->interp, "error", walk_err_json(err), "native_error",
-			       native_err_json(nt), "frames", frames);
+			       (int)t->interp, "gil", gil ? json_string(gil) : json_null(), "error",
+			       walk_err_json(err), "native_error", native_err_json(nt), "frames",
+			       frames);
 		if (!jt || json_array_append_new(threads, jt))
 			goto out;
 	}

@@ -244,6 +244,7 @@ static int walk_frames(struct tpw_state *st, struct pywalk_thread *t)
 {
 	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
 	tpw_begin(st);
+	t->gil = tpw_gil_state(st, t->tstate);
 	walk_tstate(st, t->tstate);
 	t->err = st->s.err;
 	t->nframes = st->s.nframes;
@@ -286,6 +287,7 @@ int pywalk_tstate(const struct pyproc *pp, uint64_t tstate, struct tp_sample *ou
 		return -ENOMEM;
 	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
 	tpw_begin(st);
+	st->s.gil = tpw_gil_state(st, tstate);
 	walk_tstate(st, tstate);
 	*out = st->s;
 	free(st);

@@ -32,6 +32,7 @@ struct pywalk_thread {
 	pid_t tid;		 /* OS thread id as /proc shows it, 0 when not found */
 	unsigned int interp;	 /* index of its interpreter in the list, 0 = main */
 	int err;		 /* enum tp_walk_err: why the stack is incomplete */
+	int gil;		 /* enum tp_gil_state, as its frames were read */
 	uint32_t nframes;	 /* Python frames in frames[] */
 	struct tp_frame *frames; /* innermost first */
 };
@@ -67,7 +68,7 @@ int pywalk_read(const struct pyproc *pp, struct pywalk *w);
 int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct tp_sample *out);
 
 /* The frames of thread state tstate as the BPF program walks them once it
- * has found it (flags, entry marks and err included), into *out. Returns 0
+ * has found it (flags, entry marks, err and GIL state included), into *out. Returns 0
  * or -ENOMEM (read failures are in out->err). */
 int pywalk_tstate(const struct pyproc *pp, uint64_t tstate, struct tp_sample *out);
 

@@ -1,6 +1,7 @@
 """taipan dump against real interpreters: exact frames innermost first, every
 thread matched with its OS thread, speed at 50 threads, bounded depth, errors."""
 
+import collections
 import json
 import os
 import re
@@ -17,7 +18,8 @@ BLOCKED_THREADS = 50
 # What the dump of a 50-thread process may take, start to exit.
 
 THREAD_RE = re.compile(r'^Thread (?:(?P<tid>\d+) "(?P<name>[^"]*)"|0x(?P<tid_hex>[0-9a-f]+) \(no OS thread found\))'
-                       r'(?: in interpreter \d+)? \(most recent call first\):$')
+                       r'(?: in interpreter \d+)?(?:, (?P<gil>holding|waiting for) the GIL)?'
+                       r' \(most recent call first\):$')
 FRAME_RE = re.compile(r'^  File "(?P<file>.*)", line (?P<line>-?\d+), in (?P<name>.*)$')
 # A native frame: "name (module)"; markers and notes start with "[...]" and
 # a space or end there.
@@ -38,7 +40,7 @@ def parse_dump(text):
         if m:
             key = int(m.group("tid")) if m.group("tid") else "0x" + m.group("tid_hex")
             cur = threads[key] = {"name": m.group("name"), "frames": [], "notes": [], "stack": [],
-                                  "native_notes": []}
+                                  "native_notes": [], "gil": m.group("gil")}
             continue
         assert cur is not None, "line outside a thread: %r" % line
         f = FRAME_RE.match(line)
@@ -364,3 +366,58 @@ def test_native_none_never_stops_the_target(taipan, workload):
     finally:
         tr.terminate()
         tr.wait()
+
+
+# --- the GIL -------------------------------------------------------------------
+
+HOGS = ("hog_a", "hog_b", "hog_c", "hog_d")
+
+
+def _hogs(doc):
+    """gil4.py's four threads in a dump --json: {hog: (gil, frame names)}."""
+    out = {}
+    for t in doc["threads"]:
+        names = [f["name"] for f in t["frames"]]
+        for h in HOGS:
+            if h in names:
+                out[h] = (t["gil"], names)
+    return out
+
+
+# Debian's 3.14 (offsets from _Py_DebugOffsets) is stripped: take_gil, a
+# static function, has no name there, and no thread is seen waiting.
+@pytest.mark.parametrize("ident,named", [("pyenv-3.9", True), ("pyenv-3.12", True), ("sid-3.14", False)])
+def test_gil_holder_and_waiters(taipan, workload, ident, named):
+    """Four CPU-bound threads on one GIL. What the GIL's memory says (held:
+    locked, and last taken by the thread) agrees with where the threads
+    are: the holder runs Python, a waiter is in take_gil."""
+    want_waiting = 3 if named else 0
+    w = workload(interpreter(ident), "gil4.py", 60, ready=False)
+    seen = collections.Counter()
+    for _ in range(100):
+        hogs = _hogs(json.loads(dump(taipan, w.pid, "--json").stdout))
+        if len(hogs) < 4:
+            continue  # not all started yet
+        for h, (gil, names) in hogs.items():
+            assert gil in ("held", "waiting", "released"), (h, gil)
+            seen[gil] += 1
+            # A holder runs Python, or what it calls; it is in take_gil
+            # only for the few instructions between taking the GIL and
+            # returning.
+            seen["held in take_gil"] += gil == "held" and "take_gil" in names
+        if seen["held"] >= 10 and seen["waiting"] >= want_waiting:
+            break
+    assert seen["held"] >= 10 and seen["waiting"] >= want_waiting, seen
+    assert seen["held in take_gil"] <= seen["held"] // 10, seen
+    # Without native frames a waiter is only "released"; the text says who
+    # holds it.
+    text = dump_until(taipan, w.pid, lambda t: any(x["gil"] == "holding" for x in t.values()), "--native", "none")
+    assert any(x["gil"] == "holding" for x in text.values()), text
+    doc = json.loads(dump(taipan, w.pid, "--json", "--native", "none").stdout)
+    assert {t["gil"] for t in doc["threads"]} <= {"held", "released"}, doc["threads"]
+
+
+def test_no_gil_to_read_is_null(taipan, workload):
+    w = workload(interpreter("pyenv-2.7"), "chain.py", 30)
+    doc = json.loads(dump(taipan, w.pid, "--json").stdout)
+    assert doc["threads"] and all(t["gil"] is None for t in doc["threads"]), doc["threads"]
