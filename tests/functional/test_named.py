@@ -43,7 +43,8 @@ def test_freed_module_code_is_named(taipan, tmp_path, ident):
     """500 modules imported one after another at 1 kHz: each module's <module>
     code object is freed right after its import, mostly before taipan's
     reader gets to it. BPF's first look at each code object names them all:
-    no frame is [unknown], and those named from that look are counted."""
+    no frame is [unknown] (but one caught as it was torn down), and those
+    named from that look are counted."""
     interp = interpreter(ident)
     stacks, res = record_folded(taipan, tmp_path,
                                 interp.argv(os.path.join(WORKLOADS, "import_many.py"), 500),
@@ -52,9 +53,13 @@ def test_freed_module_code_is_named(taipan, tmp_path, ident):
     mods = [s for s in stacks if any(f.name == "<module>" and f.file and "gen_mod_" in f.file
                                      for f in s.python)]
     assert total(mods) >= 200, "few samples in the modules: %d (%s)" % (total(mods), st)
+    # A sample can catch a frame as it is torn down, its code object freed
+    # under the walk: that frame is [unknown], and the merge says the native
+    # and Python stacks disagree. One sample in a CI run under load, of
+    # thousands; a naming that fails is many.
     unknown = [s for s in stacks if any(f.text == "[unknown]" for f in s.frames)]
-    assert not unknown, "%d samples with [unknown], e.g. %s (%s)" % (
-        total(unknown), [f.text for f in unknown[0].frames], st)
+    assert total(unknown) <= max(1, total(stacks) // 1000), "%d of %d samples with [unknown], e.g. %s (%s)" % (
+        total(unknown), total(stacks), [f.text for f in unknown[0].frames], st)
     freed = total([s for s in stacks if any(f.text == "[code object freed]" for f in s.frames)])
     assert freed <= max(3, total(stacks) // 200), "%d samples with [code object freed] (%s)" % (freed, st)
     assert st.get("described", 0) >= 400 and st.get("named from that copy", 0) > 0, st
