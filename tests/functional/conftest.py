@@ -308,6 +308,39 @@ def screen(tmp_path):
         s.close()
 
 
+# The unprivileged local user of the attack tests (test_attacks.py): made
+# once by the suite, with no capabilities, no groups, nothing but a home.
+ATTACKER = "taipan-mallory"
+
+
+@pytest.fixture(scope="session")
+def attacker():
+    """The attacking user (a pwd entry), created if it is missing."""
+    import pwd
+    try:
+        return pwd.getpwnam(ATTACKER)
+    except KeyError:
+        pass
+    useradd = shutil.which("useradd") or "/usr/sbin/useradd"
+    require(useradd, "useradd (passwd), to make the attacking user")
+    res = subprocess.run([useradd, "--system", "--create-home", "--home-dir", "/var/tmp/" + ATTACKER,
+                          "--shell", "/bin/sh", "--user-group", ATTACKER],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    # A parallel run may have made it between the look and useradd.
+    try:
+        return pwd.getpwnam(ATTACKER)
+    except KeyError:
+        raise AssertionError("useradd %s failed: %s" % (ATTACKER, res.stdout))
+
+
+def as_user(user, argv):
+    """argv run as user (a pwd entry): its uid and group only, no
+    capabilities, as a local user logs in (the bounding set stays whole,
+    as a stock Debian user's does: unshare -Urm works)."""
+    return ["setpriv", "--reuid=%d" % user.pw_uid, "--regid=%d" % user.pw_gid, "--clear-groups",
+            "--inh-caps=-all", "--"] + [str(a) for a in argv]
+
+
 def cpu_seconds(pid):
     """The CPU time pid has used so far (/proc/PID/stat: utime + stime)."""
     with open("/proc/%d/stat" % pid) as f:
