@@ -37,6 +37,15 @@ struct bpfrun {
 	bool offcpu; /* on_switch was loaded */
 	struct bpf_link *mmap_link;
 	struct bpf_link *switch_link;
+	/* Unwind tables staged for ufiles, given to BPF by one batch
+	 * update (bpfrun_flush_tables): each update of a map of maps waits
+	 * for an RCU grace period, 8-11 ms, which one per file made a
+	 * process that maps thousands of files stall taipan for seconds. */
+	uint32_t *st_slots;
+	int *st_fds; /* the inner map, or the placeholder's for a slot freed */
+	struct tp_ufile *st_info;
+	uint32_t nstaged, staged_cap;
+	int empty_fd; /* the placeholder: an inner map of one empty row */
 };
 
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -183,6 +192,7 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 	if (!br)
 		return -ENOMEM;
 	libbpf_set_print(libbpf_quiet);
+	br->empty_fd = -1;
 	br->rate_hz = o->rate_hz;
 	br->ncpus = libbpf_num_possible_cpus();
 	if (br->ncpus <= 0) {
@@ -340,6 +350,14 @@ void bpfrun_free(struct bpfrun *br)
 	if (!br)
 		return;
 	bpfrun_stop(br);
+	for (uint32_t i = 0; i < br->nstaged; i++)
+		if (br->st_fds[i] != br->empty_fd)
+			close(br->st_fds[i]);
+	if (br->empty_fd >= 0)
+		close(br->empty_fd);
+	free(br->st_slots);
+	free(br->st_fds);
+	free(br->st_info);
 	bpf_link__destroy(br->mmap_link);
 	free(br->perf_links);
 	free(br->perf_fds);
@@ -422,6 +440,43 @@ int bpfrun_stats(struct bpfrun *br, uint64_t *out)
 	return 0;
 }
 
+/* Stages fd (owned from now on) with info for slot, replacing what was
+ * staged for it. */
+static int stage(struct bpfrun *br, uint32_t slot, int fd, const struct tp_ufile *info)
+{
+	for (uint32_t i = 0; i < br->nstaged; i++) {
+		if (br->st_slots[i] != slot)
+			continue;
+		if (br->st_fds[i] != br->empty_fd)
+			close(br->st_fds[i]);
+		br->st_fds[i] = fd;
+		br->st_info[i] = *info;
+		return 0;
+	}
+	if (br->nstaged == br->staged_cap) {
+		uint32_t cap = br->staged_cap ? br->staged_cap * 2 : 64;
+		uint32_t *slots = realloc(br->st_slots, cap * sizeof(*slots));
+		if (slots)
+			br->st_slots = slots;
+		int *fds = slots ? realloc(br->st_fds, cap * sizeof(*fds)) : NULL;
+		if (fds)
+			br->st_fds = fds;
+		struct tp_ufile *inf = fds ? realloc(br->st_info, cap * sizeof(*inf)) : NULL;
+		if (!inf) {
+			if (fd != br->empty_fd)
+				close(fd);
+			return -ENOMEM;
+		}
+		br->st_info = inf;
+		br->staged_cap = cap;
+	}
+	br->st_slots[br->nstaged] = slot;
+	br->st_fds[br->nstaged] = fd;
+	br->st_info[br->nstaged] = *info;
+	br->nstaged++;
+	return 0;
+}
+
 int bpfrun_put_table(struct bpfrun *br, uint32_t slot, const struct tp_ufile *info,
 		     const struct tp_urow *entries)
 {
@@ -436,32 +491,58 @@ int bpfrun_put_table(struct bpfrun *br, uint32_t slot, const struct tp_ufile *in
 				sizeof(struct tp_urow), n, &mo);
 	if (fd < 0)
 		return -errno;
-	int ret = 0;
 	/* An array's elements lie 8-byte aligned (kernel/bpf/arraymap.c). */
 	size_t stride = (sizeof(struct tp_urow) + 7) & ~(size_t)7;
 	long page = sysconf(_SC_PAGESIZE);
 	size_t len = ((size_t)n * stride + (size_t)page - 1) & ~((size_t)page - 1);
 	char *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (mem == MAP_FAILED) {
-		ret = -errno;
-		goto out;
+		int ret = -errno;
+		close(fd);
+		return ret;
 	}
 	for (uint32_t i = 0; i < n; i++)
 		memcpy(mem + (size_t)i * stride, &entries[i], sizeof(*entries));
 	munmap(mem, len);
-	if (bpf_map_update_elem(bpf_map__fd(br->skel->maps.ufile_info), &slot, info, BPF_ANY) ||
-	    bpf_map_update_elem(bpf_map__fd(br->skel->maps.ufiles), &slot, &fd, BPF_ANY))
-		ret = -errno;
-out:
-	close(fd); /* the outer map holds it */
-	return ret;
+	return stage(br, slot, fd, info);
 }
 
 int bpfrun_del_table(struct bpfrun *br, uint32_t slot)
 {
-	if (bpf_map_delete_elem(bpf_map__fd(br->skel->maps.ufiles), &slot) && errno != ENOENT)
-		return -errno;
-	return 0;
+	/* A map of maps cannot delete in a batch: the slot gets the
+	 * placeholder in the next batch, which frees its table as well. */
+	if (br->empty_fd < 0) {
+		LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP);
+		int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "urows_none", sizeof(uint32_t),
+					sizeof(struct tp_urow), 1, &mo);
+		if (fd < 0)
+			return -errno;
+		br->empty_fd = fd;
+	}
+	return stage(br, slot, br->empty_fd, &(struct tp_ufile){0});
+}
+
+int bpfrun_flush_tables(struct bpfrun *br)
+{
+	int ret = 0;
+	if (!br->nstaged)
+		return 0;
+	LIBBPF_OPTS(bpf_map_batch_opts, bo);
+	__u32 n = br->nstaged;
+	/* The layout first, then the table: BPF checks each entry's index
+	 * against the table's own size. */
+	if (bpf_map_update_batch(bpf_map__fd(br->skel->maps.ufile_info), br->st_slots, br->st_info,
+				 &n, &bo))
+		ret = -errno;
+	n = br->nstaged;
+	if (!ret && bpf_map_update_batch(bpf_map__fd(br->skel->maps.ufiles), br->st_slots,
+					 br->st_fds, &n, &bo))
+		ret = -errno;
+	for (uint32_t i = 0; i < br->nstaged; i++)
+		if (br->st_fds[i] != br->empty_fd)
+			close(br->st_fds[i]); /* the outer map holds it */
+	br->nstaged = 0;
+	return ret;
 }
 
 int bpfrun_set_range(struct bpfrun *br, const struct tp_umap_key *k, const struct tp_umap *v)
@@ -544,6 +625,11 @@ static int op_put_table(void *impl, uint32_t slot, const struct tp_ufile *info,
 static int op_del_table(void *impl, uint32_t slot)
 {
 	return bpfrun_del_table(impl, slot);
+}
+
+static int op_flush_tables(void *impl)
+{
+	return bpfrun_flush_tables(impl);
 }
 
 static int op_set_range(void *impl, const struct tp_umap_key *k, const struct tp_umap *v)
@@ -683,6 +769,7 @@ static const struct sampler_ops bpfrun_ops = {
     .stats = op_stats,
     .put_table = op_put_table,
     .del_table = op_del_table,
+    .flush_tables = op_flush_tables,
     .set_range = op_set_range,
     .del_range = op_del_range,
     .kernel_names = op_kernel_names,

@@ -47,6 +47,7 @@ int bpfrun_stats(struct bpfrun *br, uint64_t *out);
 int bpfrun_put_table(struct bpfrun *br, uint32_t slot, const struct tp_ufile *info,
 		     const struct tp_urow *entries);
 int bpfrun_del_table(struct bpfrun *br, uint32_t slot);
+int bpfrun_flush_tables(struct bpfrun *br);
 int bpfrun_set_range(struct bpfrun *br, const struct tp_umap_key *k, const struct tp_umap *v);
 int bpfrun_del_range(struct bpfrun *br, const struct tp_umap_key *k);
 

@@ -8,13 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 #include <uthash.h>
 
 #include "core/native.h"
+#include "target/elfsym.h"
 #include "target/memread.h"
+#include "target/procfs.h"
 #include "target/procmaps.h"
+#include "target/safeopen.h"
 #include "target/unwtab.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -23,6 +28,21 @@
 #define VDSO_KEY_INODE UINT64_MAX
 #define VDSO_MAX (1 << 20)
 #define MAX_IDLE_FILES 256
+/* Descriptors kept open, the most recently used files': one per file, for
+ * naming frames after their processes exit. Far under any RLIMIT_NOFILE
+ * (1,024 by default): a process that maps thousands of files costs no
+ * more (the rest are named through /proc/PID/map_files). */
+#define MAX_OPEN_FILES 64
+/* What one process may make taipan track: executable mappings, and files
+ * whose table taipan built for it (files other processes mapped first cost
+ * nothing). Past them its frames there are unknown code, counted. */
+#define MAX_MAPS_PER_PROC 4096
+#define MAX_BUILDS_PER_PROC 768
+/* The work of one native_scan(): new files opened and built, and time;
+ * the rest waits for the next turn of the loop, so that the ring is read
+ * between (a process mapping thousands of files must not stall taipan). */
+#define SCAN_FILES 64
+#define SCAN_NS (20 * 1000000ULL)
 
 struct file_key {
 	uint64_t inode;
@@ -43,15 +63,20 @@ struct native_file {
 	uint32_t slot; /* in ufiles; 0 when the table failed: frame pointers */
 	uint32_t refs; /* mappings that use it */
 	uint64_t id;   /* native_file_id() */
-	int fd;	       /* the file, kept open for naming its frames */
-	size_t bytes;  /* of its table */
+	int fd;	       /* the file, while it is among the MAX_OPEN_FILES; else -1 */
+	struct native_file *fd_prev, *fd_next; /* the open ones, most recent first */
+	uint64_t size, mtime_ns;	       /* what it was: an inode number reused */
+	size_t bytes;			       /* of its table */
 	char *path;
 	char open_path[32];
 };
 
 struct native {
 	const struct sampler *sm;
+	struct budget *budget;
 	struct native_file *files;
+	struct native_file *fd_head, *fd_tail;
+	uint32_t nfds;
 	uint32_t *free_slots; /* a stack of unused slots */
 	uint32_t nfree;
 	uint32_t nidle; /* files no process maps, kept for the next one */
@@ -59,12 +84,13 @@ struct native {
 	struct native_stats st;
 };
 
-struct native *native_new(const struct sampler *sm)
+struct native *native_new(const struct sampler *sm, struct budget *budget)
 {
 	struct native *n = calloc(1, sizeof(*n));
 	if (!n)
 		return NULL;
 	n->sm = sm;
+	n->budget = budget;
 	n->free_slots = malloc(TP_MAX_UFILES * sizeof(*n->free_slots));
 	if (!n->free_slots) {
 		free(n);
@@ -77,6 +103,45 @@ struct native *native_new(const struct sampler *sm)
 	return n;
 }
 
+/* Closes f's descriptor, if open. */
+static void fd_close(struct native *n, struct native_file *f)
+{
+	if (f->fd < 0)
+		return;
+	close(f->fd);
+	f->fd = -1;
+	f->open_path[0] = '\0';
+	if (f->fd_prev)
+		f->fd_prev->fd_next = f->fd_next;
+	else
+		n->fd_head = f->fd_next;
+	if (f->fd_next)
+		f->fd_next->fd_prev = f->fd_prev;
+	else
+		n->fd_tail = f->fd_prev;
+	f->fd_prev = f->fd_next = NULL;
+	n->nfds--;
+	n->st.fds = n->nfds;
+}
+
+/* Keeps fd open as f's, closing the least recently opened past
+ * MAX_OPEN_FILES. */
+static void fd_keep(struct native *n, struct native_file *f, int fd)
+{
+	while (n->nfds >= MAX_OPEN_FILES && n->fd_tail)
+		fd_close(n, n->fd_tail);
+	f->fd = fd;
+	snprintf(f->open_path, sizeof(f->open_path), "/proc/self/fd/%d", fd);
+	f->fd_next = n->fd_head;
+	if (n->fd_head)
+		n->fd_head->fd_prev = f;
+	n->fd_head = f;
+	if (!n->fd_tail)
+		n->fd_tail = f;
+	n->nfds++;
+	n->st.fds = n->nfds;
+}
+
 static void file_free(struct native *n, struct native_file *f)
 {
 	if (f->slot) {
@@ -84,9 +149,9 @@ static void file_free(struct native *n, struct native_file *f)
 		n->free_slots[n->nfree++] = f->slot;
 		n->st.files--;
 		n->st.table_bytes -= f->bytes;
+		budget_give(n->budget, f->bytes);
 	}
-	if (f->fd >= 0)
-		close(f->fd);
+	fd_close(n, f);
 	free(f->path);
 	free(f);
 }
@@ -107,26 +172,26 @@ void native_free(struct native *n)
 
 /* Reads the PT_LOAD segments of the ELF file open at fd into f, once:
  * every mapping of the file computes its bias from them. */
-static void read_loads(struct native_file *f)
+static void read_loads(struct native_file *f, int fd)
 {
-	Elf *e = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
-	size_t nph = 0;
-	if (!e)
+	struct elf_load loads[MAX_LOADS];
+	struct elf_file *ef;
+	size_t n = 0;
+	int dfd = dup(fd);
+
+	if (dfd < 0 || elf_file_open_fd(dfd, &ef))
 		return;
-	if (elf_kind(e) == ELF_K_ELF && !elf_getphdrnum(e, &nph)) {
-		for (size_t i = 0; i < nph && i < 4096 && f->nloads < MAX_LOADS; i++) {
-			GElf_Phdr ph;
-			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
-				continue;
+	int ret = elf_file_loads(ef, loads, MAX_LOADS, &n);
+	if (!ret || ret == -E2BIG) {
+		for (size_t i = 0; i < n; i++)
 			f->loads[f->nloads++] = (struct load_seg){
-			    .offset = ph.p_offset,
-			    .vaddr = ph.p_vaddr,
-			    .filesz = ph.p_filesz,
-			    .align = ph.p_align > 1 ? ph.p_align : 1,
+			    .offset = loads[i].offset,
+			    .vaddr = loads[i].vaddr,
+			    .filesz = loads[i].filesz,
+			    .align = loads[i].align > 1 ? loads[i].align : 1,
 			};
-		}
 	}
-	elf_end(e);
+	elf_file_close(ef);
 }
 
 /* The bias of a mapping of f that starts at start, file offset off: the
@@ -159,13 +224,15 @@ static uint32_t table_entries(const struct unwtab *t, struct tp_urow **out)
 	return n;
 }
 
-/* Builds f's table from its open fd and gives it to BPF; on failure f keeps
- * slot 0 and its mappings are followed by frame pointers. */
-static void file_load(struct native *n, struct native_file *f)
+/* Builds f's table from fd (which it leaves open) and gives it to BPF;
+ * on failure f keeps slot 0 and its mappings are followed by frame
+ * pointers. */
+static void file_load(struct native *n, struct native_file *f, int fd)
 {
 	struct unwtab t = {0};
 	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
-	int ret = unwtab_build(f->open_path, &t);
+	int dfd = dup(fd);
+	int ret = dfd < 0 ? -errno : unwtab_build_fd(dfd, &t);
 	n->st.build_ns += clock_ns(CLOCK_MONOTONIC) - t0;
 	if (ret) {
 		log_debug("%s: no unwind table (%s): its frames are followed by frame pointer",
@@ -175,9 +242,20 @@ static void file_load(struct native *n, struct native_file *f)
 	}
 	struct tp_urow *entries = NULL;
 	struct tp_ufile info = {.base = t.base, .npages = t.npages, .nrows = t.nrows};
+	size_t bytes = (size_t)(t.npages + t.nrows) * sizeof(struct tp_urow);
+	if (!budget_take(n->budget, bytes)) {
+		log_debug(
+		    "%s: its unwind table (%zu bytes) is over the memory budget (--max-memory)",
+		    f->path, bytes);
+		n->st.files_failed++;
+		n->st.files_over_budget++;
+		unwtab_free(&t);
+		return;
+	}
 	if (!n->nfree || !table_entries(&t, &entries)) {
 		log_debug("%s: no room for its unwind table", f->path);
 		n->st.files_failed++;
+		budget_give(n->budget, bytes);
 		unwtab_free(&t);
 		return;
 	}
@@ -187,10 +265,11 @@ static void file_load(struct native *n, struct native_file *f)
 		log_debug("%s: BPF refused its unwind table (%u rows): %s", f->path, t.nrows,
 			  strerror(-ret));
 		n->st.files_failed++;
+		budget_give(n->budget, bytes);
 	} else {
 		n->nfree--;
 		f->slot = slot;
-		f->bytes = (size_t)(t.npages + t.nrows) * sizeof(struct tp_urow);
+		f->bytes = bytes;
 		n->st.files++;
 		n->st.table_bytes += f->bytes;
 	}
@@ -227,12 +306,22 @@ static int open_mapping(pid_t pid, const struct map_entry *me)
 	}
 	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)me->start,
 		 (unsigned long long)me->end);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
+	int fd = safe_open(p);
+	if (fd >= 0 || fd == -ENOEXEC)
 		return fd;
-	snprintf(p, sizeof(p), "/proc/%d/root%s", pid, me->path);
-	fd = open(p, O_RDONLY | O_CLOEXEC);
-	return fd >= 0 ? fd : -errno;
+	/* Without map_files (CAP_CHECKPOINT_RESTORE): the path inside the
+	 * process's root, resolved there and nowhere else, and only if it
+	 * is still the file mapped. */
+	fd = safe_open_in_proc_root(pid, me->path);
+	if (fd < 0)
+		return fd;
+	struct stat st;
+	if (fstat(fd, &st) || st.st_ino != me->inode || major(st.st_dev) != me->dev_major ||
+	    minor(st.st_dev) != me->dev_minor) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
 }
 
 static bool is_vdso(const struct map_entry *me)
@@ -240,13 +329,45 @@ static bool is_vdso(const struct map_entry *me)
 	return !strcmp(me->path, "[vdso]");
 }
 
-/* The file behind me, new (its table built) or shared; NULL for anonymous
- * code, or when it cannot be opened (then frame pointers). */
 static void idle_sweep(struct native *n);
 
-static struct native_file *file_get(struct native *n, pid_t pid, const struct map_entry *me)
+/* The file behind me if taipan has it already (a hold is taken), else
+ * NULL. */
+static struct native_file *file_find(struct native *n, const struct map_entry *me)
+{
+	struct file_key k = {
+	    .inode = me->inode, .dev_major = me->dev_major, .dev_minor = me->dev_minor};
+	struct native_file *f;
+	if (!me->inode || me->path[0] != '/')
+		return NULL;
+	HASH_FIND(hh, n->files, &k, sizeof(k), f);
+	if (f && !f->refs++)
+		n->nidle--;
+	return f;
+}
+
+/* Whether the file mapped at me is still the idle f whose descriptor was
+ * closed: the inode number may have gone to another file since. */
+static bool still_same(pid_t pid, const struct map_entry *me, const struct native_file *f)
+{
+	char p[96];
+	struct stat st;
+	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)me->start,
+		 (unsigned long long)me->end);
+	if (stat(p, &st))
+		return false;
+	return (uint64_t)st.st_size == f->size &&
+	       (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec ==
+		   f->mtime_ns;
+}
+
+/* The file behind me, new (its table built: *built set) or shared; NULL
+ * for anonymous code, or when it cannot be opened (then frame pointers). */
+static struct native_file *file_get(struct native *n, pid_t pid, const struct map_entry *me,
+				    bool *built)
 {
 	struct file_key k = {0};
+	*built = false;
 	if (is_vdso(me)) {
 		k.inode = VDSO_KEY_INODE;
 	} else {
@@ -258,6 +379,14 @@ static struct native_file *file_get(struct native *n, pid_t pid, const struct ma
 	}
 	struct native_file *f;
 	HASH_FIND(hh, n->files, &k, sizeof(k), f);
+	/* A file some process maps holds its inode; an idle one whose
+	 * descriptor was closed may have lost it to another file. */
+	if (f && !f->refs && f->fd < 0 && !is_vdso(me) && !still_same(pid, me, f)) {
+		HASH_DEL(n->files, f);
+		file_free(n, f);
+		n->nidle--;
+		f = NULL;
+	}
 	if (f) {
 		if (!f->refs++)
 			n->nidle--;
@@ -271,34 +400,40 @@ static struct native_file *file_get(struct native *n, pid_t pid, const struct ma
 			  pid, me->path, strerror(-fd));
 		return NULL;
 	}
+	struct stat st;
 	f = calloc(1, sizeof(*f));
-	if (!f || !(f->path = strdup(me->path))) {
+	if (!f || fstat(fd, &st) || !(f->path = strdup(me->path))) {
 		free(f);
 		close(fd);
 		return NULL;
 	}
 	f->key = k;
-	f->fd = fd;
-	snprintf(f->open_path, sizeof(f->open_path), "/proc/self/fd/%d", fd);
+	f->fd = -1;
+	f->size = (uint64_t)st.st_size;
+	f->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ULL + (uint64_t)st.st_mtim.tv_nsec;
 	f->refs = 1;
 	f->id = ++n->next_id;
-	read_loads(f);
-	file_load(n, f);
+	read_loads(f, fd);
+	file_load(n, f, fd);
+	fd_keep(n, f, fd);
 	HASH_ADD(hh, n->files, key, sizeof(f->key), f);
+	*built = true;
 	return f;
 }
 
 /* Lets go of a mapping's hold on f. A file no process maps any more keeps
  * its table (the next short-lived process of the same interpreter maps it
- * again) until MAX_IDLE_FILES such files are kept or the slots run out. Its
- * fd stays open meanwhile, so its inode cannot be reused by another file. */
+ * again) until MAX_IDLE_FILES such files are kept or the slots run out. An
+ * idle file whose descriptor was closed is checked before it is used again
+ * (still_same). */
 static void file_put(struct native *n, struct native_file *f)
 {
 	if (f && !--f->refs)
 		n->nidle++;
 }
 
-/* Frees the files no process maps. */
+/* Frees the files no process maps; their slots are cleared with the next
+ * batch of tables. */
 static void idle_sweep(struct native *n)
 {
 	struct native_file *f, *tmp;
@@ -359,8 +494,11 @@ static bool same_mapping(const struct native_map *m, const struct map_entry *me)
 	       m->dev_minor == me->dev_minor;
 }
 
-/* A new mapping: its file, its bias, its prefixes in the trie. */
-static struct native_map map_add(struct native *n, pid_t pid, const struct map_entry *me)
+/* A new mapping: its file (built only if may_build, else unknown files
+ * are left to frame pointers) and its bias. Its prefixes go into the trie
+ * later (map_publish), once its file's table is visible to BPF. */
+static struct native_map map_new(struct native *n, pid_t pid, const struct map_entry *me,
+				 bool may_build, bool *built)
 {
 	struct native_map m = {
 	    .start = me->start,
@@ -370,23 +508,37 @@ static struct native_map map_add(struct native *n, pid_t pid, const struct map_e
 	    .dev_major = me->dev_major,
 	    .dev_minor = me->dev_minor,
 	};
-	struct tp_umap um = {.flags = TP_UM_FP};
 	m.bias = me->start - me->offset;
-	m.file = file_get(n, pid, me);
+	*built = false;
+	m.file = may_build || is_vdso(me) ? file_get(n, pid, me, built) : file_find(n, me);
 	if (m.file) {
 		if (is_vdso(me))
 			m.bias = me->start;
 		else
 			map_bias(m.file, me->start, me->offset, &m.bias);
-		if (m.file->slot) {
-			um.file = m.file->slot;
-			um.flags = 0;
-		}
 	}
-	um.bias = m.bias;
-	m.nranges = ranges(n, pid, m.start, m.end, &um);
-	n->st.ranges += m.nranges;
 	return m;
+}
+
+/* Puts m's prefixes into the trie. */
+static void map_publish(struct native *n, pid_t pid, struct native_map *m)
+{
+	struct tp_umap um = {.bias = m->bias, .flags = TP_UM_FP};
+	if (m->file && m->file->slot) {
+		um.file = m->file->slot;
+		um.flags = 0;
+	}
+	m->nranges = ranges(n, pid, m->start, m->end, &um);
+	n->st.ranges += m->nranges;
+}
+
+static void flush(struct native *n)
+{
+	if (n->sm->ops->flush_tables) {
+		int ret = n->sm->ops->flush_tables(n->sm->impl);
+		if (ret)
+			log_debug("BPF refused a batch of unwind tables: %s", strerror(-ret));
+	}
 }
 
 int native_scan(struct native *n, pid_t pid, struct native_proc *np)
@@ -425,13 +577,45 @@ int native_scan(struct native *n, pid_t pid, struct native_proc *np)
 			map_forget(n, pid, &np->v[i]);
 	}
 	np->n = keep;
-	for (size_t i = 0; i < pm.n; i++)
-		if (pm.v[i].perms[2] == 'x' && !known[i])
-			np->v[np->n++] = map_add(n, pid, &pm.v[i]);
+	/* The new ones, as many as one turn's work allows. */
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+	uint32_t opened = 0, capped = 0;
+	size_t first = np->n;
+	bool more = false;
+	for (size_t i = 0; i < pm.n; i++) {
+		if (pm.v[i].perms[2] != 'x' || known[i])
+			continue;
+		if (np->n >= MAX_MAPS_PER_PROC) {
+			capped++;
+			continue;
+		}
+		if (more || opened >= SCAN_FILES || clock_ns(CLOCK_MONOTONIC) - t0 > SCAN_NS) {
+			more = true;
+			continue;
+		}
+		bool built;
+		bool may_build = np->nbuilt < MAX_BUILDS_PER_PROC;
+		np->v[np->n] = map_new(n, pid, &pm.v[i], may_build, &built);
+		if (!may_build && !np->v[np->n].file)
+			n->st.builds_capped++;
+		if (built) {
+			opened++;
+			np->nbuilt++;
+		}
+		np->n++;
+	}
+	n->st.maps_capped += capped - np->ncapped;
+	np->ncapped = capped;
+	/* The tables first, in one batch; then the ranges that lead to them. */
+	flush(n);
+	for (size_t i = first; i < np->n; i++)
+		map_publish(n, pid, &np->v[i]);
 	qsort(np->v, np->n, sizeof(*np->v), map_cmp);
 	free(known);
 	procmaps_free(&pm);
-	return 0;
+	if (more)
+		n->st.scans_partial++;
+	return more ? -EAGAIN : 0;
 }
 
 int native_fork(struct native *n, pid_t child, const struct native_proc *parent,
@@ -465,8 +649,8 @@ void native_drop(struct native *n, pid_t pid, struct native_proc *np)
 	for (size_t i = 0; i < np->n; i++)
 		map_forget(n, pid, &np->v[i]);
 	free(np->v);
-	np->v = NULL;
-	np->n = 0;
+	n->st.maps_capped -= np->ncapped;
+	*np = (struct native_proc){0};
 }
 
 const struct native_map *native_find(const struct native_proc *np, uint64_t addr)
@@ -486,7 +670,7 @@ const struct native_map *native_find(const struct native_proc *np, uint64_t addr
 
 const char *native_file_open_path(const struct native_file *f)
 {
-	return f->open_path;
+	return f->open_path[0] ? f->open_path : NULL;
 }
 
 uint64_t native_file_id(const struct native_file *f)

@@ -5,9 +5,14 @@
  * A file's table is built once (src/target/unwtab.c) and shared by every
  * process that maps it: files are keyed by device and inode, so 200
  * processes of one interpreter cost one table. A process holds only its
- * mappings and their prefixes in the umaps trie. The registry keeps each
- * file open, so that its frames can still be named after every process that
- * mapped it has gone.
+ * mappings and their prefixes in the umaps trie. The registry keeps the
+ * most recently opened files open (a bounded number), so that their frames
+ * can still be named after every process that mapped them has gone.
+ *
+ * What a process can make taipan do is bounded: the executable mappings it
+ * tracks and the tables it builds for one process, the files opened and
+ * the time spent on one scan (the rest waits for the next), the memory of
+ * the tables (the session's budget), and the descriptors held.
  */
 #ifndef TAIPAN_NATIVE_H
 #define TAIPAN_NATIVE_H
@@ -18,6 +23,7 @@
 #include <sys/types.h>
 
 #include "core/sampler.h"
+#include "util/budget.h"
 
 struct native;
 struct native_file;
@@ -38,6 +44,8 @@ struct native_map {
 struct native_proc {
 	struct native_map *v;
 	size_t n;
+	uint32_t nbuilt;  /* tables built for it */
+	uint32_t ncapped; /* mappings past the cap, at the last scan */
 };
 
 /* Totals, for --stats and the benchmarks. */
@@ -49,19 +57,27 @@ struct native_stats {
 	uint64_t build_ns;    /* spent building tables */
 	uint64_t ranges;      /* umaps entries now */
 	uint64_t scans;	      /* reads of a process's maps */
-	uint64_t range_errors; /* umaps entries BPF refused (full) */
+	uint64_t scans_partial;	    /* ... that left new mappings for the next turn */
+	uint64_t range_errors;	    /* umaps entries BPF refused (full) */
+	uint64_t files_over_budget; /* tables not built: the memory budget was spent */
+	uint64_t maps_capped;	    /* mappings not tracked now: past a process's cap */
+	uint64_t builds_capped;	    /* files left to frame pointers: past a process's tables */
+	uint64_t fds;		    /* descriptors held now */
 };
 
-/* A registry that tells sm's BPF maps. NULL when out of memory. */
-struct native *native_new(const struct sampler *sm);
+/* A registry that tells sm's BPF maps, its tables' memory taken from
+ * budget (NULL: none). NULL when out of memory. */
+struct native *native_new(const struct sampler *sm, struct budget *budget);
 /* Frees it and every table it gave BPF. Accepts NULL. */
 void native_free(struct native *n);
 
 /* Reads pid's executable mappings and brings np and BPF up to date: new
  * mappings get their file's table (built when no process mapped the file
- * before) and their trie entries; mappings gone lose theirs. Returns 0, or a
- * negative errno when the maps cannot be read (-ESRCH: the process is gone);
- * a file whose table fails is followed by frame pointers, not refused. */
+ * before) and their trie entries; mappings gone lose theirs. Returns 0;
+ * -EAGAIN when one call's work (files opened, time) ran out with new
+ * mappings left: call it again on the next turn; or a negative errno when
+ * the maps cannot be read (-ESRCH: the process is gone). A file whose
+ * table fails is followed by frame pointers, not refused. */
 int native_scan(struct native *n, pid_t pid, struct native_proc *np);
 
 /* child was forked by the process of parent: it has the same mappings, so
@@ -77,8 +93,9 @@ void native_drop(struct native *n, pid_t pid, struct native_proc *np);
 const struct native_map *native_find(const struct native_proc *np, uint64_t addr);
 
 /* A path taipan can open the file at, whatever became of the processes that
- * mapped it ("/proc/self/fd/N"), and the path as the first process that
- * mapped it saw it ("[vdso]" for the vDSO). */
+ * mapped it ("/proc/self/fd/N"), or NULL when its descriptor was closed
+ * (open it through a mapping's /proc/PID/map_files); and the path as the
+ * first process that mapped it saw it ("[vdso]" for the vDSO). */
 const char *native_file_open_path(const struct native_file *f);
 /* A number no other file of this registry ever has, even after f is gone:
  * a key for what is known of f's addresses. */

@@ -17,6 +17,7 @@
 #include "profile/nativesym.h"
 #include "target/procmaps.h"
 #include "target/pywalk.h"
+#include "target/safeopen.h"
 #include "target/unwtab.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -166,9 +167,9 @@ static bool file_table(struct nwalk *nw, struct nw_file *f, const struct map_ent
 	} else if (f->open_path[0]) {
 		ret = unwtab_build(f->open_path, &t);
 	} else {
-		char p[4096 + 64];
-		snprintf(p, sizeof(p), "/proc/%d/root%s", nw->pp->pid, f->module);
-		ret = unwtab_build(p, &t);
+		/* Inside the process's root, resolved there and nowhere else. */
+		int fd = safe_open_in_proc_root(nw->pp->pid, f->module);
+		ret = fd < 0 ? fd : unwtab_build_fd(fd, &t);
 	}
 	nw->stats.build_ns += clock_ns(CLOCK_MONOTONIC) - t0;
 	if (ret) {

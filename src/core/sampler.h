@@ -55,11 +55,15 @@ struct sampler_ops {
 	/* Native unwinding (NULL in a sampler without it). put_table gives
 	 * BPF a file's unwind table in slot (1 .. TP_MAX_UFILES - 1):
 	 * info, then entries[0 .. info->npages + info->nrows), the page index
-	 * first. del_table forgets it. set_range and del_range add and remove
-	 * one prefix of a process's address space in the umaps trie. */
+	 * first. del_table forgets it. Both may only stage the change until
+	 * flush_tables (may be NULL: nothing staged), which makes every
+	 * staged one visible to BPF at once. set_range and del_range add
+	 * and remove one prefix of a process's address space in the umaps
+	 * trie, at once. */
 	int (*put_table)(void *impl, uint32_t slot, const struct tp_ufile *info,
 			 const struct tp_urow *entries);
 	int (*del_table)(void *impl, uint32_t slot);
+	int (*flush_tables)(void *impl);
 	int (*set_range)(void *impl, const struct tp_umap_key *k, const struct tp_umap *v);
 	int (*del_range)(void *impl, const struct tp_umap_key *k);
 	/* Names n (<= TP_KSYM_BATCH) kernel addresses the kernel's way

@@ -29,6 +29,7 @@
 #include "core/session.h"
 #include "profile/symbolize.h"
 #include "core/walkerr.h"
+#include "util/budget.h"
 #include "util/clock.h"
 
 /* How long an unclassified young process is re-examined: its loader may not
@@ -113,6 +114,9 @@ struct session {
 	bool bpf_ksyms;
 	struct kname *knames;
 	struct away *away; /* threads off the CPU, by tid */
+	/* What is kept of the targets (tables, symbol indexes, code
+	 * objects), under one limit (--max-memory). */
+	struct budget budget;
 };
 
 /* A thread off the CPU (--mode wall, off-cpu): the sample its stack went
@@ -153,13 +157,19 @@ static void sproc_drop(struct session *s, struct sproc *p)
 	free(p);
 }
 
-/* Reads p's executable mappings (again) for native unwinding. */
+/* Reads p's executable mappings (again) for native unwinding. One call
+ * does a bounded amount of work; what is left waits for the next turn of
+ * the loop (p->rescan stays set), so that samples are read in between. */
 static void native_rescan(struct session *s, struct sproc *p)
 {
 	if (!s->native)
 		return;
 	p->rescan = false;
 	int ret = native_scan(s->native, p->pid, &p->np);
+	if (ret == -EAGAIN) {
+		p->rescan = s->rescans = true;
+		return;
+	}
 	if (ret && ret != -ESRCH)
 		log_debug("pid %d: cannot read its mappings for native unwinding: %s", p->pid,
 			  strerror(-ret));
@@ -280,6 +290,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		p->sz = symbolizer_new(&p->pp);
 		if (!p->sz)
 			return -ENOMEM;
+		symbolizer_set_budget(p->sz, &s->budget);
 		ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)p->pid, &p->pp.tp);
 		if (ret) {
 			snprintf(err, errlen, "pid %d: cannot register with BPF: %s", p->pid,
@@ -581,10 +592,16 @@ static int native_frame(struct session *s, struct sproc *p, uint64_t addr, bool 
 	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
 	f.name = buf;
 	if (m && m->file) {
-		char root[64];
+		char root[64], mapped[96];
 		snprintf(root, sizeof(root), "/proc/%d/root", p->pid);
+		/* Its descriptor, if still open; else the mapping itself. */
+		const char *path = native_file_open_path(m->file);
+		if (!path) {
+			procfs_map_file_path(p->pid, m->start, m->end, mapped, sizeof(mapped));
+			path = mapped;
+		}
 		struct nativesym_file nf = {
-		    .path = native_file_open_path(m->file),
+		    .path = path,
 		    .root = root,
 		    .module = native_file_path(m->file),
 		    .dev = (uint64_t)m->dev_major << 32 | m->dev_minor,
@@ -960,6 +977,8 @@ static void forked(struct session *s, pid_t child, pid_t parent, uint64_t time_n
 	}
 	c->cg = pp->cg;
 	c->sz = symbolizer_new(&c->pp);
+	if (c->sz)
+		symbolizer_set_budget(c->sz, &s->budget);
 	if (!c->sz) {
 		sproc_drop(s, c);
 		s->sm.ops->del_proc(s->sm.impl, (uint32_t)child);
@@ -1056,6 +1075,7 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 	}
 	s->opts = *o;
 	s->epoch = 1;
+	s->budget.limit = o->max_memory ? o->max_memory : BUDGET_DEFAULT;
 	s->cache = pyproc_cache_new();
 	if (!s->cache) {
 		profile_free(s->prof);
@@ -1082,8 +1102,10 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 	s->bpf_ksyms = o->kernel_stacks && s->sm.ops->kernel_names &&
 		       !s->sm.ops->kernel_names(s->sm.impl, NULL, 0, NULL);
 	if (o->native != SESSION_NATIVE_NONE && s->sm.ops->put_table) {
-		s->native = native_new(&s->sm);
+		s->native = native_new(&s->sm, &s->budget);
 		s->nsyms = nativesym_new();
+		if (s->nsyms)
+			nativesym_set_budget(s->nsyms, &s->budget);
 		if (!s->native || !s->nsyms) {
 			session_free(s);
 			snprintf(err, errlen, "out of memory");
@@ -1441,10 +1463,15 @@ int session_poll(struct session *s, int timeout_ms)
 		return n;
 	if (s->rescans) {
 		struct sproc *p, *tmp;
-		HASH_ITER(hh, s->procs, p, tmp)
-		if (p->rescan && p->state == SP_PYTHON && !p->exited_ns)
-			native_rescan(s, p);
+		bool again = false;
 		s->rescans = false;
+		HASH_ITER(hh, s->procs, p, tmp)
+		{
+			if (p->rescan && p->state == SP_PYTHON && !p->exited_ns)
+				native_rescan(s, p);
+			again |= p->rescan && p->state == SP_PYTHON && !p->exited_ns;
+		}
+		s->rescans = again;
 	}
 	housekeeping(s);
 	/* Stopped, and the ring read: whoever is still away stays away. */
@@ -1522,7 +1549,31 @@ void session_stats(struct session *s, struct session_stats *st)
 		s->st.native_files_failed = ns.files_failed;
 		s->st.native_table_bytes = ns.table_bytes;
 		s->st.native_build_ms = ns.build_ns / 1000000;
+		s->st.native_fds = ns.fds;
+		s->st.native_maps_capped = ns.maps_capped;
+		s->st.native_builds_capped = ns.builds_capped;
+		s->st.native_over_budget = ns.files_over_budget;
+		s->st.native_scans_partial = ns.scans_partial;
 	}
+	if (s->nsyms) {
+		size_t files;
+		nativesym_counts(s->nsyms, &files, &s->st.symbol_bytes);
+		nativesym_limited(s->nsyms, &s->st.symbols_cut, &s->st.symbols_over_budget);
+	}
+	s->st.code_bytes = 0;
+	s->st.lines_shared = 0;
+	struct sproc *p, *tmp;
+	HASH_ITER(hh, s->procs, p, tmp)
+	{
+		if (!p->sz)
+			continue;
+		s->st.code_bytes += symbolizer_bytes(p->sz);
+		s->st.lines_shared += symbolizer_lines_shared(p->sz);
+	}
+	s->st.memory_limit = s->budget.limit;
+	s->st.memory_used = __atomic_load_n(&s->budget.used, __ATOMIC_RELAXED);
+	s->st.memory_peak = __atomic_load_n(&s->budget.peak, __ATOMIC_RELAXED);
+	s->st.memory_refused = __atomic_load_n(&s->budget.refused, __ATOMIC_RELAXED);
 	*st = s->st;
 }
 

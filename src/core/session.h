@@ -42,6 +42,10 @@ struct session_opts {
 	 * it). On a loaded host, a process must be recognised within
 	 * milliseconds of its first sample, or its samples are lost. */
 	int nice;
+	/* The most bytes kept of the targets (unwind tables, native symbol
+	 * indexes, code objects and line tables), together (--max-memory);
+	 * 0: BUDGET_DEFAULT (util/budget.h). */
+	size_t max_memory;
 	/* The sampler: NULL for the BPF programs; the unit tests give a fake. */
 	sampler_open_fn open_sampler;
 };
@@ -73,29 +77,43 @@ struct session_stats {
 	uint64_t walk_errors[TP_ERR__COUNT];	/* by enum tp_walk_err */
 	uint64_t truncated;			/* stacks deeper than the walk limit */
 	uint64_t native_errors[TP_UERR__COUNT]; /* native walks, by how they ended */
-	uint64_t merge_failures;      /* samples whose native and Python stacks disagreed */
-	uint64_t native_files;	      /* files with an unwind table in BPF */
-	uint64_t native_files_failed; /* files without one: followed by frame pointer */
-	uint64_t native_table_bytes;  /* of those tables */
-	uint64_t native_build_ms;     /* spent building them */
-	unsigned int processes;	      /* Python processes seen */
-	unsigned int unsupported;     /* processes refused (version, layout) */
-	char refused[512];	      /* why the first of them was refused, "" if none */
-	uint64_t bpf_samples;	      /* perf samples in tracked processes */
-	uint64_t offcpu;	      /* off-CPU stretches in the profile */
-	uint64_t offcpu_short;	      /* ... left out: shorter than --min-block */
-	uint64_t offcpu_unended;      /* ... whose end was never seen (ring full): weigh 0 */
-	uint64_t offcpu_open;	      /* ... still off the CPU at the end: weighed until then */
-	uint64_t offcpu_missed;	      /* ... whose return no sched_switch reported: timed at its
-				       * next switch-out from its CPU time (TP_SWF_RECOVERED) */
-	uint64_t offcpu_early;	      /* ... of processes not recognised yet: under the marker */
-	uint64_t offcpu_asleep;	      /* ... of threads asleep when the recording started, their
-				       * stacks read then from user space */
-	uint64_t offcpu_asleep_ran;   /* threads asleep then that ran while read: left to BPF */
-	uint64_t offcpu_seen_back;    /* ... whose return was lost (ring full) but a cpu-clock
-				       * sample saw it run: ended a period before that sample */
-	uint64_t gil_other;	      /* --gil: samples left out, of threads without the GIL */
-	uint64_t gil_unknown;	      /* ... of them, of builds whose GIL taipan cannot read */
+	uint64_t merge_failures;       /* samples whose native and Python stacks disagreed */
+	uint64_t native_files;	       /* files with an unwind table in BPF */
+	uint64_t native_files_failed;  /* files without one: followed by frame pointer */
+	uint64_t native_table_bytes;   /* of those tables */
+	uint64_t native_build_ms;      /* spent building them */
+	uint64_t native_fds;	       /* descriptors of mapped files held open now */
+	uint64_t native_maps_capped;   /* executable mappings not tracked: past a process's cap */
+	uint64_t native_builds_capped; /* files left to frame pointers: past a process's tables */
+	uint64_t native_over_budget;   /* tables not built: the memory budget was spent */
+	uint64_t native_scans_partial; /* reads of a process's mappings left for the next turn */
+	size_t symbol_bytes;	       /* native symbol indexes held */
+	uint64_t symbols_cut;	       /* files indexed in part: past the per-file bound */
+	uint64_t symbols_over_budget;  /* files not indexed: no room in the budget */
+	size_t code_bytes;	       /* code objects, names and line tables held */
+	uint64_t lines_shared;	       /* code objects whose line table another had: kept once */
+	size_t memory_limit;	       /* the budget (--max-memory) */
+	size_t memory_used;	       /* held of it now */
+	size_t memory_peak;	       /* the most held at once */
+	uint64_t memory_refused;       /* what was not kept, or cut, for lack of room */
+	unsigned int processes;	       /* Python processes seen */
+	unsigned int unsupported;      /* processes refused (version, layout) */
+	char refused[512];	       /* why the first of them was refused, "" if none */
+	uint64_t bpf_samples;	       /* perf samples in tracked processes */
+	uint64_t offcpu;	       /* off-CPU stretches in the profile */
+	uint64_t offcpu_short;	       /* ... left out: shorter than --min-block */
+	uint64_t offcpu_unended;       /* ... whose end was never seen (ring full): weigh 0 */
+	uint64_t offcpu_open;	       /* ... still off the CPU at the end: weighed until then */
+	uint64_t offcpu_missed;	       /* ... whose return no sched_switch reported: timed at its
+					* next switch-out from its CPU time (TP_SWF_RECOVERED) */
+	uint64_t offcpu_early;	       /* ... of processes not recognised yet: under the marker */
+	uint64_t offcpu_asleep;	       /* ... of threads asleep when the recording started, their
+					* stacks read then from user space */
+	uint64_t offcpu_asleep_ran;    /* threads asleep then that ran while read: left to BPF */
+	uint64_t offcpu_seen_back;     /* ... whose return was lost (ring full) but a cpu-clock
+					* sample saw it run: ended a period before that sample */
+	uint64_t gil_other;	       /* --gil: samples left out, of threads without the GIL */
+	uint64_t gil_unknown;	       /* ... of them, of builds whose GIL taipan cannot read */
 };
 
 struct session;

@@ -28,6 +28,8 @@
 #include <uthash.h>
 
 #include "target/elfsym.h"
+#include "target/safeopen.h"
+#include "util/budget.h"
 
 /* libstdc++'s demangler (<cxxabi.h> is C++ only). Returns a malloc()ed
  * string and *status 0, or NULL. */
@@ -39,6 +41,11 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *st
 #define DEFAULT_MAX_BYTES ((size_t)256 << 20)
 /* An unpacked .gnu_debugdata bigger than this is not a symbol table. */
 #define MINIDEBUG_MAX ((size_t)64 << 20)
+/* The most one file's index may hold (functions and names): a file with
+ * more symbols is indexed up to this, the rest cut before anything is
+ * allocated for them. libpython's index is about 1 MiB, libtorch_cpu's
+ * .dynsym about 40. */
+#define FILE_INDEX_MAX ((size_t)64 << 20)
 
 struct nfunc {
 	uint64_t start;
@@ -82,11 +89,13 @@ struct nalias {
 };
 
 struct nativesym {
+	struct budget *budget;
 	struct nmod *by_id;
 	struct nalias *by_inode;
 	struct nmod *lru_head, *lru_tail;
 	size_t nmods, naliases, bytes;
 	size_t max_files, max_bytes;
+	uint64_t cut, over_budget;
 };
 
 struct nativesym *nativesym_new(void)
@@ -134,7 +143,27 @@ static void mod_evict(struct nativesym *ns, struct nmod *m)
 		ns->lru_tail = m->prev;
 	ns->nmods--;
 	ns->bytes -= m->bytes;
+	budget_give(ns->budget, m->bytes);
 	mod_free(m);
+}
+
+/* Takes n more bytes for m from the budget, evicting the least recently
+ * used other files while it is short. Returns whether it got them. */
+static bool mod_charge(struct nativesym *ns, struct nmod *m, size_t n)
+{
+	while (!budget_take(ns->budget, n)) {
+		struct nmod *victim = ns->lru_tail;
+
+		if (victim == m)
+			victim = m->prev;
+		if (!victim)
+			return false;
+		mod_evict(ns, victim);
+	}
+	m->bytes += n;
+	if (m->prev || m->next || ns->lru_head == m)
+		ns->bytes += n;
+	return true;
 }
 
 void nativesym_free(struct nativesym *ns)
@@ -174,6 +203,11 @@ static void enforce_limits(struct nativesym *ns)
 	}
 }
 
+void nativesym_set_budget(struct nativesym *ns, struct budget *b)
+{
+	ns->budget = b;
+}
+
 void nativesym_set_limits(struct nativesym *ns, size_t max_files, size_t max_bytes)
 {
 	ns->max_files = max_files ? max_files : 1;
@@ -185,6 +219,12 @@ void nativesym_counts(const struct nativesym *ns, size_t *files, size_t *bytes)
 {
 	*files = ns->nmods;
 	*bytes = ns->bytes;
+}
+
+void nativesym_limited(const struct nativesym *ns, uint64_t *cut, uint64_t *over_budget)
+{
+	*cut = ns->cut;
+	*over_budget = ns->over_budget;
 }
 
 static void lru_touch(struct nativesym *ns, struct nmod *m)
@@ -238,6 +278,8 @@ struct collect {
 	struct nmod *m;
 	uint8_t src; /* NATIVESYM_SRC_* for .symtab entries of this file */
 	bool symtab_seen;
+	bool *cut;    /* set when the index reached its limit */
+	size_t limit; /* bytes of functions and names the index may hold */
 	int err;
 };
 
@@ -250,9 +292,18 @@ static int add_func(const struct elf_func *f, void *ctx)
 
 	if (!f->dynsym)
 		c->symtab_seen = true;
+	if (*c->cut)
+		return 0;
 	if (m->nfuncs == m->cap) {
 		size_t ncap = m->cap ? m->cap * 2 : 256;
-		struct nfunc *nv = realloc(m->funcs, ncap * sizeof(*nv));
+		struct nfunc *nv;
+
+		/* Cut before allocating past the limit. */
+		if (ncap * sizeof(*nv) + m->names_cap > c->limit) {
+			*c->cut = true;
+			return 0;
+		}
+		nv = realloc(m->funcs, ncap * sizeof(*nv));
 
 		if (!nv)
 			return c->err = -ENOMEM;
@@ -265,8 +316,10 @@ static int add_func(const struct elf_func *f, void *ctx)
 
 		while (ncap < m->names_len + len)
 			ncap *= 2;
-		if (ncap > UINT32_MAX)
-			return c->err = -E2BIG;
+		if (ncap > UINT32_MAX || m->cap * sizeof(*m->funcs) + ncap > c->limit) {
+			*c->cut = true;
+			return 0;
+		}
 		nv = realloc(m->names, ncap);
 		if (!nv)
 			return c->err = -ENOMEM;
@@ -285,11 +338,13 @@ static int add_func(const struct elf_func *f, void *ctx)
 	return 0;
 }
 
-/* Adds ef's functions to m. Returns 0 or a negative errno; *symtab tells
+/* Adds ef's functions to m, up to limit bytes of index (past it *cut is
+ * set and the rest left out). Returns 0 or a negative errno; *symtab tells
  * whether ef had a .symtab (with functions). */
-static int collect_from(struct nmod *m, struct elf_file *ef, uint8_t src, bool *symtab)
+static int collect_from(struct nmod *m, struct elf_file *ef, uint8_t src, bool *symtab,
+			size_t limit, bool *cut)
 {
-	struct collect c = {.m = m, .src = src};
+	struct collect c = {.m = m, .src = src, .limit = limit, .cut = cut};
 	int r = elf_file_funcs(ef, add_func, &c);
 
 	if (symtab)
@@ -427,7 +482,7 @@ out:
 }
 
 /* Adds the functions of ef's .gnu_debugdata, if it has a usable one. */
-static int add_minidebug(struct nmod *m, struct elf_file *ef)
+static int add_minidebug(struct nmod *m, struct elf_file *ef, size_t limit, bool *cut)
 {
 	struct elf_file *mini;
 	const void *xz;
@@ -445,39 +500,43 @@ static int add_minidebug(struct nmod *m, struct elf_file *ef)
 		free(img);
 		return err == -ENOMEM ? err : 0;
 	}
-	err = collect_from(m, mini, NATIVESYM_SRC_MINIDEBUG, NULL);
+	err = collect_from(m, mini, NATIVESYM_SRC_MINIDEBUG, NULL, limit, cut);
 	elf_file_close(mini);
 	return err;
 }
 
 /* Adds the functions of the separate debug file of build-id m->build_id,
- * looked for in root, then on the host. *found says whether one was used. */
-static int add_debug_file(struct nmod *m, const char *root, bool *found)
+ * looked for in root (resolved inside it: safe_open_in()), then on the
+ * host. *found says whether one was used. */
+static int add_debug_file(struct nmod *m, const char *root, bool *found, size_t limit, bool *cut)
 {
-	const char *roots[2] = {root && *root && strcmp(root, "/") ? root : NULL, ""};
+	const char *roots[2] = {root && *root && strcmp(root, "/") ? root : NULL, "/"};
 	char path[PATH_MAX];
 
 	*found = false;
 	if (strlen(m->build_id) < 4)
 		return 0;
+	if (snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", m->build_id,
+		     m->build_id + 2) >= (int)sizeof(path))
+		return 0;
 	for (int i = 0; i < 2; i++) {
 		struct elf_file *dbg;
 		char id[BUILD_ID_HEX];
-		int err;
+		int fd, err;
 
 		if (!roots[i])
 			continue;
-		if (snprintf(path, sizeof(path), "%s/usr/lib/debug/.build-id/%.2s/%s.debug",
-			     roots[i], m->build_id, m->build_id + 2) >= (int)sizeof(path))
-			continue;
-		if (elf_file_open(path, &dbg))
+		/* A target's root is its owner's: a symlink there must not
+		 * lead taipan to a file of the host. */
+		fd = safe_open_in(roots[i], path);
+		if (fd < 0 || elf_file_open_fd(fd, &dbg))
 			continue;
 		/* A stale debug file of another build would name wrongly. */
 		if (elf_file_build_id(dbg, id, sizeof(id)) || strcmp(id, m->build_id)) {
 			elf_file_close(dbg);
 			continue;
 		}
-		err = collect_from(m, dbg, NATIVESYM_SRC_DEBUG, NULL);
+		err = collect_from(m, dbg, NATIVESYM_SRC_DEBUG, NULL, limit, cut);
 		elf_file_close(dbg);
 		if (err)
 			return err;
@@ -487,30 +546,30 @@ static int add_debug_file(struct nmod *m, const char *root, bool *found)
 	return 0;
 }
 
-/* Indexes ef (already open) into a new module. */
-static int index_file(struct elf_file *ef, const char *build_id, const char *root,
-		      struct nmod **out)
+/* Indexes ef (already open) into a new module, of at most limit bytes. */
+static int index_file(struct elf_file *ef, const char *build_id, const char *root, size_t limit,
+		      struct nmod **out, bool *cut)
 {
 	struct nmod *m = calloc(1, sizeof(*m));
 	bool symtab = false, debug = false;
 	int err;
 
+	*cut = false;
 	if (!m)
 		return -ENOMEM;
 	snprintf(m->build_id, sizeof(m->build_id), "%s", build_id);
 	err = elf_file_loads(ef, m->loads, MAX_LOADS, &m->nloads);
 	if (err && err != -E2BIG)
 		goto fail;
-	err = collect_from(m, ef, NATIVESYM_SRC_SYMTAB, &symtab);
+	err = collect_from(m, ef, NATIVESYM_SRC_SYMTAB, &symtab, limit, cut);
 	/* A file with a .symtab has all its functions already. */
 	if (!err && !symtab)
-		err = add_debug_file(m, root, &debug);
+		err = add_debug_file(m, root, &debug, limit, cut);
 	if (!err && !symtab && !debug)
-		err = add_minidebug(m, ef);
+		err = add_minidebug(m, ef, limit, cut);
 	if (err)
 		goto fail;
 	finish_index(m);
-	m->bytes = sizeof(*m) + m->cap * sizeof(*m->funcs) + m->names_cap;
 	*out = m;
 	return 0;
 fail:
@@ -564,10 +623,23 @@ static int get_mod(struct nativesym *ns, const struct nativesym_file *f, struct 
 	if (id[0])
 		HASH_FIND_STR(ns->by_id, id, m);
 	if (!m) {
-		err = index_file(ef, id, f->root, &m);
+		size_t limit = FILE_INDEX_MAX < ns->max_bytes ? FILE_INDEX_MAX : ns->max_bytes;
+		bool cut;
+
+		err = index_file(ef, id, f->root, limit, &m, &cut);
 		if (err) {
 			elf_file_close(ef);
 			return err;
+		}
+		if (cut)
+			ns->cut++;
+		/* Its memory from the budget, older files evicted for it;
+		 * with no room even so, it is not kept. */
+		if (!mod_charge(ns, m, sizeof(*m) + m->cap * sizeof(*m->funcs) + m->names_cap)) {
+			ns->over_budget++;
+			mod_free(m);
+			elf_file_close(ef);
+			return -ENOBUFS;
 		}
 		if (id[0]) {
 			HASH_ADD_STR(ns->by_id, build_id, m);
@@ -600,8 +672,9 @@ static const char *module_of(const struct nativesym_file *f)
 	return f->path;
 }
 
-/* The name of m's function i, demangled once. */
-static const char *func_name(struct nmod *m, size_t i)
+/* The name of m's function i, demangled once (its memory from the
+ * budget; the raw name when there is none left). */
+static const char *func_name(struct nativesym *ns, struct nmod *m, size_t i)
 {
 	const char *raw = m->names + m->funcs[i].name;
 	int status = -1;
@@ -610,20 +683,24 @@ static const char *func_name(struct nmod *m, size_t i)
 	if (strncmp(raw, "_Z", 2))
 		return raw;
 	if (!m->demangled) {
-		m->demangled = calloc(m->nfuncs, sizeof(*m->demangled));
-		if (!m->demangled)
+		if (!mod_charge(ns, m, m->nfuncs * sizeof(*m->demangled)))
 			return raw;
-		m->bytes += m->nfuncs * sizeof(*m->demangled);
+		m->demangled = calloc(m->nfuncs, sizeof(*m->demangled));
+		if (!m->demangled) {
+			m->bytes -= m->nfuncs * sizeof(*m->demangled);
+			ns->bytes -= m->nfuncs * sizeof(*m->demangled);
+			budget_give(ns->budget, m->nfuncs * sizeof(*m->demangled));
+			return raw;
+		}
 	}
 	if (m->demangled[i])
 		return m->demangled[i];
 	d = __cxa_demangle(raw, NULL, NULL, &status);
-	if (!d || status != 0) {
+	if (!d || status != 0 || !mod_charge(ns, m, strlen(d) + 1)) {
 		free(d);
 		return raw;
 	}
 	m->demangled[i] = d;
-	m->bytes += strlen(d) + 1;
 	return d;
 }
 
@@ -657,7 +734,7 @@ int nativesym_lookup(struct nativesym *ns, const struct nativesym_file *f, uint6
 	lo--;
 	if (vaddr < m->funcs[lo].end ||
 	    (m->funcs[lo].end == m->funcs[lo].start && vaddr == m->funcs[lo].start)) {
-		out->name = func_name(m, lo);
+		out->name = func_name(ns, m, lo);
 		out->offset = vaddr - m->funcs[lo].start;
 		out->source = m->funcs[lo].src;
 	}

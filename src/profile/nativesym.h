@@ -31,14 +31,24 @@ void nativesym_set_limits(struct nativesym *ns, size_t max_files, size_t max_byt
 /* How many files are indexed and the bytes their indexes hold. */
 void nativesym_counts(const struct nativesym *ns, size_t *files, size_t *bytes);
 
+/* How many files were indexed only in part (past the per-file bound of
+ * 64 MiB, cut before it was allocated) and how many not kept at all (the
+ * budget had no room, even with every other file evicted). */
+void nativesym_limited(const struct nativesym *ns, uint64_t *cut, uint64_t *over_budget);
+
+struct budget;
+/* Takes the memory of every index from b (util/budget.h) from now on,
+ * evicting the least recently used files when it is short. NULL: none. */
+void nativesym_set_budget(struct nativesym *ns, struct budget *b);
+
 /* A mapped file, as the caller knows it from /proc/PID/maps. */
 struct nativesym_file {
 	/* Where taipan opens it: "/proc/PID/root/usr/lib/libc.so.6" for a
 	 * process in another mount namespace, or /proc/PID/map_files/... */
 	const char *path;
 	/* The process's root as taipan opens it ("/proc/PID/root"); NULL or
-	 * "" for the host's. Debug files are looked for under it, then on the
-	 * host. */
+	 * "" for the host's. Debug files are looked for under it (resolved
+	 * inside it: a symlink there never leads out), then on the host. */
 	const char *root;
 	/* The file as the process names it; NULL: path without the root
 	 * prefix. */

@@ -14,15 +14,17 @@
 #include "target/linetable.h"
 #include "target/memread.h"
 #include "profile/symbolize.h"
+#include "util/budget.h"
 #include "walk/cpython.h"
 
 #define MAX_STR 1024		/* longest name or file name kept */
 #define MAX_LINETABLE (1 << 20) /* longest line table read */
-/* Bytes one symbolizer keeps (names, files, line tables, entries). A target
- * can make every frame a distinct code object with a 1 MiB line table, so
- * without a bound it could grow taipan without end. Past it, new code
- * objects are not read (and count as failed) and methods keep their bare
- * names. */
+/* Bytes one symbolizer keeps (names, files, line tables, entries), and
+ * under it what the session's budget has left. A target can make every
+ * frame a distinct code object with a 1 MiB line table, so without a bound
+ * it could grow taipan without end. Past it, new code objects are not read
+ * (and count as failed) and methods keep their bare names. Line tables are
+ * kept once per table, however many code objects share it (struct lt). */
 #define MAX_CACHE_BYTES ((size_t)256 << 20)
 
 enum first_arg { ARG_OTHER = 0, ARG_SELF, ARG_CLS };
@@ -37,6 +39,23 @@ struct code_id {
 	int32_t units; /* TP_LF_TLBC: ob_size, the bytecode's length in code units */
 };
 
+/* A line table (a bytes object of the target), kept once for every code
+ * object that points to it. Bytes objects never change, so the copy stays
+ * right while the object lives at addr: it is used again without a read
+ * while owner, a code object that pointed to it when it was last read or
+ * checked, still lives with the same identity (owner_ident) and points to
+ * it still; else it is read again, and a copy that differs makes a new
+ * entry. */
+struct lt {
+	UT_hash_handle hh;
+	uint64_t addr;
+	uint64_t owner, owner_ident;
+	uint32_t refs; /* code_infos that use it */
+	bool in_hash;  /* false: replaced by a newer copy, alive for its refs */
+	size_t len;
+	uint8_t bytes[];
+};
+
 struct code_info {
 	UT_hash_handle hh;
 	uint64_t addr;
@@ -48,8 +67,9 @@ struct code_info {
 	int shim;  /* a frame CPython runs on its own behalf: left out of stacks */
 	int freed; /* not ok: the object had been freed when it was read */
 	enum first_arg first_arg;
-	uint8_t *linetable;
+	const uint8_t *linetable; /* lt's bytes, or its own copy (lt NULL) */
 	size_t ltlen;
+	struct lt *lt;
 };
 
 struct class_name {
@@ -97,17 +117,54 @@ struct symbolizer {
 	struct code_snap *snap_ring[MAX_SNAPS];
 	size_t snap_next;
 	const struct code_snap *reading; /* set: rd() reads this snapshot only */
-	uint64_t ncodes, nfailed, nreplaced, nsnapped;
-	size_t bytes; /* held, against MAX_CACHE_BYTES */
+	struct lt *lts;			 /* line tables, by address */
+	uint64_t ncodes, nfailed, nreplaced, nsnapped, nlt_shared;
+	size_t bytes; /* held, against MAX_CACHE_BYTES, and taken from budget */
+	struct budget *budget;
 };
 
-static void code_info_clear(struct code_info *c)
+static void sz_add(struct symbolizer *sz, size_t n)
+{
+	sz->bytes += n;
+	budget_charge(sz->budget, n);
+}
+
+static void sz_sub(struct symbolizer *sz, size_t n)
+{
+	sz->bytes -= n;
+	budget_give(sz->budget, n);
+}
+
+/* What may still be read: nothing once MAX_CACHE_BYTES or the budget is
+ * spent (each read is bounded, so either is passed by one read at most). */
+static size_t sz_room(const struct symbolizer *sz)
+{
+	size_t room = sz->bytes < MAX_CACHE_BYTES ? MAX_CACHE_BYTES - sz->bytes : 0;
+	size_t left = budget_left(sz->budget);
+	return room < left ? room : left;
+}
+
+static void lt_put(struct symbolizer *sz, struct lt *t)
+{
+	if (!t || --t->refs)
+		return;
+	if (t->in_hash)
+		HASH_DEL(sz->lts, t);
+	sz_sub(sz, sizeof(*t) + t->len);
+	free(t);
+}
+
+static void code_info_clear(struct symbolizer *sz, struct code_info *c)
 {
 	free(c->name);
 	free(c->file);
-	free(c->linetable);
+	if (c->lt)
+		lt_put(sz, c->lt);
+	else
+		free((void *)c->linetable);
 	c->name = c->file = NULL;
 	c->linetable = NULL;
+	c->lt = NULL;
 	c->ltlen = 0;
 	c->ok = 0;
 	c->first_arg = ARG_OTHER;
@@ -121,6 +178,23 @@ struct symbolizer *symbolizer_new(const struct pyproc *pp)
 	return sz;
 }
 
+void symbolizer_set_budget(struct symbolizer *sz, struct budget *b)
+{
+	budget_charge(b, sz->bytes);
+	budget_give(sz->budget, sz->bytes);
+	sz->budget = b;
+}
+
+size_t symbolizer_bytes(const struct symbolizer *sz)
+{
+	return sz->bytes;
+}
+
+uint64_t symbolizer_lines_shared(const struct symbolizer *sz)
+{
+	return sz->nlt_shared;
+}
+
 void symbolizer_free(struct symbolizer *sz)
 {
 	if (!sz)
@@ -129,7 +203,7 @@ void symbolizer_free(struct symbolizer *sz)
 	HASH_ITER(hh, sz->codes, c, ct)
 	{
 		HASH_DEL(sz->codes, c);
-		code_info_clear(c);
+		code_info_clear(sz, c);
 		free(c);
 	}
 	struct class_name *k, *kt;
@@ -152,6 +226,8 @@ void symbolizer_free(struct symbolizer *sz)
 		HASH_DEL(sz->snaps, n);
 		free(n);
 	}
+	/* Every line table went with its last code object. */
+	budget_give(sz->budget, sz->bytes);
 	free(sz);
 }
 
@@ -387,10 +463,76 @@ static int read_code_head(struct symbolizer *sz, uint64_t addr, uint8_t *obj, st
 	return hi;
 }
 
-/* The bytes c holds, as charged to sz->bytes. */
+/* The bytes c holds, as charged to sz->bytes (a shared line table is
+ * charged once, with its entry). */
 static size_t code_bytes(const struct code_info *c)
 {
-	return (c->name ? strlen(c->name) + 1 : 0) + (c->file ? strlen(c->file) + 1 : 0) + c->ltlen;
+	return (c->name ? strlen(c->name) + 1 : 0) + (c->file ? strlen(c->file) + 1 : 0) +
+	       (c->lt ? 0 : c->ltlen);
+}
+
+/* Whether code object owner still lives with identity ident and points to
+ * the line table at addr. */
+static bool lt_owner_holds(struct symbolizer *sz, uint64_t owner, uint64_t ident, uint64_t addr)
+{
+	uint8_t obj[CODE_HEAD];
+	struct code_id id;
+	return read_code_head(sz, owner, obj, &id) >= 0 && id.ident == ident &&
+	       id.linetable == addr;
+}
+
+/* c's line table (c->id.linetable), shared with the other code objects
+ * that point to it; read at most room bytes when it must be read. */
+static void lt_get(struct symbolizer *sz, struct code_info *c, size_t room)
+{
+	uint64_t addr = c->id.linetable;
+	size_t len = 0;
+	struct lt *t;
+	if (!addr)
+		return;
+	HASH_FIND(hh, sz->lts, &addr, sizeof(addr), t);
+	if (t && (t->owner == c->addr ? t->owner_ident == c->id.ident
+				      : lt_owner_holds(sz, t->owner, t->owner_ident, addr))) {
+		t->refs++;
+		sz->nlt_shared++;
+		goto use;
+	}
+	uint8_t *b = read_bytes(sz, addr, &len, room < MAX_LINETABLE ? room : MAX_LINETABLE);
+	if (!b)
+		return;
+	if (t && t->len == len && !memcmp(t->bytes, b, len)) {
+		/* The same table: c owns it from now on. */
+		free(b);
+		t->refs++;
+		sz->nlt_shared++;
+	} else {
+		if (t) {
+			/* Another table now lives at addr; the old copy stays
+			 * with the code objects that hold it. */
+			HASH_DEL(sz->lts, t);
+			t->in_hash = false;
+		}
+		t = malloc(sizeof(*t) + len);
+		if (!t) {
+			free(b);
+			return;
+		}
+		memset(t, 0, sizeof(*t));
+		memcpy(t->bytes, b, len);
+		free(b);
+		t->addr = addr;
+		t->len = len;
+		t->refs = 1;
+		t->in_hash = true;
+		HASH_ADD(hh, sz->lts, addr, sizeof(t->addr), t);
+		sz_add(sz, sizeof(*t) + len);
+	}
+	t->owner = c->addr;
+	t->owner_ident = c->id.ident;
+use:
+	c->lt = t;
+	c->linetable = t->bytes;
+	c->ltlen = t->len;
 }
 
 /* (Re)reads everything about the code object c->addr into c. */
@@ -398,7 +540,7 @@ static void fill_code(struct symbolizer *sz, struct code_info *c)
 {
 	const struct py_layout *l = &sz->pp.layout;
 	uint8_t obj[CODE_HEAD];
-	if (sz->bytes >= MAX_CACHE_BYTES)
+	if (!sz_room(sz))
 		goto bad;
 	int hi = read_code_head(sz, c->addr, obj, &c->id);
 	c->freed = hi == -ESTALE;
@@ -409,9 +551,14 @@ static void fill_code(struct symbolizer *sz, struct code_info *c)
 	if (!c->name)
 		goto bad;
 	c->firstlineno = c->id.firstlineno;
-	size_t room = MAX_CACHE_BYTES - sz->bytes;
-	c->linetable =
-	    read_bytes(sz, c->id.linetable, &c->ltlen, room < MAX_LINETABLE ? room : MAX_LINETABLE);
+	size_t room = sz_room(sz);
+	if (sz->reading) {
+		/* A snapshot's table may be the start of one: its own copy. */
+		c->linetable = read_bytes(sz, c->id.linetable, &c->ltlen,
+					  room < MAX_LINETABLE ? room : MAX_LINETABLE);
+	} else {
+		lt_get(sz, c, room);
+	}
 
 	if ((sz->pp.tp.off.flags & TP_LF_SELF_CLASS) && l->code_argcount >= 0 &&
 	    l->code_varnames >= 0) {
@@ -434,10 +581,10 @@ static void fill_code(struct symbolizer *sz, struct code_info *c)
 	c->shim = c->firstlineno == 0 && c->file && !strcmp(c->name, "__init__") &&
 		  !strcmp(c->file, "__init__");
 	c->ok = 1;
-	sz->bytes += code_bytes(c);
+	sz_add(sz, code_bytes(c));
 	return;
 bad:
-	sz->bytes += code_bytes(c); /* a file name read before the name failed */
+	sz_add(sz, code_bytes(c)); /* a file name read before the name failed */
 	sz->nfailed++;
 }
 
@@ -449,7 +596,7 @@ static struct code_info *load_code(struct symbolizer *sz, uint64_t addr)
 	c->addr = addr;
 	HASH_ADD(hh, sz->codes, addr, sizeof(c->addr), c);
 	sz->ncodes++;
-	sz->bytes += sizeof(*c);
+	sz_add(sz, sizeof(*c));
 	fill_code(sz, c);
 	return c;
 }
@@ -457,8 +604,8 @@ static struct code_info *load_code(struct symbolizer *sz, uint64_t addr)
 /* Another code object now lives at c->addr: read it instead. */
 static void replace_code(struct symbolizer *sz, struct code_info *c)
 {
-	sz->bytes -= code_bytes(c);
-	code_info_clear(c);
+	sz_sub(sz, code_bytes(c));
+	code_info_clear(sz, c);
 	sz->nreplaced++;
 	fill_code(sz, c);
 }
@@ -517,8 +664,8 @@ static void use_snapshot(struct symbolizer *sz, struct code_info *c, uint64_t id
 	if (!n)
 		return;
 	if (!c->ok || c->id.ident != ident) {
-		sz->bytes -= code_bytes(c);
-		code_info_clear(c);
+		sz_sub(sz, code_bytes(c));
+		code_info_clear(sz, c);
 		sz->reading = n;
 		fill_code(sz, c);
 		sz->reading = NULL;
@@ -542,8 +689,7 @@ static const char *class_name(struct symbolizer *sz, uint64_t cls)
 		return k->name;
 	uint64_t tp_name = 0;
 	char buf[256];
-	if (sz->bytes >= MAX_CACHE_BYTES ||
-	    rd(sz, cls + (uint64_t)sz->pp.layout.type_name, &tp_name, 8) ||
+	if (!sz_room(sz) || rd(sz, cls + (uint64_t)sz->pp.layout.type_name, &tp_name, 8) ||
 	    pyproc_read_cstr(&sz->pp, tp_name, buf, sizeof(buf)) <= 0)
 		return NULL;
 	k = calloc(1, sizeof(*k));
@@ -554,7 +700,7 @@ static const char *class_name(struct symbolizer *sz, uint64_t cls)
 	}
 	k->addr = cls;
 	HASH_ADD(hh, sz->classes, addr, sizeof(k->addr), k);
-	sz->bytes += sizeof(*k) + strlen(k->name) + 1;
+	sz_add(sz, sizeof(*k) + strlen(k->name) + 1);
 	return k->name;
 }
 
@@ -570,7 +716,7 @@ static const char *qualified(struct symbolizer *sz, struct code_info *c, uint64_
 	if (q)
 		return q->name;
 	const char *cn = class_name(sz, cls);
-	if (!cn || sz->bytes >= MAX_CACHE_BYTES)
+	if (!cn || !sz_room(sz))
 		return c->name;
 	q = calloc(1, sizeof(*q));
 	if (!q)
@@ -581,7 +727,7 @@ static const char *qualified(struct symbolizer *sz, struct code_info *c, uint64_
 		return c->name;
 	}
 	HASH_ADD(hh, sz->quals, key, sizeof(q->key), q);
-	sz->bytes += sizeof(*q) + strlen(q->name) + 1;
+	sz_add(sz, sizeof(*q) + strlen(q->name) + 1);
 	return q->name;
 }
 

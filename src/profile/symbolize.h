@@ -37,4 +37,15 @@ uint64_t symbolizer_snapshots_used(const struct symbolizer *sz);
 /* Code objects read, and how many of them failed. */
 void symbolizer_counts(const struct symbolizer *sz, uint64_t *codes, uint64_t *failed);
 
+struct budget;
+/* Charges what sz holds to b (util/budget.h) from now on: sz reads nothing
+ * new once b is spent. NULL: none. */
+void symbolizer_set_budget(struct symbolizer *sz, struct budget *b);
+
+/* The bytes sz holds. */
+size_t symbolizer_bytes(const struct symbolizer *sz);
+
+/* Code objects whose line table was another's, kept once. */
+uint64_t symbolizer_lines_shared(const struct symbolizer *sz);
+
 #endif /* TAIPAN_SYMBOLIZE_H */

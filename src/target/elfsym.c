@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "target/safeopen.h"
+
 #ifndef NT_GNU_BUILD_ID
 #define NT_GNU_BUILD_ID 3
 #endif
@@ -27,8 +29,18 @@
  * 20 (sha1) bytes. Anything longer is a corrupt note. */
 #define BUILD_ID_MAX 64
 
+/* The largest string table read whole (elf_strptr() reads all of it):
+ * past this a symbol or dynamic table is as if absent. Symbol entries are
+ * read in chunks of SYM_CHUNK, never all at once. */
+#define STRTAB_MAX ((uint64_t)64 << 20)
+#define SYM_CHUNK 4096
+/* The most bytes read whole of any other section (.rodata, .gnu_debugdata),
+ * and of a note or dynamic section. */
+#define SECTION_MAX ((uint64_t)64 << 20)
+#define SMALL_MAX ((uint64_t)1 << 20)
+
 struct sym {
-	const char *name; /* points into the file's mapped string table */
+	const char *name; /* points into the file's string table, read by libelf */
 	uint64_t value;
 	uint64_t size;
 	/* Preference among equal names, lower wins: .dynsym, then global
@@ -41,6 +53,8 @@ struct sym {
 struct elf_file {
 	int fd;	     /* -1 for an image in memory */
 	void *image; /* that image, freed by elf_file_close() */
+	size_t image_len;
+	uint64_t fsize;
 	Elf *elf;
 	bool have_shstrndx;
 	size_t shstrndx;
@@ -56,6 +70,47 @@ static bool libelf_ok;
 static void libelf_init(void)
 {
 	libelf_ok = elf_version(EV_CURRENT) != EV_NONE;
+}
+
+/* Copies len bytes at file offset off: pread for a file (a short read,
+ * the file truncated meanwhile, is -EIO), memcpy for an image. Never reads
+ * past the size the file had when it was opened. */
+static int read_at(struct elf_file *ef, uint64_t off, void *buf, size_t len)
+{
+	if (off > ef->fsize || len > ef->fsize - off)
+		return -ENOENT;
+	if (ef->fd < 0) {
+		memcpy(buf, (const char *)ef->image + off, len);
+		return 0;
+	}
+	for (size_t done = 0; done < len;) {
+		ssize_t r = pread(ef->fd, (char *)buf + done, len - done, (off_t)(off + done));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -EIO;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* Whether a section's bytes (sh_size of them) are at most max and lie in
+ * the file: what a whole-section read through libelf may cost. */
+static bool section_fits(const struct elf_file *ef, const GElf_Shdr *sh, uint64_t max)
+{
+	return sh->sh_type != SHT_NOBITS && sh->sh_size <= max && sh->sh_offset <= ef->fsize &&
+	       sh->sh_size <= ef->fsize - sh->sh_offset;
+}
+
+/* Whether section idx is a string table that elf_strptr() may read whole. */
+static bool strtab_fits(struct elf_file *ef, size_t idx)
+{
+	Elf_Scn *scn = elf_getscn(ef->elf, idx);
+	GElf_Shdr sh;
+
+	return scn && gelf_getshdr(scn, &sh) && sh.sh_type == SHT_STRTAB &&
+	       !(sh.sh_flags & SHF_COMPRESSED) && section_fits(ef, &sh, STRTAB_MAX);
 }
 
 /* Whether the header tables and the loadable bytes lie inside the file.
@@ -120,44 +175,73 @@ static int elf_wrap(Elf *elf, int fd, void *image, uint64_t fsize, struct elf_fi
 		return -ENOMEM;
 	ef->fd = fd;
 	ef->image = image;
+	ef->image_len = image ? fsize : 0;
+	ef->fsize = fsize;
 	ef->elf = elf;
 	/* A file without usable section names still has segments: keep it
 	 * open, and let the section-based lookups answer -ENOENT. */
-	ef->have_shstrndx = elf_getshdrstrndx(elf, &ef->shstrndx) == 0;
+	ef->have_shstrndx =
+	    elf_getshdrstrndx(elf, &ef->shstrndx) == 0 && strtab_fits(ef, ef->shstrndx);
 	*out = ef;
 	return 0;
 }
 
-int elf_file_open(const char *path, struct elf_file **out)
+int elf_fd_check(int fd, uint64_t *fsize)
 {
+	Elf64_Ehdr eh;
 	struct stat st;
+	uint64_t shnum;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ENOEXEC;
+	*fsize = (uint64_t)st.st_size;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG))
+		return -ENOEXEC;
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB)
+		return -ENOEXEC;
+	/* libelf allocates a descriptor per section when it opens the file,
+	 * before anything can be checked: a count that the file's size
+	 * allows but no real file has is refused first. */
+	shnum = eh.e_shnum;
+	if (!shnum && eh.e_shoff) {
+		Elf64_Shdr s0;
+
+		if (pread(fd, &s0, sizeof(s0), (off_t)eh.e_shoff) != (ssize_t)sizeof(s0))
+			return -ENOEXEC;
+		shnum = s0.sh_size;
+	}
+	if (shnum > ELF_MAX_SECTIONS || eh.e_phnum > ELF_MAX_SEGMENTS)
+		return -ENOEXEC;
+	return 0;
+}
+
+int elf_file_open_fd(int fd, struct elf_file **out)
+{
+	uint64_t fsize;
 	Elf *elf;
-	int fd, err;
+	int err;
 
 	pthread_once(&libelf_once, libelf_init);
-	if (!libelf_ok)
-		return -ENOEXEC;
-
-	/* O_NONBLOCK: a FIFO planted at a path inside a container would
-	 * otherwise block open(2) forever; it has no effect on regular files. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		err = -errno;
-		goto err_fd;
-	}
-	if (!S_ISREG(st.st_mode)) {
+	if (!libelf_ok) {
 		err = -ENOEXEC;
 		goto err_fd;
 	}
-
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	err = elf_fd_check(fd, &fsize);
+	if (err)
+		goto err_fd;
+	/* ELF_C_READ, never ELF_C_READ_MMAP: the file's owner may truncate it
+	 * while it is read, and a mapping would then raise SIGBUS. libelf
+	 * reads with pread what it is asked for, and a short read is an
+	 * error like any other. */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf) {
 		err = -ENOEXEC;
 		goto err_fd;
 	}
-	err = elf_wrap(elf, fd, NULL, st.st_size, out);
+	err = elf_wrap(elf, fd, NULL, fsize, out);
 	if (err)
 		goto err_elf;
 	return 0;
@@ -167,6 +251,15 @@ err_elf:
 err_fd:
 	close(fd);
 	return err;
+}
+
+int elf_file_open(const char *path, struct elf_file **out)
+{
+	int fd = safe_open(path);
+
+	if (fd < 0)
+		return fd;
+	return elf_file_open_fd(fd, out);
 }
 
 int elf_file_open_mem(void *image, size_t size, struct elf_file **out)
@@ -244,7 +337,6 @@ int elf_file_read(struct elf_file *ef, uint64_t vaddr, void *buf, size_t len)
 	if (vaddr + len < vaddr)
 		return -ENOENT;
 	while ((scn = elf_nextscn(ef->elf, scn))) {
-		Elf_Data *d;
 		uint64_t off;
 
 		if (!gelf_getshdr(scn, &sh))
@@ -258,16 +350,10 @@ int elf_file_read(struct elf_file *ef, uint64_t vaddr, void *buf, size_t len)
 		if (vaddr < sh.sh_addr || vaddr - sh.sh_addr >= sh.sh_size ||
 		    len > sh.sh_size - (vaddr - sh.sh_addr))
 			continue;
-		/* Raw bytes, as the loader maps them: no byte-order or type
-		 * translation. libelf checks that they lie inside the file. */
-		d = elf_rawdata(scn, NULL);
-		if (!d || !d->d_buf)
-			return -ENOENT;
+		/* Raw bytes, as the loader maps them: just these, not the
+		 * whole section. */
 		off = vaddr - sh.sh_addr;
-		if (off >= d->d_size || len > d->d_size - off)
-			return -ENOENT;
-		memcpy(buf, (const char *)d->d_buf + off, len);
-		return 0;
+		return read_at(ef, sh.sh_offset + off, buf, len) ? -ENOENT : 0;
 	}
 	return -ENOENT;
 }
@@ -279,7 +365,7 @@ int elf_file_section_bytes(struct elf_file *ef, const char *name, const void **d
 	Elf_Data *d;
 
 	scn = find_scn(ef, name, &sh);
-	if (!scn || sh.sh_type == SHT_NOBITS || (sh.sh_flags & SHF_COMPRESSED))
+	if (!scn || (sh.sh_flags & SHF_COMPRESSED) || !section_fits(ef, &sh, SECTION_MAX))
 		return -ENOENT;
 	d = elf_rawdata(scn, NULL);
 	if (!d || !d->d_buf)
@@ -307,6 +393,7 @@ int elf_file_loads(struct elf_file *ef, struct elf_load *out, size_t max, size_t
 		out[*n].vaddr = ph.p_vaddr;
 		out[*n].filesz = ph.p_filesz;
 		out[*n].memsz = ph.p_memsz;
+		out[*n].align = ph.p_align;
 		out[*n].exec = ph.p_flags & PF_X;
 		(*n)++;
 	}
@@ -351,48 +438,86 @@ static int sym_cmp(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* Appends the defined, named symbols of one SYMTAB/DYNSYM section. *cap and
- * the array grow together; idx numbers entries across tables. */
-static int add_syms(struct elf_file *ef, Elf_Scn *scn, const GElf_Shdr *sh, bool is_dynsym,
-		    size_t *cap)
+/* Calls fn for each entry of the symbol table sh (SHT_SYMTAB or
+ * SHT_DYNSYM) with its name, entries read SYM_CHUNK at a time (a table is
+ * never read whole), names through libelf from the linked string table,
+ * which must be at most STRTAB_MAX. An entry without a name is passed with
+ * name NULL. Stops when fn returns non-zero and returns that; a table that
+ * cannot be read (or whose reading fails part way) ends quietly, 0. */
+static int each_sym(struct elf_file *ef, const GElf_Shdr *sh,
+		    int (*fn)(struct elf_file *ef, const GElf_Shdr *sh, const GElf_Sym *gs,
+			      const char *name, void *ctx),
+		    void *ctx)
 {
-	size_t entsz = gelf_fsize(ef->elf, ELF_T_SYM, 1, EV_CURRENT), n;
-	Elf_Data *d = elf_getdata(scn, NULL);
+	Elf64_Sym *chunk;
+	uint64_t n;
+	int r = 0;
 
-	if (!d || !entsz)
-		return 0; /* unreadable table: as if absent */
-	n = d->d_size / entsz;
-	for (size_t i = 0; i < n; i++) {
-		const char *name;
-		struct sym *s;
-		GElf_Sym gs;
-		int type;
+	if (sh->sh_entsize != sizeof(Elf64_Sym) || (sh->sh_flags & SHF_COMPRESSED) ||
+	    !section_fits(ef, sh, UINT64_MAX))
+		return 0;
+	if (!strtab_fits(ef, sh->sh_link))
+		return 0;
+	chunk = malloc(SYM_CHUNK * sizeof(*chunk));
+	if (!chunk)
+		return -ENOMEM;
+	n = sh->sh_size / sizeof(Elf64_Sym);
+	for (uint64_t i = 0; i < n && !r;) {
+		size_t k = n - i < SYM_CHUNK ? (size_t)(n - i) : SYM_CHUNK;
 
-		if (!gelf_getsym(d, i, &gs) || gs.st_shndx == SHN_UNDEF || gs.st_name == 0)
-			continue;
-		type = GELF_ST_TYPE(gs.st_info);
-		if (type == STT_FILE || type == STT_SECTION)
-			continue;
-		name = elf_strptr(ef->elf, sh->sh_link, gs.st_name);
-		if (!name || !*name)
-			continue;
-		if (ef->nsyms == *cap) {
-			size_t ncap = *cap ? *cap * 2 : 1024;
-			struct sym *nv = realloc(ef->syms, ncap * sizeof(*nv));
+		/* Only 64-bit little-endian files are opened (elf_wrap):
+		 * the entries are the host's own Elf64_Sym. */
+		if (read_at(ef, sh->sh_offset + i * sizeof(Elf64_Sym), chunk, k * sizeof(*chunk)))
+			break;
+		for (size_t j = 0; j < k && !r; j++) {
+			const char *name = chunk[j].st_name
+					       ? elf_strptr(ef->elf, sh->sh_link, chunk[j].st_name)
+					       : NULL;
 
-			if (!nv)
-				return -ENOMEM;
-			ef->syms = nv;
-			*cap = ncap;
+			r = fn(ef, sh, &chunk[j], name && *name ? name : NULL, ctx);
 		}
-		s = &ef->syms[ef->nsyms];
-		s->name = name;
-		s->value = gs.st_value;
-		s->size = gs.st_size;
-		s->rank = is_dynsym ? 0 : GELF_ST_BIND(gs.st_info) == STB_LOCAL ? 2 : 1;
-		s->idx = ef->nsyms;
-		ef->nsyms++;
+		i += k;
 	}
+	free(chunk);
+	return r;
+}
+
+struct add_syms_ctx {
+	bool is_dynsym;
+	size_t *cap;
+};
+
+/* Appends one defined, named symbol of a SYMTAB/DYNSYM section. ctx->cap
+ * and the array grow together; idx numbers entries across tables. */
+static int add_sym(struct elf_file *ef, const GElf_Shdr *sh, const GElf_Sym *gs, const char *name,
+		   void *ctx)
+{
+	struct add_syms_ctx *c = ctx;
+	struct sym *s;
+	int type;
+
+	(void)sh;
+	if (!name || gs->st_shndx == SHN_UNDEF)
+		return 0;
+	type = GELF_ST_TYPE(gs->st_info);
+	if (type == STT_FILE || type == STT_SECTION)
+		return 0;
+	if (ef->nsyms == *c->cap) {
+		size_t ncap = *c->cap ? *c->cap * 2 : 1024;
+		struct sym *nv = realloc(ef->syms, ncap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		ef->syms = nv;
+		*c->cap = ncap;
+	}
+	s = &ef->syms[ef->nsyms];
+	s->name = name;
+	s->value = gs->st_value;
+	s->size = gs->st_size;
+	s->rank = c->is_dynsym ? 0 : GELF_ST_BIND(gs->st_info) == STB_LOCAL ? 2 : 1;
+	s->idx = ef->nsyms;
+	ef->nsyms++;
 	return 0;
 }
 
@@ -407,7 +532,9 @@ static int build_syms(struct elf_file *ef)
 		if (!gelf_getshdr(scn, &sh) ||
 		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
-		err = add_syms(ef, scn, &sh, sh.sh_type == SHT_DYNSYM, &cap);
+		struct add_syms_ctx c = {.is_dynsym = sh.sh_type == SHT_DYNSYM, .cap = &cap};
+
+		err = each_sym(ef, &sh, add_sym, &c);
 		if (err) {
 			free(ef->syms);
 			ef->syms = NULL;
@@ -456,51 +583,49 @@ int elf_file_symbol(struct elf_file *ef, const char *name, uint64_t *value, uint
 	return -ENOENT;
 }
 
+struct funcs_ctx {
+	int (*fn)(const struct elf_func *f, void *ctx);
+	void *ctx;
+};
+
+static int one_func(struct elf_file *ef, const GElf_Shdr *sh, const GElf_Sym *gs, const char *name,
+		    void *ctx)
+{
+	struct funcs_ctx *c = ctx;
+	struct elf_func f;
+	int type;
+
+	(void)ef;
+	/* Defined code only: SHN_UNDEF are imports, and SHN_ABS/SHN_COMMON
+	 * and reserved indices have no address in a section. */
+	if (!name || gs->st_shndx == SHN_UNDEF || gs->st_shndx >= SHN_LORESERVE)
+		return 0;
+	type = GELF_ST_TYPE(gs->st_info);
+	if (type != STT_FUNC && type != STT_GNU_IFUNC)
+		return 0;
+	f.name = name;
+	f.value = gs->st_value;
+	f.size = gs->st_size;
+	f.bind = GELF_ST_BIND(gs->st_info);
+	f.dynsym = sh->sh_type == SHT_DYNSYM;
+	return c->fn(&f, c->ctx);
+}
+
 int elf_file_funcs(struct elf_file *ef, int (*fn)(const struct elf_func *f, void *ctx), void *ctx)
 {
-	size_t entsz = gelf_fsize(ef->elf, ELF_T_SYM, 1, EV_CURRENT);
+	struct funcs_ctx c = {.fn = fn, .ctx = ctx};
 	Elf_Scn *scn = NULL;
 	GElf_Shdr sh;
 
-	if (!entsz)
-		return 0;
 	while ((scn = elf_nextscn(ef->elf, scn))) {
-		Elf_Data *d;
-		size_t n;
+		int r;
 
 		if (!gelf_getshdr(scn, &sh) ||
 		    (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
-		d = elf_getdata(scn, NULL);
-		if (!d)
-			continue; /* unreadable table: as if absent */
-		n = d->d_size / entsz;
-		for (size_t i = 0; i < n; i++) {
-			struct elf_func f;
-			GElf_Sym gs;
-			int type, r;
-
-			if (!gelf_getsym(d, i, &gs) || gs.st_name == 0)
-				continue;
-			/* Defined code only: SHN_UNDEF are imports, and
-			 * SHN_ABS/SHN_COMMON and reserved indices have no
-			 * address in a section. */
-			if (gs.st_shndx == SHN_UNDEF || gs.st_shndx >= SHN_LORESERVE)
-				continue;
-			type = GELF_ST_TYPE(gs.st_info);
-			if (type != STT_FUNC && type != STT_GNU_IFUNC)
-				continue;
-			f.name = elf_strptr(ef->elf, sh.sh_link, gs.st_name);
-			if (!f.name || !*f.name)
-				continue;
-			f.value = gs.st_value;
-			f.size = gs.st_size;
-			f.bind = GELF_ST_BIND(gs.st_info);
-			f.dynsym = sh.sh_type == SHT_DYNSYM;
-			r = fn(&f, ctx);
-			if (r)
-				return r;
-		}
+		r = each_sym(ef, &sh, one_func, &c);
+		if (r)
+			return r;
 	}
 	return 0;
 }
@@ -525,6 +650,8 @@ static const char *dyn_find(struct elf_file *ef, GElf_Sxword tag,
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC)
 			continue;
+		if (!section_fits(ef, &sh, SMALL_MAX) || !strtab_fits(ef, sh.sh_link))
+			return NULL;
 		d = elf_getdata(scn, NULL);
 		if (!d)
 			return NULL;
@@ -622,7 +749,8 @@ int elf_file_build_id(struct elf_file *ef, char *buf, size_t bufsz)
 			GElf_Phdr ph;
 			Elf_Data *d;
 
-			if (!gelf_getphdr(ef->elf, i, &ph) || ph.p_type != PT_NOTE)
+			if (!gelf_getphdr(ef->elf, i, &ph) || ph.p_type != PT_NOTE ||
+			    ph.p_filesz > SMALL_MAX)
 				continue;
 			/* Notes in 8-aligned segments use 8-byte padding. The
 			 * chunk is checked against the file size by libelf. */
@@ -634,7 +762,8 @@ int elf_file_build_id(struct elf_file *ef, char *buf, size_t bufsz)
 		}
 	}
 	while ((scn = elf_nextscn(ef->elf, scn))) {
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE ||
+		    !section_fits(ef, &sh, SMALL_MAX))
 			continue;
 		/* elf_getdata() picks the note type from sh_addralign. */
 		err = build_id_in(elf_getdata(scn, NULL), buf, bufsz);
@@ -655,7 +784,7 @@ int elf_file_rodata_strings(struct elf_file *ef, int (*fn)(const char *s, size_t
 	Elf_Scn *scn;
 
 	scn = find_scn(ef, ".rodata", &sh);
-	if (!scn || sh.sh_type == SHT_NOBITS)
+	if (!scn || !section_fits(ef, &sh, SECTION_MAX))
 		return -ENOENT;
 	d = elf_rawdata(scn, NULL);
 	if (!d || !d->d_buf)

@@ -10,12 +10,27 @@
  * Strings and pointers it hands out stay valid until elf_file_close(). */
 struct elf_file;
 
-/* Opens an ELF file for reading. Returns 0 and *out (close it with
- * elf_file_close()), -ENOENT/-EACCES/… from open(2), -ENOMEM, or -ENOEXEC
- * when it is not a regular file holding a readable 64-bit little-endian
- * ET_EXEC/ET_DYN ELF (truncated files included). Never executes anything.
- * The file is mapped: truncating it while it is open raises SIGBUS. */
+/* What no real ELF file has more of: a file claiming more is refused before
+ * libelf sizes its descriptors by the claim. */
+#define ELF_MAX_SECTIONS 65536
+#define ELF_MAX_SEGMENTS 4096
+
+/* Opens an ELF file for reading (safe_open(): a regular file only).
+ * Returns 0 and *out (close it with elf_file_close()), -ENOENT/-EACCES/…
+ * from open(2), -ENOMEM, or -ENOEXEC when it is not a regular file holding
+ * a readable 64-bit little-endian ET_EXEC/ET_DYN ELF (truncated files
+ * included). Never executes anything. The file is read with pread, never
+ * mapped: its owner may truncate it meanwhile, which makes reads fail, not
+ * taipan crash. Each table read whole is bounded (string tables 64 MiB,
+ * other sections 64 MiB); symbol tables are read in chunks. */
 int elf_file_open(const char *path, struct elf_file **out);
+/* elf_file_open() of a descriptor open for reading, which ef owns from
+ * now on (closed on failure too). */
+int elf_file_open_fd(int fd, struct elf_file **out);
+/* Whether fd is a regular file that starts as a 64-bit little-endian ELF
+ * with believable section and segment counts, with its size: the checks
+ * before libelf opens it. Returns 0, -ENOEXEC, or fstat's errno. */
+int elf_fd_check(int fd, uint64_t *fsize);
 /* elf_file_open() on an image in memory (an ELF unpacked from another
  * file's .gnu_debugdata). On success ef owns image, which must come from
  * malloc() and is freed by elf_file_close(); on failure (-ENOEXEC, -ENOMEM,
@@ -48,7 +63,7 @@ int elf_file_section_bytes(struct elf_file *ef, const char *name, const void **d
 
 /* One PT_LOAD segment. */
 struct elf_load {
-	uint64_t offset, vaddr, filesz, memsz;
+	uint64_t offset, vaddr, filesz, memsz, align;
 	bool exec;
 };
 

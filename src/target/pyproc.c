@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 #include <uthash.h>
 
 #include "target/debugoffsets.h"
@@ -14,6 +15,7 @@
 #include "util/log.h"
 #include "target/memread.h"
 #include "target/procfs.h"
+#include "target/safeopen.h"
 #include "target/procmaps.h"
 #include "target/pyproc.h"
 #include "util/strutil.h"
@@ -129,9 +131,17 @@ static int find_interp_head(struct elf_file *ef, uint64_t *vaddr)
 	return 0;
 }
 
+/* Whether the file open at fd is the one mapped at m (device and inode). */
+static bool is_mapped_file(int fd, const struct map_entry *m)
+{
+	struct stat st;
+	return !fstat(fd, &st) && st.st_ino == m->inode && major(st.st_dev) == m->dev_major &&
+	       minor(st.st_dev) == m->dev_minor;
+}
+
 /* Opens the ELF behind a mapping as the process sees it: through map_files
  * (works for deleted files and other mount namespaces), else through the
- * process's root directory. */
+ * process's root directory, resolved inside it. */
 static int open_mapped(pid_t pid, const struct map_entry *m, struct elf_file **ef)
 {
 	char path[PATH_MAX];
@@ -140,14 +150,18 @@ static int open_mapped(pid_t pid, const struct map_entry *m, struct elf_file **e
 		return 0;
 	/* map_files needs CAP_CHECKPOINT_RESTORE. Without it: the path as
 	 * maps shows it, which is relative to our root (a chroot seen from the
-	 * host), if it is the mapped file itself (device and inode); else the
-	 * same path inside the process's root (another mount namespace). */
-	struct stat st;
-	if (!stat(m->path, &st) && st.st_ino == m->inode && major(st.st_dev) == m->dev_major &&
-	    minor(st.st_dev) == m->dev_minor && !elf_file_open(m->path, ef))
-		return 0;
-	int ret = procfs_root_path(pid, m->path, path, sizeof(path));
-	return ret ? ret : elf_file_open(path, ef);
+	 * host), if what opens there is the mapped file itself (device and
+	 * inode, checked on the open file); else the same path inside the
+	 * process's root (another mount namespace). */
+	int fd = safe_open(m->path);
+	if (fd >= 0 && is_mapped_file(fd, m))
+		return elf_file_open_fd(fd, ef);
+	if (fd >= 0)
+		close(fd);
+	fd = safe_open_in_proc_root(pid, m->path);
+	if (fd < 0)
+		return fd;
+	return elf_file_open_fd(fd, ef);
 }
 
 static bool has_interpreter(struct elf_file *ef)

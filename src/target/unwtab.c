@@ -23,6 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "target/elfsym.h"
+#include "target/safeopen.h"
+
 /* x86-64 DWARF registers. */
 #define REG_RBP 6
 #define REG_RSP 7
@@ -945,12 +948,52 @@ static int exec_span(Elf *elf, uint64_t *lo, uint64_t *hi)
 }
 
 /* The section called name with bytes in the file, or NULL. */
+/* What a build reads of a file at most, through libelf, which reads whole
+ * sections into memory: the section names, a CFI section, and all the
+ * .debug_* sections together (dwarf_begin_elf() reads each, for
+ * .debug_frame: past this, .debug_frame is left out). */
+#define SHSTRTAB_MAX ((uint64_t)16 << 20)
+#define CFI_SECTION_MAX ((uint64_t)256 << 20)
+#define DEBUG_SECTIONS_MAX ((uint64_t)64 << 20)
+
+/* The section-name table's index, if it is small enough to read whole. */
+static bool names_index(Elf *elf, size_t *shstrndx)
+{
+	Elf_Scn *scn;
+	GElf_Shdr sh;
+
+	return !elf_getshdrstrndx(elf, shstrndx) && (scn = elf_getscn(elf, *shstrndx)) &&
+	       gelf_getshdr(scn, &sh) && sh.sh_size <= SHSTRTAB_MAX;
+}
+
+/* The bytes of every .debug_* and .zdebug_* section with data. */
+static uint64_t debug_bytes(Elf *elf)
+{
+	uint64_t total = 0;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	GElf_Shdr sh;
+
+	if (!names_index(elf, &shstrndx))
+		return UINT64_MAX;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *n;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		n = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (n && (!strncmp(n, ".debug_", 7) || !strncmp(n, ".zdebug_", 8)))
+			total += sh.sh_size;
+	}
+	return total;
+}
+
 static Elf_Scn *find_section(Elf *elf, const char *name, GElf_Shdr *sh)
 {
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
 
-	if (elf_getshdrstrndx(elf, &shstrndx))
+	if (!names_index(elf, &shstrndx))
 		return NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
 		const char *n;
@@ -990,8 +1033,8 @@ static int build(Elf *elf, struct unwtab *out, bool ref)
 
 	/* .eh_frame first: what the program itself unwinds with. */
 	scn = find_section(elf, ".eh_frame", &sh);
-	if (scn && (data = elf_getdata(scn, NULL)) && data->d_buf && data->d_size &&
-	    (eh = dwarf_getcfi_elf(elf))) {
+	if (scn && sh.sh_size <= CFI_SECTION_MAX && (data = elf_getdata(scn, NULL)) &&
+	    data->d_buf && data->d_size && (eh = dwarf_getcfi_elf(elf))) {
 		b.budget += WORK_PER_BYTE * data->d_size;
 		err = list_fdes(&b, data, sh.sh_addr, true, false);
 		if (err)
@@ -999,11 +1042,14 @@ static int build(Elf *elf, struct unwtab *out, bool ref)
 	}
 	neh = b.nspans;
 	/* .debug_frame for the rest (dwarf_begin_elf decompresses it). */
-	if (find_section(elf, ".debug_frame", &sh) || find_section(elf, ".zdebug_frame", &sh)) {
+	if ((find_section(elf, ".debug_frame", &sh) || find_section(elf, ".zdebug_frame", &sh)) &&
+	    debug_bytes(elf) <= DEBUG_SECTIONS_MAX) {
 		dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
 		dbg = dw ? dwarf_getcfi(dw) : NULL;
 		scn = dbg ? find_section(elf, ".debug_frame", &sh) : NULL;
 		if (scn && (sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+			scn = NULL;
+		if (scn && (!gelf_getshdr(scn, &sh) || sh.sh_size > CFI_SECTION_MAX))
 			scn = NULL;
 		if (scn && (data = elf_getdata(scn, NULL)) && data->d_buf && data->d_size) {
 			b.budget += WORK_PER_BYTE * data->d_size;
@@ -1042,29 +1088,25 @@ out:
 	return err;
 }
 
-static int build_file(const char *path, struct unwtab *out, bool ref)
+/* Builds from the ELF file open at fd, which it closes. */
+static int build_fd(int fd, struct unwtab *out, bool ref)
 {
-	struct stat st;
+	uint64_t fsize;
 	Elf *elf;
-	int fd, err;
+	int err;
 
 	memset(out, 0, sizeof(*out));
 	pthread_once(&libelf_once, libelf_init);
-	if (!libelf_ok)
-		return -ENOEXEC;
-	/* O_NONBLOCK: a FIFO planted at the path must not block the open. */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		err = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
+	if (!libelf_ok) {
 		err = -ENOEXEC;
 		goto out;
 	}
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	err = elf_fd_check(fd, &fsize);
+	if (err)
+		goto out;
+	/* Read with pread, never mapped: the file's owner may truncate it
+	 * meanwhile, which must fail a read, not raise SIGBUS. */
+	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf) {
 		err = -ENOEXEC;
 		goto out;
@@ -1074,6 +1116,22 @@ static int build_file(const char *path, struct unwtab *out, bool ref)
 out:
 	close(fd);
 	return err;
+}
+
+static int build_file(const char *path, struct unwtab *out, bool ref)
+{
+	int fd = safe_open(path);
+
+	if (fd < 0) {
+		memset(out, 0, sizeof(*out));
+		return fd;
+	}
+	return build_fd(fd, out, ref);
+}
+
+int unwtab_build_fd(int fd, struct unwtab *out)
+{
+	return build_fd(fd, out, false);
 }
 
 int unwtab_build(const char *path, struct unwtab *out)

@@ -38,8 +38,12 @@ struct unwtab {
  * is not a regular file holding a 64-bit x86-64 ET_EXEC/ET_DYN ELF, or its
  * segments reach 4 GiB; -ENODATA when it has no usable CFI at all; -ENOMEM.
  * Corrupt CFI gives an error or a partial table (invalid rows, a counter),
- * never a crash or a hang. The file is mapped while it is read. */
+ * never a crash or a hang. The file is opened with safe_open() (a regular
+ * file only) and read with pread, never mapped: truncated while it is read,
+ * it fails a read, never raises SIGBUS. */
 int unwtab_build(const char *path, struct unwtab *out);
+/* The same from a descriptor open for reading, which it closes. */
+int unwtab_build_fd(int fd, struct unwtab *out);
 
 /* The same with every row interpreted by libdw, none by taipan's own
  * one-pass interpreter: slower (about 5x), for the tests that check the two
