@@ -111,6 +111,31 @@ int cli_min_block(const char *arg, uint64_t *out)
 	return -EINVAL;
 }
 
+int cli_max_memory(const char *arg, size_t *out)
+{
+	static const struct {
+		const char *unit;
+		double bytes;
+	} units[] = {{"", 1 << 20},    {"K", 1 << 10}, {"KiB", 1 << 10}, {"M", 1 << 20},
+		     {"MiB", 1 << 20}, {"G", 1 << 30}, {"GiB", 1 << 30}};
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	for (size_t i = 0; !errno && end != arg && v > 0 && i < sizeof(units) / sizeof(units[0]);
+	     i++)
+		if (!strcmp(end, units[i].unit)) {
+			double b = v * units[i].bytes;
+			if (b < (double)CLI_MIN_MEMORY || b > (double)((size_t)1 << 40))
+				break;
+			*out = (size_t)b;
+			return 0;
+		}
+	log_error("--max-memory wants a size from 16M to 1024G such as 256M or 1G (a bare number "
+		  "is MiB), not '%s'",
+		  arg);
+	return -EINVAL;
+}
+
 int cli_comm(const char *arg, const char **comms, int *n)
 {
 	if (*n >= CLI_MAX_COMMS) {

@@ -3,6 +3,7 @@
 #define TAIPAN_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,6 +31,12 @@ int cli_mode(const char *arg, int *out);
  * a bare number is microseconds, as offcputime's -m) into nanoseconds.
  * Returns 0, or -EINVAL after logging what it wants. */
 int cli_min_block(const char *arg, uint64_t *out);
+
+/* --max-memory: a size with a unit (256M, 1G; K, M, G, KiB, MiB, GiB; a
+ * bare number is MiB) of at least CLI_MIN_MEMORY, in bytes. Returns 0, or
+ * -EINVAL after logging what it wants. */
+#define CLI_MIN_MEMORY ((size_t)16 << 20)
+int cli_max_memory(const char *arg, size_t *out);
 
 /* --nice: a nice value from -20 to 19 into out. 0, or -EINVAL after an
  * error message. */

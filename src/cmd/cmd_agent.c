@@ -107,6 +107,9 @@ void cmd_agent_usage(FILE *out)
 	    "                          record; served on /debug/pprof/wall (Linux 5.17+)\n"
 	    "      --nice N            the nice value taipan reads samples at (default -5;\n"
 	    "                          0 leaves it), as in taipan record\n"
+	    "      --max-memory SIZE   what taipan keeps of its targets at most, together\n"
+	    "                          (default 256M), as in taipan record; /debug/stats\n"
+	    "                          says how much is held\n"
 	    "      --log FILE          log here instead of stderr (appended to; SIGHUP\n"
 	    "                          reopens it, for log rotation)\n"
 	    "      --stats             log the counters at exit\n"
@@ -158,6 +161,7 @@ struct agent_args {
 	int native; /* enum session_native */
 	int mode;   /* enum prof_mode: cpu or wall */
 	int nice;
+	size_t max_memory;
 };
 
 /* --allow-uid 1000,1001: numeric uids, added to a's. */
@@ -250,6 +254,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	    {"native", required_argument, NULL, 'N'},
 	    {"mode", required_argument, NULL, 'M'},
 	    {"nice", required_argument, NULL, 'n'},
+	    {"max-memory", required_argument, NULL, 'm'},
 	    {"log", required_argument, NULL, 'L'},
 	    {"stats", no_argument, NULL, 'S'},
 	    {"verbose", no_argument, NULL, 'v'},
@@ -343,6 +348,10 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			break;
 		case 'n':
 			if (cli_nice(optarg, &a->nice))
+				return -EINVAL;
+			break;
+		case 'm':
+			if (cli_max_memory(optarg, &a->max_memory))
 				return -EINVAL;
 			break;
 		case 'L':
@@ -628,6 +637,15 @@ static char *stats_json(void *ctx, const struct httpd_counts *hc)
 				   json_integer((json_int_t)sn.st.native_files));
 	bad |= json_object_set_new(o, "native_table_bytes",
 				   json_integer((json_int_t)sn.st.native_table_bytes));
+	bad |= json_object_set_new(o, "memory_limit_bytes",
+				   json_integer((json_int_t)sn.st.memory_limit));
+	bad |= json_object_set_new(o, "memory_used_bytes",
+				   json_integer((json_int_t)sn.st.memory_used));
+	bad |= json_object_set_new(o, "memory_peak_bytes",
+				   json_integer((json_int_t)sn.st.memory_peak));
+	bad |= json_object_set_new(o, "memory_refused",
+				   json_integer((json_int_t)sn.st.memory_refused));
+	bad |= json_object_set_new(o, "native_fds", json_integer((json_int_t)sn.st.native_fds));
 	bad |= json_object_set_new(o, "processes_tracked", json_integer(sn.live));
 	bad |= json_object_set_new(o, "processes_seen", json_integer(sn.st.processes));
 	bad |= json_object_set_new(o, "processes_unsupported", json_integer(sn.st.unsupported));
@@ -817,6 +835,7 @@ int cmd_agent(int argc, char **argv)
 	    .native = (enum session_native)args.native,
 	    .mode = (enum prof_mode)args.mode,
 	    .nice = args.nice,
+	    .max_memory = args.max_memory,
 	    .rate_hz = args.rate,
 	};
 	ret = session_new(&so, &a.s, err, sizeof(err));

@@ -17,6 +17,7 @@
 #include "cmd/commands.h"
 #include "util/log.h"
 #include "output/output.h"
+#include "core/native.h"
 #include "core/session.h"
 #include "core/walkerr.h"
 #include "util/clock.h"
@@ -90,6 +91,10 @@ void cmd_record_usage(FILE *out)
 		"      --nice N         the nice value taipan reads samples at (default -5;\n"
 		"                       0 leaves it): on a loaded host a new process must be\n"
 		"                       recognised within milliseconds of its first sample\n"
+		"      --max-memory SIZE what taipan keeps of its targets at most, together:\n"
+		"                       unwind tables, native symbols, code objects (default\n"
+		"                       256M): past it, frames are named or unwound less\n"
+		"                       well, never taipan killed (--stats says what)\n"
 		"      --folded-lines   folded: name each frame \"function (file:line)\"\n"
 		"      --folded-threads folded: start each stack with its process and thread\n"
 		"      --stats          print the sampler's counters at the end\n"
@@ -131,6 +136,7 @@ struct record_args {
 	bool min_block_set;
 	bool gil;
 	int nice;
+	size_t max_memory;
 	char **cmd;
 };
 
@@ -164,6 +170,7 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 	    {"help", no_argument, NULL, 'h'},
 	    {"subprocesses", no_argument, NULL, 's'},
 	    {"nice", required_argument, NULL, 'n'},
+	    {"max-memory", required_argument, NULL, 'm'},
 	    {"mode", required_argument, NULL, 'M'},
 	    {"min-block", required_argument, NULL, 'B'},
 	    {"gil", no_argument, NULL, 'g'},
@@ -237,6 +244,10 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			break;
 		case 'n':
 			if (cli_nice(optarg, &a->nice))
+				return -EINVAL;
+			break;
+		case 'm':
+			if (cli_max_memory(optarg, &a->max_memory))
 				return -EINVAL;
 			break;
 		case 'M':
@@ -371,6 +382,28 @@ static void print_stats(const struct session_stats *st)
 		    (unsigned long long)st->offcpu_seen_back, (unsigned long long)st->offcpu_missed,
 		    (unsigned long long)st->offcpu_early, (unsigned long long)st->offcpu_asleep,
 		    (unsigned long long)st->offcpu_asleep_ran);
+	fprintf(stderr,
+		"taipan: stats: memory: %.1f MiB kept of the targets now, at most %.1f MiB, under "
+		"--max-memory %.0f MiB: unwind tables %.1f MiB, native symbols %.1f MiB, code "
+		"objects %.1f MiB (%llu sharing another's line table); %llu things not kept or cut "
+		"for want of room (%llu unwind tables, %llu symbol indexes; %llu indexes cut at "
+		"their 64 MiB bound); %llu mapped files held open\n",
+		(double)st->memory_used / (1 << 20), (double)st->memory_peak / (1 << 20),
+		(double)st->memory_limit / (1 << 20), (double)st->native_table_bytes / (1 << 20),
+		(double)st->symbol_bytes / (1 << 20), (double)st->code_bytes / (1 << 20),
+		(unsigned long long)st->lines_shared, (unsigned long long)st->memory_refused,
+		(unsigned long long)st->native_over_budget,
+		(unsigned long long)st->symbols_over_budget, (unsigned long long)st->symbols_cut,
+		(unsigned long long)st->native_fds);
+	if (st->native_maps_capped || st->native_builds_capped || st->native_scans_partial)
+		fprintf(stderr,
+			"taipan: stats: native: %llu executable mappings past a process's %u not "
+			"tracked ([native: unknown code]), %llu files past a process's %u tables "
+			"followed by frame pointer, %llu reads of a process's mappings that left "
+			"files for the next turn\n",
+			(unsigned long long)st->native_maps_capped, NATIVE_MAPS_PER_PROC,
+			(unsigned long long)st->native_builds_capped, NATIVE_BUILDS_PER_PROC,
+			(unsigned long long)st->native_scans_partial);
 	for (unsigned int i = 0; i < TP_UERR__COUNT; i++)
 		walks += st->native_errors[i];
 	if (!walks)
@@ -590,6 +623,7 @@ int cmd_record(int argc, char **argv)
 	    .min_block_ns = a.min_block_ns,
 	    .gil_only = a.gil,
 	    .nice = a.nice,
+	    .max_memory = a.max_memory,
 	    .follow_children = a.cmd != NULL || a.subprocesses,
 	    .rate_hz = a.rate,
 	};

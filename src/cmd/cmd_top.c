@@ -69,6 +69,10 @@ void cmd_top_usage(FILE *out)
 		"      --nice N         the nice value taipan reads samples at (default -5;\n"
 		"                       0 leaves it): on a loaded host a new process must be\n"
 		"                       recognised within milliseconds of its first sample\n"
+		"      --max-memory SIZE what taipan keeps of its targets at most, together:\n"
+		"                       unwind tables, native symbols, code objects (default\n"
+		"                       256M): past it, frames are named or unwound less\n"
+		"                       well, never taipan killed\n"
 		"  -h, --help           this text\n"
 		"\n"
 		"keys:\n"
@@ -98,20 +102,17 @@ struct top_args {
 	int native; /* enum session_native */
 	int mode;   /* enum prof_mode */
 	int nice;
+	size_t max_memory;
 };
 
 static int parse_args(int argc, char **argv, struct top_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},
-	    {"all", no_argument, NULL, 'a'},
-	    {"rate", required_argument, NULL, 'r'},
-	    {"window", required_argument, NULL, 'w'},
-	    {"native", required_argument, NULL, 'N'},
-	    {"nice", required_argument, NULL, 'n'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"mode", required_argument, NULL, 'M'},
-	    {0},
+	    {"pid", required_argument, NULL, 'p'},	  {"all", no_argument, NULL, 'a'},
+	    {"rate", required_argument, NULL, 'r'},	  {"window", required_argument, NULL, 'w'},
+	    {"native", required_argument, NULL, 'N'},	  {"nice", required_argument, NULL, 'n'},
+	    {"max-memory", required_argument, NULL, 'm'}, {"help", no_argument, NULL, 'h'},
+	    {"mode", required_argument, NULL, 'M'},	  {0},
 	};
 	char *end;
 	long v;
@@ -143,6 +144,10 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 			break;
 		case 'n':
 			if (cli_nice(optarg, &a->nice))
+				return -EINVAL;
+			break;
+		case 'm':
+			if (cli_max_memory(optarg, &a->max_memory))
 				return -EINVAL;
 			break;
 		case 'M':
@@ -429,7 +434,8 @@ int cmd_top(int argc, char **argv)
 				  .system_wide = a.all,
 				  .native = (enum session_native)a.native,
 				  .mode = (enum prof_mode)a.mode,
-				  .nice = a.nice};
+				  .nice = a.nice,
+				  .max_memory = a.max_memory};
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);

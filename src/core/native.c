@@ -33,11 +33,6 @@
  * (1,024 by default): a process that maps thousands of files costs no
  * more (the rest are named through /proc/PID/map_files). */
 #define MAX_OPEN_FILES 64
-/* What one process may make taipan track: executable mappings, and files
- * whose table taipan built for it (files other processes mapped first cost
- * nothing). Past them its frames there are unknown code, counted. */
-#define MAX_MAPS_PER_PROC 4096
-#define MAX_BUILDS_PER_PROC 768
 /* The work of one native_scan(): new files opened and built, and time;
  * the rest waits for the next turn of the loop, so that the ring is read
  * between (a process mapping thousands of files must not stall taipan). */
@@ -585,7 +580,7 @@ int native_scan(struct native *n, pid_t pid, struct native_proc *np)
 	for (size_t i = 0; i < pm.n; i++) {
 		if (pm.v[i].perms[2] != 'x' || known[i])
 			continue;
-		if (np->n >= MAX_MAPS_PER_PROC) {
+		if (np->n >= NATIVE_MAPS_PER_PROC) {
 			capped++;
 			continue;
 		}
@@ -594,7 +589,7 @@ int native_scan(struct native *n, pid_t pid, struct native_proc *np)
 			continue;
 		}
 		bool built;
-		bool may_build = np->nbuilt < MAX_BUILDS_PER_PROC;
+		bool may_build = np->nbuilt < NATIVE_BUILDS_PER_PROC;
 		np->v[np->n] = map_new(n, pid, &pm.v[i], may_build, &built);
 		if (!may_build && !np->v[np->n].file)
 			n->st.builds_capped++;

@@ -28,6 +28,14 @@
 struct native;
 struct native_file;
 
+/* What one process may make taipan track: executable mappings, and files
+ * whose table taipan built for it (files other processes mapped first cost
+ * nothing). Past the first, its code there is unknown code; past the
+ * second, followed by frame pointer; both counted. Debian's torch maps 312
+ * files. */
+#define NATIVE_MAPS_PER_PROC 4096
+#define NATIVE_BUILDS_PER_PROC 768
+
 /* One executable mapping of a process. */
 struct native_map {
 	uint64_t start, end; /* [start, end) */

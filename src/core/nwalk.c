@@ -109,6 +109,7 @@ static void sym_file(const struct nwalk *nw, const struct nw_file *f, struct nat
 	*nf = (struct nativesym_file){
 	    .path = f->open_path,
 	    .root = nw->root,
+	    .pid = nw->pp->pid,
 	    .module = f->module,
 	    .dev = (uint64_t)f->dev_major << 32 | f->dev_minor,
 	    .ino = f->inode,

@@ -603,6 +603,7 @@ static int native_frame(struct session *s, struct sproc *p, uint64_t addr, bool 
 		struct nativesym_file nf = {
 		    .path = path,
 		    .root = root,
+		    .pid = p->pid,
 		    .module = native_file_path(m->file),
 		    .dev = (uint64_t)m->dev_major << 32 | m->dev_minor,
 		    .ino = m->inode,

@@ -506,9 +506,10 @@ static int add_minidebug(struct nmod *m, struct elf_file *ef, size_t limit, bool
 }
 
 /* Adds the functions of the separate debug file of build-id m->build_id,
- * looked for in root (resolved inside it: safe_open_in()), then on the
- * host. *found says whether one was used. */
-static int add_debug_file(struct nmod *m, const char *root, bool *found, size_t limit, bool *cut)
+ * looked for in root (resolved inside it, and read only if as may read it:
+ * safe_open_in()), then on the host. *found says whether one was used. */
+static int add_debug_file(struct nmod *m, const char *root, const struct safe_reader *as,
+			  bool *found, size_t limit, bool *cut)
 {
 	const char *roots[2] = {root && *root && strcmp(root, "/") ? root : NULL, "/"};
 	char path[PATH_MAX];
@@ -528,7 +529,7 @@ static int add_debug_file(struct nmod *m, const char *root, bool *found, size_t 
 			continue;
 		/* A target's root is its owner's: a symlink there must not
 		 * lead taipan to a file of the host. */
-		fd = safe_open_in(roots[i], path);
+		fd = safe_open_in(roots[i], path, i ? NULL : as);
 		if (fd < 0 || elf_file_open_fd(fd, &dbg))
 			continue;
 		/* A stale debug file of another build would name wrongly. */
@@ -547,8 +548,8 @@ static int add_debug_file(struct nmod *m, const char *root, bool *found, size_t 
 }
 
 /* Indexes ef (already open) into a new module, of at most limit bytes. */
-static int index_file(struct elf_file *ef, const char *build_id, const char *root, size_t limit,
-		      struct nmod **out, bool *cut)
+static int index_file(struct elf_file *ef, const char *build_id, const char *root,
+		      const struct safe_reader *as, size_t limit, struct nmod **out, bool *cut)
 {
 	struct nmod *m = calloc(1, sizeof(*m));
 	bool symtab = false, debug = false;
@@ -564,7 +565,7 @@ static int index_file(struct elf_file *ef, const char *build_id, const char *roo
 	err = collect_from(m, ef, NATIVESYM_SRC_SYMTAB, &symtab, limit, cut);
 	/* A file with a .symtab has all its functions already. */
 	if (!err && !symtab)
-		err = add_debug_file(m, root, &debug, limit, cut);
+		err = add_debug_file(m, root, as, &debug, limit, cut);
 	if (!err && !symtab && !debug)
 		err = add_minidebug(m, ef, limit, cut);
 	if (err)
@@ -624,9 +625,14 @@ static int get_mod(struct nativesym *ns, const struct nativesym_file *f, struct 
 		HASH_FIND_STR(ns->by_id, id, m);
 	if (!m) {
 		size_t limit = FILE_INDEX_MAX < ns->max_bytes ? FILE_INDEX_MAX : ns->max_bytes;
+		/* A process's root holds what its user put there: only what
+		 * that user may read is read (unknown: only what anyone may). */
+		struct safe_reader as = {(uid_t)-1, (gid_t)-1};
 		bool cut;
 
-		err = index_file(ef, id, f->root, limit, &m, &cut);
+		if (f->pid)
+			safe_reader_of(f->pid, &as);
+		err = index_file(ef, id, f->root, f->pid ? &as : NULL, limit, &m, &cut);
 		if (err) {
 			elf_file_close(ef);
 			return err;

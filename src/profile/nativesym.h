@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* A cache of indexed files, keyed by build-id (else device and inode), so
  * that every process mapping one libpython shares one index. Bounded (LRU).
@@ -50,6 +51,9 @@ struct nativesym_file {
 	 * "" for the host's. Debug files are looked for under it (resolved
 	 * inside it: a symlink there never leads out), then on the host. */
 	const char *root;
+	/* The process whose root root is (0: none said): a debug file in
+	 * its root is read only if that process's user may read it. */
+	pid_t pid;
 	/* The file as the process names it; NULL: path without the root
 	 * prefix. */
 	const char *module;
