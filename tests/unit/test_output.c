@@ -384,13 +384,13 @@ static void test_pprof_roundtrip(void **state)
 	assert_null(label(prof, s, "ns_pid")); /* 0: the same namespace */
 	assert_string_equal(label(prof, s, "thread_name"), "MainThread");
 
-	/* Leaf first through every kind; names are kept as they are. */
+	/* Leaf first through every kind; names are escaped as folded's are. */
 	s = find_sample(prof, "100", "do_syscall_64");
 	assert_int_equal(s->value[0], 2);
 	assert_int_equal(s->n_location_id, 4);
 	assert_frame(prof, s, 0, id.kernel, "do_syscall_64", 0, "[kernel.kallsyms]");
 	assert_frame(prof, s, 1, id.native, "PyObject_Call", 0, "/usr/lib/libpython3.11.so.1.0");
-	assert_frame(prof, s, 2, id.weird, "weird;name\nx", 3, "[python]");
+	assert_frame(prof, s, 2, id.weird, "weird;name\\x0ax", 3, "[python]");
 	assert_frame(prof, s, 3, id.trunc, "[truncated]", 0, "[taipan]");
 	assert_int_equal(loc_by_id(prof, id.kernel + 1)->address, 0xffffffff81000010ull);
 	assert_int_equal(loc_by_id(prof, id.native + 1)->address, 0x7f0000001234ull);
@@ -549,6 +549,36 @@ static void test_pprof_native(void **state)
 	assert_int_equal(prof->n_mapping, 5); /* python, kernel, libc twice, _ext */
 
 	perftools__profiles__profile__free_unpacked(prof, NULL);
+	profile_free(p);
+}
+
+/* pprof's strings and folded lines carry every hostile name escaped, the
+ * same way: `go tool pprof -top` prints them to a terminal. */
+static void test_hostile_names_escaped(void **state)
+{
+	(void)state;
+	struct profile *p = pb_evil_profile();
+	Perftools__Profiles__Profile *prof = pprof_of(p);
+	for (size_t i = 0; i < prof->n_string_table; i++)
+		pb_assert_no_raw_controls(prof->string_table[i], strlen(prof->string_table[i]),
+					  false);
+	const Perftools__Profiles__Sample *s = find_sample(prof, "8", EVIL_FN_ESC);
+	assert_string_equal(str(prof, loc_fn(prof, loc_by_id(prof, s->location_id[1]))->filename),
+			    EVIL_FILE_ESC);
+	assert_string_equal(
+	    str(prof, loc_fn(prof, loc_by_id(prof, s->location_id[0]))->system_name), EVIL_FN_ESC);
+	assert_string_equal(loc_mapping(prof, loc_by_id(prof, s->location_id[0])), EVIL_MODULE_ESC);
+	assert_string_equal(label(prof, s, "thread_name"), EVIL_THREAD_ESC);
+	assert_string_equal(label(prof, s, "comm"), EVIL_COMM_ESC);
+	assert_string_equal(label(prof, s, "cgroup"), "/" EVIL_THREAD_ESC);
+	perftools__profiles__profile__free_unpacked(prof, NULL);
+
+	char *text = folded(p, true, true);
+	pb_assert_no_raw_controls(text, strlen(text), true);
+	assert_string_equal(text, EVIL_COMM_ESC " [pid 7];" EVIL_THREAD_ESC " [tid 8];"
+						"\\x1b]0\\x3bpwned\\x07\\u202eevil (" EVIL_FILE_ESC
+						":3);\\x1b]0\\x3bpwned\\x07\\u202eevil_[n] 1\n");
+	free(text);
 	profile_free(p);
 }
 
@@ -1243,6 +1273,7 @@ int main(void)
 	    cmocka_unit_test(test_pprof_frameless),
 	    cmocka_unit_test(test_pprof_native),
 	    cmocka_unit_test(test_frame_unnamed),
+	    cmocka_unit_test(test_hostile_names_escaped),
 	    cmocka_unit_test(test_alloc_failures),
 	    cmocka_unit_test(test_go_pprof),
 	    cmocka_unit_test(test_write_file),
