@@ -839,6 +839,8 @@ static void test_write_file(void **state)
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_uid, geteuid());
+	/* A profile names what its processes run (every user's, with -a). */
+	assert_int_equal(st.st_mode & 07777, 0600);
 
 	/* Replacing a file of our own is the normal case. */
 	snprintf(path, sizeof(path), "%s/out.folded", dir);
@@ -851,8 +853,10 @@ static void test_write_file(void **state)
 	    "<module> (app.py:10);main (app.py:20);Worker.run (lib/work.py:42) 6\n"
 	    "[truncated];weird\\x3bname\\x0ax (odd.py:3);PyObject_Call_[n];do_syscall_64_[k] 2\n");
 	free(data);
-	/* No temporary file is left behind. */
+	/* No temporary file is left behind; the new file is 0600 too. */
 	assert_int_equal(dir_entries(dir), 2);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
 
 	/* A relative path works from the current directory. */
 	char cwd[4096];
@@ -899,6 +903,91 @@ static void test_write_file_refuses_symlink(void **state)
 	/* Refused writes leave no temporary file. */
 	assert_int_equal(dir_entries(dir), 3);
 	profile_free(p);
+	rm_rf(dir);
+}
+
+/* output_file_open into a fresh temporary directory's path rel: its
+ * return, with the error text in err. */
+static int open_in(const char *dir, const char *rel, char *err, size_t errlen)
+{
+	char path[512];
+	struct output_file *of;
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	err[0] = '\0';
+	int ret = output_file_open(path, OUTPUT_FOLDED, &of, err, errlen);
+	output_file_free(of);
+	return ret;
+}
+
+/* -o's directory is reached through a symbolic link only where nobody else
+ * could have made or changed it: a link of ours (or root's) in a directory
+ * of ours that no one else can write. */
+static void test_open_follows_only_trusted_links(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/taipan-test-output-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char p[512], q[512], err[1024];
+	struct profile *pr;
+	struct ids id;
+
+	snprintf(p, sizeof(p), "%s/real", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	/* Ours, in a directory of ours (0700): followed, relative or absolute,
+	 * through a chain of them too. */
+	snprintf(q, sizeof(q), "%s/rel", dir);
+	assert_int_equal(symlink("real", q), 0);
+	snprintf(q, sizeof(q), "%s/abs", dir);
+	assert_int_equal(symlink(p, q), 0);
+	snprintf(p, sizeof(p), "%s/chain", dir);
+	assert_int_equal(symlink(q, p), 0);
+	pr = build_profile(&id);
+	snprintf(p, sizeof(p), "%s/rel/a.folded", dir);
+	assert_int_equal(output_write_file(pr, p, OUTPUT_FOLDED, NULL), 0);
+	snprintf(p, sizeof(p), "%s/chain/./b.folded", dir);
+	assert_int_equal(output_write_file(pr, p, OUTPUT_FOLDED, NULL), 0);
+	snprintf(p, sizeof(p), "%s/real", dir);
+	assert_int_equal(dir_entries(p), 2);
+	profile_free(pr);
+
+	/* Ours, but in a directory every user can write: another user could
+	 * have put it there. Sticky does not help: a hard link to a link is a
+	 * link of its owner's. */
+	snprintf(p, sizeof(p), "%s/open", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	assert_int_equal(chmod(p, 01777), 0);
+	snprintf(q, sizeof(q), "%s/open/l", dir);
+	assert_int_equal(symlink("../real", q), 0);
+	assert_int_equal(open_in(dir, "open/l/c.folded", err, sizeof(err)), -EPERM);
+	if (!strstr(err, "open/l is a symbolic link in a directory that every user can write "
+			 "(mode 1777)"))
+		fail_msg("%s", err);
+	/* The same through a link that is trusted. */
+	snprintf(q, sizeof(q), "%s/to-open", dir);
+	assert_int_equal(symlink("open", q), 0);
+	assert_int_equal(open_in(dir, "to-open/l/c.folded", err, sizeof(err)), -EPERM);
+	/* Group-writable is refused as well. */
+	assert_int_equal(chmod(p, 0775), 0);
+	assert_int_equal(open_in(dir, "open/l/c.folded", err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "its group can write (mode 0775)"));
+	/* The directory itself, writable or not, is fine when no link is met. */
+	assert_int_equal(open_in(dir, "open/c.folded", err, sizeof(err)), 0);
+
+	/* A link loop ends. */
+	snprintf(q, sizeof(q), "%s/loop", dir);
+	assert_int_equal(symlink("loop", q), 0);
+	assert_int_equal(open_in(dir, "loop/d.folded", err, sizeof(err)), -ELOOP);
+
+	if (geteuid() == 0) {
+		/* Another user's link, in a directory of root's. */
+		snprintf(q, sizeof(q), "%s/theirs", dir);
+		assert_int_equal(symlink("real", q), 0);
+		assert_int_equal(lchown(q, 65534, 65534), 0);
+		assert_int_equal(open_in(dir, "theirs/e.folded", err, sizeof(err)), -EPERM);
+		assert_non_null(strstr(err, "theirs is a symbolic link owned by uid 65534"));
+	}
+	snprintf(p, sizeof(p), "%s/real", dir);
+	assert_int_equal(dir_entries(p), 2); /* nothing more written */
 	rm_rf(dir);
 }
 
@@ -1279,6 +1368,7 @@ int main(void)
 	    cmocka_unit_test(test_write_file),
 	    cmocka_unit_test(test_write_file_refuses_symlink),
 	    cmocka_unit_test(test_write_file_foreign_owner),
+	    cmocka_unit_test(test_open_follows_only_trusted_links),
 	    cmocka_unit_test(test_write_file_errors),
 	    cmocka_unit_test(test_open_refuses_what_is_not_a_file),
 	    cmocka_unit_test(test_open_then_commit),
