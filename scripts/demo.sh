@@ -12,9 +12,19 @@ if [[ $(id -u) != 0 ]]; then
   echo "taipan loads BPF programs: running it with sudo" >&2
 fi
 
+# Profiles are written mode 0600 by their writer: one written through sudo
+# is given to the user who asked for it.
+mine() {
+  local f
+  for f in "$@"; do
+    if [[ -n $sudo && -f $f ]]; then $sudo chown "$(id -u):$(id -g)" "$f"; fi
+  done
+}
+
 if (($# > 0)); then
   out=${OUT:-taipan.folded}
   $sudo "$taipan" record -o "$out" "$@"
+  mine "$out"
   echo "profile: $out"
   exit 0
 fi
@@ -26,6 +36,7 @@ mkdir -p "$out_dir"
 echo "taipan demo: profiling $py tests/workloads/demo.py for 5 seconds" >&2
 $sudo "$taipan" record -r 250 -o "$out_dir/demo.folded" --folded-lines -- "$py" "$here/tests/workloads/demo.py" 5
 $sudo "$taipan" record -q -r 250 -d 3 -o "$out_dir/demo.pb.gz" -- "$py" "$here/tests/workloads/demo.py" 3
+mine "$out_dir/demo.folded" "$out_dir/demo.pb.gz"
 echo
 echo "Hottest stacks (samples, leaf frame last):"
 awk '{ c=$NF; sub(/ [0-9]+$/, ""); n=split($0, f, ";"); printf "%d\t%s\n", c, (n>2 ? "...;" f[n-1] ";" f[n] : $0) }' "$out_dir/demo.folded" |

@@ -95,7 +95,7 @@ void cmd_agent_usage(FILE *out)
 	    "                          letters, digits, '.', '_', '-'); the host name goes\n"
 	    "                          in its hostname label: NAME{hostname=HOST}\n"
 	    "      --comm NAME         only processes with this name (repeatable)\n"
-	    "      --cgroup PATH       only processes in this cgroup (v2 path prefix,\n"
+	    "      --cgroup PATH       only processes in this cgroup or below it (v2 path,\n"
 	    "                          e.g. /system.slice/app.service)\n"
 	    "      --backlog N         windows kept for a push that fails, at most (default\n"
 	    "                          8); older ones are dropped and counted\n"

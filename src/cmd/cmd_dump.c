@@ -36,7 +36,8 @@ void cmd_dump_usage(FILE *out)
 		"written to. Native frames need each thread's registers: each thread is\n"
 		"paused with ptrace for the moment its registers and stacks are read, one\n"
 		"thread at a time (as py-spy --native does); --native none never stops the\n"
-		"process. A thread that cannot be paused (another tracer, Yama's ptrace_scope)\n"
+		"process. A thread that cannot be paused (another tracer, Yama's ptrace_scope,\n"
+		"or uninterruptible sleep for over 1 s: a vfork parent, a D-state system call)\n"
 		"keeps its Python stack and a note says why.\n"
 		"A thread that holds the GIL says so, and one that waits for it (in\n"
 		"take_gil: seen with native frames only); 2.7, 3.6 and free-threaded builds\n"
@@ -262,8 +263,8 @@ static int read_native(const struct pyproc *pp, bool filtered, struct pywalk_thr
 	struct nwalk_stats st;
 	nwalk_get_stats(nw, &st);
 	log_debug("native frames: %u threads stopped for %.2f ms in all (%.2f ms at most "
-		  "each); %u unwind tables built in %.1f ms",
-		  st.threads, st.stopped_ns / 1e6, st.max_stop_ns / 1e6, st.tables,
+		  "each), %u did not stop in time; %u unwind tables built in %.1f ms",
+		  st.threads, st.stopped_ns / 1e6, st.max_stop_ns / 1e6, st.stuck, st.tables,
 		  st.build_ns / 1e6);
 	return 0;
 }

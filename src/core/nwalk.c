@@ -86,6 +86,10 @@ struct nwalk {
 	struct tpw_state *st;
 	char root[64];
 	struct nwalk_stats stats;
+	/* Threads seized that did not stop in time: their interrupt is still
+	 * pending, so they are let go when they stop, or when taipan exits. */
+	pid_t *stuck;
+	size_t nstuck, stuck_cap;
 };
 
 static const struct map_entry *find_map(const struct nwalk *nw, uint64_t addr)
@@ -320,10 +324,33 @@ int nwalk_new(const struct pyproc *pp, struct nwalk **out)
 	return 0;
 }
 
+/* The signal a stopped tracee's wait status says to give back on detach:
+ * that of a signal-delivery stop; none for our interrupt (an event stop). */
+static int stop_signal(int status)
+{
+	return status >> 16 == 0 && WSTOPSIG(status) != SIGTRAP ? WSTOPSIG(status) : 0;
+}
+
+/* Lets go of the threads that did not stop in time and have stopped since.
+ * One still in the kernel cannot be detached (ptrace wants it stopped): the
+ * kernel lets it go, its interrupt cancelled, when taipan exits. */
+static void release_stuck(struct nwalk *nw)
+{
+	for (size_t i = 0; i < nw->nstuck; i++) {
+		int status;
+		if (waitpid(nw->stuck[i], &status, __WALL | WNOHANG) == nw->stuck[i] &&
+		    WIFSTOPPED(status))
+			ptrace(PTRACE_DETACH, nw->stuck[i], 0, (void *)(long)stop_signal(status));
+	}
+	nw->nstuck = 0;
+}
+
 void nwalk_free(struct nwalk *nw)
 {
 	if (!nw)
 		return;
+	release_stuck(nw);
+	free(nw->stuck);
 	for (size_t i = 0; i < nw->nfiles; i++)
 		free(nw->files[i].entries);
 	free(nw->files);
@@ -373,6 +400,46 @@ static void unwind(struct nwalk *nw, const struct user_regs_struct *r, struct tp
 	out->flags |= TP_SF_NATIVE;
 }
 
+/* Waits for the seized and interrupted thread tid to stop, at most
+ * NWALK_STOP_TIMEOUT_MS: a thread in uninterruptible sleep (waiting for a
+ * vfork child to exec, in a D-state system call) stops only when it leaves
+ * it, which may be never. Polls, since waitpid has no deadline; a thread
+ * that can stop does so within microseconds, the first polls. Returns 1
+ * with *status, 0 on timeout, or a negative errno. */
+static int wait_stop(pid_t tid, int *status)
+{
+	uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + NWALK_STOP_TIMEOUT_MS * 1000000ULL;
+	long pause_ns = 10000;
+	for (;;) {
+		pid_t r = waitpid(tid, status, __WALL | WNOHANG);
+		if (r == tid)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (clock_ns(CLOCK_MONOTONIC) >= deadline)
+			return 0;
+		struct timespec ts = {0, pause_ns};
+		nanosleep(&ts, NULL);
+		if (pause_ns < 5000000)
+			pause_ns *= 2;
+	}
+}
+
+/* Remembers tid as seized but not stopped; -ENOMEM when it cannot. */
+static int add_stuck(struct nwalk *nw, pid_t tid)
+{
+	if (nw->nstuck == nw->stuck_cap) {
+		size_t ncap = nw->stuck_cap ? nw->stuck_cap * 2 : 8;
+		pid_t *n = realloc(nw->stuck, ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		nw->stuck = n;
+		nw->stuck_cap = ncap;
+	}
+	nw->stuck[nw->nstuck++] = tid;
+	return 0;
+}
+
 int nwalk_thread(struct nwalk *nw, pid_t tid, uint64_t tstate, struct tp_sample *out, char *err,
 		 size_t errlen)
 {
@@ -393,21 +460,28 @@ int nwalk_thread(struct nwalk *nw, pid_t tid, uint64_t tstate, struct tp_sample 
 		snprintf(err, errlen, "cannot stop it (ptrace: %s)", strerror(errno));
 		goto detach;
 	}
-	while (waitpid(tid, &status, __WALL) < 0) {
-		if (errno != EINTR) {
-			ret = -errno;
-			snprintf(err, errlen, "cannot wait for it to stop: %s", strerror(errno));
-			goto detach;
-		}
+	ret = wait_stop(tid, &status);
+	if (ret < 0) {
+		snprintf(err, errlen, "cannot wait for it to stop: %s", strerror(-ret));
+		goto detach;
 	}
+	if (ret == 0) {
+		/* Still seized, its interrupt pending: it cannot be detached
+		 * until it stops. The other threads go on. */
+		snprintf(err, errlen,
+			 "cannot stop thread %d within %d s (it is in uninterruptible sleep?)",
+			 (int)tid, NWALK_STOP_TIMEOUT_MS / 1000);
+		nw->stats.stuck++;
+		return add_stuck(nw, tid) ? -ENOMEM : -ETIMEDOUT;
+	}
+	ret = 0;
 	if (!WIFSTOPPED(status)) {
 		snprintf(err, errlen, "it exited");
 		return -ESRCH; /* nothing left to detach from */
 	}
 	/* A signal-delivery stop (not our interrupt): the signal is given back
 	 * on detach. */
-	if (status >> 16 == 0 && WSTOPSIG(status) != SIGTRAP)
-		sig = WSTOPSIG(status);
+	sig = stop_signal(status);
 	if (ptrace(PTRACE_GETREGS, tid, 0, &regs)) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot read its registers (ptrace: %s)", strerror(errno));

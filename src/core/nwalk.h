@@ -25,7 +25,11 @@ struct nwalk_stats {
 	uint64_t build_ns;    /* building unwind tables */
 	uint32_t tables;      /* tables built */
 	uint32_t threads;     /* threads unwound */
+	uint32_t stuck;	      /* threads that did not stop in time */
 };
+
+/* How long nwalk_thread() waits for a thread to stop. */
+#define NWALK_STOP_TIMEOUT_MS 1000
 
 /* A walker of pp's threads; reads pp->pid's maps now. Returns 0 and *out, or
  * a negative errno (-ESRCH: gone; -ENOMEM). Free with nwalk_free(). */
@@ -38,7 +42,12 @@ void nwalk_free(struct nwalk *nw);
  * and its native stack into *out (TP_SF_NATIVE, ustack, uerr), and lets it go
  * (PTRACE_DETACH, a signal that arrived meanwhile re-delivered). Returns 0,
  * or a negative errno with why in err (ptrace refused: another tracer, Yama's
- * ptrace_scope; the thread exited); -ENOMEM. */
+ * ptrace_scope; the thread exited); -ENOMEM. A thread that does not stop
+ * within NWALK_STOP_TIMEOUT_MS (uninterruptible sleep: a vfork parent, a
+ * D-state system call) gives -ETIMEDOUT, and err says so. It stays seized,
+ * its interrupt pending, since ptrace detaches only a stopped thread: if it
+ * stops before nwalk_free(), that lets it go; else the kernel does when
+ * taipan exits, cancelling the interrupt. */
 int nwalk_thread(struct nwalk *nw, pid_t tid, uint64_t tstate, struct tp_sample *out, char *err,
 		 size_t errlen);
 

@@ -187,7 +187,7 @@ static bool wanted(const struct session *s, const struct sproc *p)
 		if (!hit)
 			return false;
 	}
-	if (s->opts.cgroup && strncmp(p->cg.path, s->opts.cgroup, strlen(s->opts.cgroup)))
+	if (s->opts.cgroup && !procfs_cgroup_within(p->cg.path, s->opts.cgroup))
 		return false;
 	return true;
 }

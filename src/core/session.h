@@ -33,8 +33,9 @@ struct session_opts {
 	bool gil_only;
 	unsigned int rate_hz;
 	/* System-wide only: profile just the processes whose comm is one of
-	 * these (NULL-terminated; NULL: all), and whose cgroup v2 path starts
-	 * with cgroup (NULL: all). Others are ignored like non-Python ones. */
+	 * these (NULL-terminated; NULL: all), and that are in the cgroup
+	 * cgroup or below it (procfs_cgroup_within; NULL: all). Others are
+	 * ignored like non-Python ones. */
 	const char *const *comms;
 	const char *cgroup;
 	/* The nice value the thread that reads samples and classifies

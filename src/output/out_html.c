@@ -12,7 +12,10 @@
  *    "stacks":[[thread,count,frame...], ...]}  root first
  *
  * Numbers cannot break out of a <script>; every string goes through
- * out_json_put_html_string, which escapes '<', '>', '&' and all non-ASCII.
+ * out_json_put_html_string, which escapes '<', '>', '&' and all non-ASCII,
+ * after escaping the text itself (str_escape), so that a name drawn in the
+ * page shows a control character or a bidi override as "\u202e", never
+ * reordered or hidden.
  * The data is written straight to the file as it is produced, so a large
  * profile never exists twice in memory.
  */

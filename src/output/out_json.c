@@ -1,9 +1,11 @@
-/* out_json.c - JSON strings for the encoders: repairing text that is not
- * UTF-8, and string literals that may sit inside an HTML <script>.
+/* out_json.c - JSON strings for the encoders: names escaped as text, in
+ * string literals that may sit inside an HTML <script>.
  *
- * jansson refuses a string that is not valid UTF-8, and what taipan reads
- * out of a target is whatever bytes were there. Dropping such a frame would
- * lose samples, so the bad bytes are replaced instead.
+ * The content of each string is escaped as folded stacks are (str_escape):
+ * JSON's own escapes only carry a control character or a bidi override to
+ * whoever reads the string, and speedscope, the flame graph page and `jq -r`
+ * then show it. The escaped text is always valid UTF-8, which jansson
+ * requires: a byte that is not becomes "\xHH" with the rest.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -15,18 +17,16 @@
 
 json_t *out_json_string(const char *s)
 {
-	if (!s)
-		s = "";
-	json_t *j = json_string(s);
-	if (j)
-		return j;
-	/* json_string fails on invalid UTF-8 or on allocation: repair and try
-	 * once more; a second failure can only be memory. */
-	char *fixed = utf8_repair(s);
-	if (!fixed)
+	char buf[256];
+	size_t n = str_escape(buf, sizeof(buf), s, NULL);
+	if (n < sizeof(buf))
+		return json_string(buf);
+	char *all = malloc(n + 1);
+	if (!all)
 		return NULL;
-	j = json_string(fixed);
-	free(fixed);
+	str_escape(all, n + 1, s, NULL);
+	json_t *j = json_string(all);
+	free(all);
 	return j;
 }
 

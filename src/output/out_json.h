@@ -6,10 +6,12 @@
 #include <jansson.h>
 #include <stdio.h>
 
-/* A jansson string for s. Names come from target memory and need not be
- * UTF-8 (Python 2 byte strings, a torn read): each byte that does not start
- * a valid sequence becomes U+FFFD, so the result is always valid JSON. NULL
- * is taken as "". Returns a new reference, or NULL when out of memory. */
+/* A jansson string for s escaped (str_escape): names come from target
+ * memory, and the target chose them, control characters and bidi overrides
+ * included; each such character, and each byte that does not start a valid
+ * UTF-8 sequence, is written as its escape, so the result is always valid
+ * JSON and reads as the text it is. NULL is taken as "". Returns a new
+ * reference, or NULL when out of memory. */
 json_t *out_json_string(const char *s);
 
 /* Writes s to out as a JSON string literal that is also safe inside an HTML

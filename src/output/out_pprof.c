@@ -13,6 +13,9 @@
  * then what addr2line -e FILE takes, whatever the process's load address.
  * So a frame that no symbol named goes out with no function at all, and
  * pprof, Parca or Pyroscope can name it later from the file or its build-id.
+ *
+ * Every string is escaped as folded stacks are (str_escape): `go tool pprof
+ * -top` prints names a target chose to the terminal of whoever reads it.
  */
 #define ZLIB_CONST
 #include <errno.h>
@@ -32,6 +35,7 @@
 
 #include "output/output.h"
 #include "profile.pb-c.h"
+#include "util/strutil.h"
 
 /* Fixed ids, so a reader can tell the kind of a location from its mapping. */
 enum {
@@ -145,8 +149,9 @@ struct enc {
 	uint64_t unknown_loc; /* location for frameless samples, 0 until needed */
 };
 
-/* The string-table index of s, adding a copy when new; -ENOMEM on failure. */
-static int64_t str_index(struct enc *e, const char *s)
+/* The string-table index of s, which is already escaped, adding a copy when
+ * new; -ENOMEM on failure. */
+static int64_t str_index_escaped(struct enc *e, const char *s)
 {
 	struct str_ent *ent;
 	size_t len = strlen(s);
@@ -173,6 +178,26 @@ static int64_t str_index(struct enc *e, const char *s)
 	}
 	e->strings[e->nstrings++] = ent->s;
 	return ent->index;
+}
+
+/* The string-table index of s escaped (str_escape), adding it when new;
+ * -ENOMEM on failure. Every string of the profile goes through here: the
+ * names, files, modules and labels are the target's to choose, and
+ * `go tool pprof -top` prints them to a terminal. The escape is one to one,
+ * so strings that differ stay apart. */
+static int64_t str_index(struct enc *e, const char *s)
+{
+	char buf[256];
+	size_t n = str_escape(buf, sizeof(buf), s, NULL);
+	if (n < sizeof(buf))
+		return str_index_escaped(e, buf);
+	char *all = malloc(n + 1);
+	if (!all)
+		return -ENOMEM;
+	str_escape(all, n + 1, s, NULL);
+	int64_t idx = str_index_escaped(e, all);
+	free(all);
+	return idx;
 }
 
 /* Like str_index for NULL-or-text: NULL and "" are both index 0. */
@@ -216,9 +241,10 @@ static void enc_free(struct enc *e)
 	free(e->line_ptrs);
 }
 
-static int add_mapping(struct enc *e, uint64_t id, const char *filename, bool python)
+/* Adds mapping id, named by string fname (an index, or the negative errno of
+ * a failed str_index, which is returned). */
+static int add_mapping(struct enc *e, uint64_t id, int64_t fname, bool python)
 {
-	int64_t fname = str_index(e, filename);
 	if (fname < 0)
 		return (int)fname;
 	Perftools__Profiles__Mapping *m = &e->maps[e->nmaps++];
@@ -280,7 +306,7 @@ static int64_t mapping_for(struct enc *e, const struct prof_frame *f, bool used[
 			free(ent);
 			return -ENOMEM;
 		}
-		int err = add_mapping(e, ent->id, e->strings[key.filename], false);
+		int err = add_mapping(e, ent->id, key.filename, false);
 		if (err)
 			return err;
 		/* The whole address space from offset 0: locations hold link-time
@@ -299,7 +325,8 @@ static int64_t mapping_for(struct enc *e, const struct prof_frame *f, bool used[
 		break;
 	}
 	if (!used[id]) {
-		int err = add_mapping(e, (uint64_t)id, fixed_names[id], id == MAP_PYTHON);
+		int err =
+		    add_mapping(e, (uint64_t)id, str_index(e, fixed_names[id]), id == MAP_PYTHON);
 		if (err)
 			return err;
 		used[id] = true;

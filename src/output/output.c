@@ -5,10 +5,14 @@
  * viewer, a pprof scraper) sees either the old file or the whole new one.
  * taipan usually runs as root and the destination is named by a user, so it
  * refuses to replace anything but a regular file of its own: not a symlink,
- * a device node, a FIFO or somebody else's file. All of that is checked, and
- * the temporary file created, before recording starts (output_file_open), so
- * that a bad -o costs nothing; a profile that cannot be put in place at the
- * end is rescued into $TMPDIR (output_write_rescue).
+ * a device node, a FIFO or somebody else's file. Nor does it reach the
+ * directory through a symbolic link that another user could have made or
+ * changed (open_dir): such a link would send root's file into a directory
+ * that user could not write. All of that is checked, and the temporary file
+ * created, before recording starts (output_file_open), so that a bad -o
+ * costs nothing; a profile that cannot be put in place at the end is rescued
+ * into $TMPDIR (output_write_rescue). Profiles are mode 0600: with -a they
+ * name what every user runs.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -151,6 +155,163 @@ static int check_replaceable(int dfd, const char *base, const char *path, char *
 		return -EPERM;
 	}
 	return 0;
+}
+
+/* The most symbolic links open_dir follows, as the kernel's MAXSYMLINKS. */
+#define MAX_LINKS 40
+
+/* Why the symbolic link st, in the directory dfd, is not one taipan follows,
+ * or NULL when it is: it must belong to root or to taipan's own user, and so
+ * must its directory, which no one else may write to (sticky or not: a
+ * world-writable directory can hold a hard link to anyone's symlink). Then
+ * no other user made the link, or can change or replace it. why (len
+ * bytes) holds the reason. */
+static const char *untrusted_link(int dfd, const struct stat *st, char *why, size_t len)
+{
+	uid_t me = geteuid();
+	struct stat d;
+	if (st->st_uid != 0 && st->st_uid != me) {
+		snprintf(why, len, "owned by uid %u", (unsigned int)st->st_uid);
+		return why;
+	}
+	if (fstat(dfd, &d) < 0) {
+		snprintf(why, len, "in a directory taipan cannot check (%s)", strerror(errno));
+		return why;
+	}
+	if (d.st_uid != 0 && d.st_uid != me) {
+		snprintf(why, len, "in a directory owned by uid %u", (unsigned int)d.st_uid);
+		return why;
+	}
+	if (d.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, len, "in a directory that %s can write (mode %04o)",
+			 d.st_mode & S_IWOTH ? "every user" : "its group",
+			 (unsigned int)(d.st_mode & 07777));
+		return why;
+	}
+	return NULL;
+}
+
+/* Opens dir, the directory of -o path, one component at a time (openat,
+ * O_NOFOLLOW), following a symbolic link only where untrusted_link() finds
+ * nothing against it. A relative dir starts at the current directory, which
+ * is taken as it is. Returns an O_RDONLY directory fd, or a negative errno
+ * with err set. */
+static int open_dir(const char *dir, const char *path, char *err, size_t errlen)
+{
+	char rest[2 * PATH_MAX]; /* what is left to walk */
+	char where[PATH_MAX];	 /* what was walked, for messages */
+	size_t n = strlen(dir);
+	int links = 0, cur, ret = 0;
+
+	if (n >= sizeof(rest)) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG;
+	}
+	memcpy(rest, dir, n + 1);
+	snprintf(where, sizeof(where), "%s", dir[0] == '/' ? "/" : "");
+	cur = open(dir[0] == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot write %s: directory %s: %s", path, dir,
+			 strerror(errno));
+		return ret;
+	}
+	for (char *p = rest;;) {
+		char name[NAME_MAX + 1];
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		size_t len = strcspn(p, "/");
+		if (len > NAME_MAX) {
+			ret = -ENAMETOOLONG;
+			snprintf(err, errlen, "cannot write %s: %s", path, strerror(ENAMETOOLONG));
+			goto out;
+		}
+		memcpy(name, p, len);
+		name[len] = '\0';
+		p += len;
+
+		int fd = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			close(cur);
+			cur = fd;
+			size_t w = strlen(where);
+			snprintf(where + w, sizeof(where) - w, "%s%s", name, *p ? "/" : "");
+			continue;
+		}
+		int e = errno;
+		struct stat st;
+		if ((e != ENOTDIR && e != ELOOP) ||
+		    fstatat(cur, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode)) {
+			ret = -e;
+			if (e == ENOENT)
+				snprintf(err, errlen,
+					 "cannot write %s: directory %s does not exist", path, dir);
+			else if (e == ENOTDIR)
+				snprintf(err, errlen, "cannot write %s: %s is not a directory",
+					 path, dir);
+			else
+				snprintf(err, errlen, "cannot write %s: directory %s: %s", path,
+					 dir, strerror(e));
+			goto out;
+		}
+		char why[128];
+		if (untrusted_link(cur, &st, why, sizeof(why))) {
+			ret = -EPERM;
+			snprintf(
+			    err, errlen,
+			    "will not write %s: %s%s is a symbolic link %s, and taipan follows "
+			    "only links that root (or its own user) owns in a directory no one "
+			    "else can write; name the directory it leads to",
+			    path, where, name, why);
+			goto out;
+		}
+		char target[PATH_MAX];
+		ssize_t tl = readlinkat(cur, name, target, sizeof(target) - 1);
+		size_t left = strlen(p);
+		if (tl < 0)
+			ret = -errno;
+		else if (tl == 0)
+			ret = -ENOENT; /* an empty target leads nowhere */
+		else if (++links > MAX_LINKS)
+			ret = -ELOOP;
+		else if ((size_t)tl + 1 + left >= sizeof(rest))
+			ret = -ENAMETOOLONG;
+		if (ret) {
+			snprintf(err, errlen, "cannot write %s: directory %s: %s", path, dir,
+				 strerror(-ret));
+			goto out;
+		}
+		/* The rest of the walk is the link's target, then what followed
+		 * the link. */
+		memmove(rest + tl + 1, p, left + 1);
+		memcpy(rest, target, (size_t)tl);
+		rest[tl] = '/';
+		p = rest;
+		if (target[0] == '/') {
+			close(cur);
+			cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+			if (cur < 0) {
+				ret = -errno;
+				snprintf(err, errlen, "cannot write %s: /: %s", path,
+					 strerror(errno));
+				return ret;
+			}
+			snprintf(where, sizeof(where), "/");
+		}
+	}
+	/* O_PATH was enough to walk; the directory itself is read (stale
+	 * temporary files) and synced. */
+	ret = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (ret < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot write %s: directory %s: %s", path, dir,
+			 strerror(errno));
+	}
+out:
+	close(cur);
+	return ret;
 }
 
 #define TEMP_PREFIX ".taipan-"
@@ -383,25 +544,18 @@ int output_file_open(const char *path, enum output_format f, struct output_file 
 		goto fail;
 	}
 
-	of->dfd = open(of->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	of->dfd = open_dir(of->dir, path, err, errlen);
 	if (of->dfd < 0) {
-		ret = -errno;
-		if (errno == ENOENT)
-			snprintf(err, errlen, "cannot write %s: directory %s does not exist", path,
-				 of->dir);
-		else if (errno == ENOTDIR)
-			snprintf(err, errlen, "cannot write %s: %s is not a directory", path,
-				 of->dir);
-		else
-			snprintf(err, errlen, "cannot write %s: directory %s: %s", path, of->dir,
-				 strerror(errno));
+		ret = of->dfd;
 		goto fail;
 	}
 	ret = check_replaceable(of->dfd, of->base, path, err, errlen);
 	if (ret)
 		goto fail;
 	remove_stale_temps(of->dfd);
-	of->fd = create_temp(of->dfd, TEMP_PREFIX, TEMP_SUFFIX, 0644, of->tmp, sizeof(of->tmp));
+	/* 0600, as the rescued file: a profile names what its processes run,
+	 * every user's with -a. */
+	of->fd = create_temp(of->dfd, TEMP_PREFIX, TEMP_SUFFIX, 0600, of->tmp, sizeof(of->tmp));
 	if (of->fd < 0) {
 		ret = of->fd;
 		of->tmp[0] = '\0';

@@ -316,6 +316,16 @@ void procfs_parse_cgroup(const char *text, struct procfs_cgroup *out)
 		memcpy(out->path, v1, sizeof(v1));
 }
 
+bool procfs_cgroup_within(const char *cg, const char *dir)
+{
+	size_t n = strlen(dir);
+	while (n > 0 && dir[n - 1] == '/')
+		n--;
+	if (n == 0) /* "/": the root holds every cgroup */
+		return dir[0] == '/' && cg[0] == '/';
+	return strncmp(cg, dir, n) == 0 && (cg[n] == '\0' || cg[n] == '/');
+}
+
 int procfs_cgroup(pid_t pid, struct procfs_cgroup *out)
 {
 	char *text;

@@ -11,6 +11,7 @@
 #ifndef TAIPAN_PROCFS_H
 #define TAIPAN_PROCFS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -94,6 +95,12 @@ int procfs_cgroup(pid_t pid, struct procfs_cgroup *out);
 /* Fills *out from text, the content of a /proc/PID/cgroup file: one or
  * more "ID:CONTROLLERS:PATH" lines. Lines without two ':' are skipped. */
 void procfs_parse_cgroup(const char *text, struct procfs_cgroup *out);
+
+/* Whether cgroup path cg (struct procfs_cgroup's path) is the cgroup dir or
+ * one of its descendants, comparing whole path components: "/user.slice/
+ * user-1" holds "/user.slice/user-1/x" but not "/user.slice/user-1001.slice".
+ * Trailing slashes of dir do not count; "/" holds every path. */
+bool procfs_cgroup_within(const char *cg, const char *dir);
 
 /* The threads of pid, from /proc/PID/task, in no particular order. Returns
  * 0 with *tids malloc'd (the caller frees it; NULL when *n is 0), or -ESRCH,

@@ -86,11 +86,18 @@ static unsigned int utf8_decode(const unsigned char *s, size_t n)
 }
 
 /* Whether code point cp (valid, past ASCII) is printed as "\uHHHH": a C1
- * control, or a character that moves or reorders the text around it. */
+ * control, or an invisible character that moves, reorders, hides or joins
+ * the text around it, so that a name could show as another: the Arabic
+ * letter mark, the zero-width ones and the marks (U+200B to U+200F), the
+ * line and paragraph separators, the bidi embeddings, overrides and
+ * isolates, the word joiner and invisible operators (U+2060 to U+2064,
+ * with the deprecated format controls up to U+206F), and the byte order
+ * mark (a zero-width no-break space inside text). */
 static bool escape_code_point(unsigned int cp)
 {
-	return (cp >= 0x80 && cp <= 0x9f) || cp == 0x200e || cp == 0x200f || cp == 0x2028 ||
-	       cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+	return (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || (cp >= 0x200b && cp <= 0x200f) ||
+	       cp == 0x2028 || cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) ||
+	       (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff;
 }
 
 size_t str_escape(char *buf, size_t len, const char *s, const char *also)

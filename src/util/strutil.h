@@ -23,14 +23,18 @@ char *utf8_repair(const char *s);
 
 /* Copies s into buf (len bytes) with everything a terminal could act on, or
  * a reader of lines could take for structure, escaped visibly, so that a
- * name a target chose prints as the text it is and nothing more:
+ * name a target chose prints as the text it is and nothing more. Every
+ * output that carries such names uses it: dump, top and the log lines, and
+ * each profile format (folded, pprof's strings, the speedscope and HTML
+ * flame graph JSON strings), whose readers print them to terminals and
+ * pages.
  *   - a backslash becomes "\\", so that every escape below is unambiguous;
  *   - C0 controls (ESC, BEL, newline, ...) and DEL become "\xHH";
  *   - a byte that does not start a valid UTF-8 sequence becomes "\xHH"
  *     (a terminal in a single-byte locale takes 0x9b for CSI);
  *   - C1 controls (U+0080 to U+009F) and the invisible characters that
- *     reorder or break a line (U+200E, U+200F, U+2028, U+2029, U+202A to
- *     U+202E, U+2066 to U+2069) become "\uHHHH";
+ *     reorder, hide or break text (U+061C, U+200B to U+200F, U+2028 to
+ *     U+202E, U+2060 to U+206F, U+FEFF) become "\uHHHH";
  *   - each ASCII character in also (may be NULL) becomes "\xHH": ";" for
  *     folded stacks, where it separates frames.
  * Anything else, valid UTF-8 included, is copied. NULL s is "".

@@ -186,13 +186,15 @@ def taipan():
 class Workload:
     """A Python process running a workload, ready once it printed 'ready'."""
 
-    def __init__(self, interp, script, *args, cwd=None):
-        """interp: an Interp, or the path of an interpreter on the host."""
+    def __init__(self, interp, script, *args, cwd=None, user=None):
+        """interp: an Interp, or the path of an interpreter on the host;
+        user: a pwd entry (attacker) to run it as, through as_user()."""
         self.script = os.path.join(WORKLOADS, script)
         if not isinstance(interp, Interp):
             interp = Interp("host", interp, (0, 0))
+        argv = interp.argv(self.script, *args)
         self.proc = subprocess.Popen(
-            interp.argv(self.script, *args),
+            as_user(user, argv) if user else argv,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
         )
         self.pid = self.proc.pid

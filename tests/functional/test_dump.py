@@ -8,6 +8,7 @@ import re
 import resource
 import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -366,6 +367,55 @@ def test_native_none_never_stops_the_target(taipan, workload):
     finally:
         tr.terminate()
         tr.wait()
+
+
+def test_thread_that_cannot_stop_does_not_hang_dump(taipan, attacker, workload):
+    """An unprivileged user's process has a thread that ptrace cannot stop: it
+    vforked, and the child sleeps instead of exec'ing, so the thread waits in
+    the kernel (state D) as long as the child likes. dump gives that thread up
+    after a second, says so and keeps its Python frames, prints the other
+    thread whole, and leaves no thread traced. (Before, dump waited as long
+    as the child slept: here two minutes.)"""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    require(gcc, "gcc, to build tests/workloads/vfork_helper.c")
+    libdir = tempfile.mkdtemp(prefix="taipan-vfork-")
+    try:
+        os.chmod(libdir, 0o755)  # the attacking user loads the helper from it
+        lib = os.path.join(libdir, "vfork_helper.so")
+        subprocess.run([gcc, "-shared", "-fPIC", "-o", lib, os.path.join(WORKLOADS, "vfork_helper.c")],
+                       check=True, timeout=120)
+        w = workload(pyenv("debian-3.11-static"), "vfork_wait.py", lib, 120, user=attacker, cwd="/")
+        stuck = [int(t) for t in os.listdir("/proc/%d/task" % w.pid) if thread_state(w.pid, int(t)) == "D"]
+        assert len(stuck) == 1, stuck
+        stuck = stuck[0]
+        start = time.monotonic()
+        res = run_taipan(taipan, ["dump", "-p", w.pid], timeout=60)
+        took = time.monotonic() - start
+        assert res.returncode == 0, res.stderr
+        assert took < 15, "dump took %.1f s" % took
+        threads = parse_dump(res.stdout)
+        assert set(threads) == {w.pid, stuck}, res.stdout
+        assert threads[stuck]["native_notes"] == [
+            "[no native frames: cannot stop thread %d within 1 s (it is in uninterruptible sleep?)]" % stuck
+        ], res.stdout
+        assert threads[stuck]["name"] == "vforker" and threads[stuck]["frames"][0][0] == "vforker", res.stdout
+        main = threads[w.pid]
+        assert not main["native_notes"] and [f[0] for f in main["frames"]] == ["main_waits", "<module>"], res.stdout
+        assert any(k == "native" for k, _, _ in main["stack"]), res.stdout
+        # Still in the kernel, and nobody's tracee once dump is gone.
+        assert thread_state(w.pid, stuck) == "D"
+        assert tracer_pid(stuck) == 0
+        # --json says the same of the thread.
+        doc = json.loads(dump(taipan, w.pid, "--json").stdout)
+        errs = {t["tid"]: t["native_error"] for t in doc["threads"]}
+        assert "uninterruptible sleep" in (errs[stuck] or "") and "sleep" not in (errs[w.pid] or ""), errs
+    finally:
+        shutil.rmtree(libdir)
+
+
+def thread_state(pid, tid):
+    with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 # --- the GIL -------------------------------------------------------------------

@@ -1,18 +1,21 @@
 """taipan record -o: what it refuses to replace, refused before sampling
-starts and named; -o - for standard output; a full disk that loses nothing;
-the temporary files of a killed taipan cleaned up."""
+starts and named; a directory reached through another user's symbolic link
+refused; profiles written 0600; -o - for standard output; a full disk that
+loses nothing; the temporary files of a killed taipan cleaned up."""
 
 import glob
 import os
 import pty
 import re
+import shutil
 import signal
+import stat
 import subprocess
 import time
 
 import pytest
 
-from conftest import error_lines, go_pprof, parse_folded, pyenv, run_taipan, total
+from conftest import as_user, error_lines, go_pprof, parse_folded, pyenv, record, run_taipan, total
 
 # Far longer than any test may take: a check made only after the recording
 # times the test out.
@@ -65,6 +68,55 @@ def test_missing_directory_refused_before_recording(taipan, chain, tmp_path):
     out = tmp_path / "no" / "such" / "x.folded"
     err = refused(taipan, chain.pid, out)
     assert "directory %s does not exist" % out.parent in err, err
+
+
+def test_directory_through_another_users_symlink_refused(taipan, chain, tmp_path, attacker):
+    """An unprivileged user makes /tmp/X/dir a symbolic link to a directory of
+    root's that they cannot write, and waits for root to record into
+    /tmp/X/dir/out.folded. taipan refuses before recording, naming the link,
+    and root's file of that name is left as it was."""
+    victim = tmp_path / "victimdir"
+    victim.mkdir()
+    precious = victim / "out.folded"
+    precious.write_text("root's own\n")
+    res = subprocess.run(as_user(attacker, ["sh", "-c", 'd=$(mktemp -d /tmp/taipan-attack-XXXXXX) && '
+                                            'ln -s "$1" "$d/dir" && echo "$d"', "sh", victim]),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    base = res.stdout.strip()
+    try:
+        link = os.path.join(base, "dir")
+        assert os.lstat(link).st_uid == attacker.pw_uid
+        err = refused(taipan, chain.pid, link + "/out.folded")
+        assert "will not write %s/out.folded: %s is a symbolic link owned by uid %d" % (
+            link, link, attacker.pw_uid) in err, err
+        assert precious.read_text() == "root's own\n"
+        assert os.listdir(victim) == ["out.folded"], os.listdir(victim)
+        # Through a link of root's own in a directory only root writes, the
+        # same directory is fine.
+        mine = tmp_path / "mine"
+        mine.symlink_to(victim)
+        out = mine / "new.folded"
+        record(taipan, out, chain.pid, seconds=1)
+        assert (victim / "new.folded").exists()
+    finally:
+        shutil.rmtree(base)
+
+
+def test_profile_is_private(taipan, chain, tmp_path):
+    """A profile names what its processes run (with -a, every user's): it is
+    written 0600 (under umask 022, which would allow 0644), also over an
+    older file that was readable."""
+    out = tmp_path / "p.pb.gz"
+    old = os.umask(0o022)
+    try:
+        out.write_bytes(b"old")
+        os.chmod(out, 0o644)
+        record(taipan, out, chain.pid, seconds=1)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    assert os.stat(out).st_uid == 0
 
 
 def test_stdout_to_a_pipe(taipan, chain, tmp_path):

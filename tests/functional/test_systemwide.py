@@ -163,33 +163,43 @@ def test_cgroup_filter_and_container_label(taipan, tmp_path):
     cid = secrets.token_hex(32)
     name = "taipan-test-docker-%s.scope" % cid
     cg = os.path.join(root, name)
-    os.mkdir(cg)
+    # --cgroup /NAME holds what is below it, not a sibling whose name only
+    # starts with NAME.
+    inner = os.path.join(cg, "inner")
+    sibling = cg + "-sibling"
+    made = []
+    for d in (cg, inner, sibling):
+        os.mkdir(d)
+        made.append(d)
     inside = outside = None
     try:
         inside = Workload(interpreter("pyenv-3.12"), "chain.py", 30).wait_ready()
         outside = Workload(interpreter("pyenv-3.11"), "chain.py", 30).wait_ready()
-        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+        with open(os.path.join(inner, "cgroup.procs"), "w") as f:
             f.write(str(inside.pid))
+        with open(os.path.join(sibling, "cgroup.procs"), "w") as f:
+            f.write(str(outside.pid))
         out = tmp_path / "cg.pb.gz"
         record(taipan, out, None, rate=100, quiet=False, extra=["--cgroup", "/" + name])
         raw = go_pprof("-raw", out).replace(" ", "")
         assert "pid:[%d]" % inside.pid in raw and "pid:[%d]" % outside.pid not in raw
-        assert "cgroup:[/%s]" % name in raw and "container_id:[%s]" % cid in raw
+        assert "cgroup:[/%s/inner]" % name in raw and "container_id:[%s]" % cid in raw
     finally:
         for w in (inside, outside):
             if w:
                 w.stop()
-        # The cgroup empties once the kernel has seen its last task go,
+        # A cgroup empties once the kernel has seen its last task go,
         # which a loaded machine can delay.
-        deadline = time.time() + 15
-        while True:
-            try:
-                os.rmdir(cg)
-                break
-            except OSError as e:
-                if e.errno != errno.EBUSY or time.time() > deadline:
-                    raise
-                time.sleep(0.1)
+        for d in reversed(made):
+            deadline = time.time() + 15
+            while True:
+                try:
+                    os.rmdir(d)
+                    break
+                except OSError as e:
+                    if e.errno != errno.EBUSY or time.time() > deadline:
+                        raise
+                    time.sleep(0.1)
         if mounted:
             subprocess.run(["umount", root])
 

@@ -384,13 +384,13 @@ static void test_pprof_roundtrip(void **state)
 	assert_null(label(prof, s, "ns_pid")); /* 0: the same namespace */
 	assert_string_equal(label(prof, s, "thread_name"), "MainThread");
 
-	/* Leaf first through every kind; names are kept as they are. */
+	/* Leaf first through every kind; names are escaped as folded's are. */
 	s = find_sample(prof, "100", "do_syscall_64");
 	assert_int_equal(s->value[0], 2);
 	assert_int_equal(s->n_location_id, 4);
 	assert_frame(prof, s, 0, id.kernel, "do_syscall_64", 0, "[kernel.kallsyms]");
 	assert_frame(prof, s, 1, id.native, "PyObject_Call", 0, "/usr/lib/libpython3.11.so.1.0");
-	assert_frame(prof, s, 2, id.weird, "weird;name\nx", 3, "[python]");
+	assert_frame(prof, s, 2, id.weird, "weird;name\\x0ax", 3, "[python]");
 	assert_frame(prof, s, 3, id.trunc, "[truncated]", 0, "[taipan]");
 	assert_int_equal(loc_by_id(prof, id.kernel + 1)->address, 0xffffffff81000010ull);
 	assert_int_equal(loc_by_id(prof, id.native + 1)->address, 0x7f0000001234ull);
@@ -549,6 +549,36 @@ static void test_pprof_native(void **state)
 	assert_int_equal(prof->n_mapping, 5); /* python, kernel, libc twice, _ext */
 
 	perftools__profiles__profile__free_unpacked(prof, NULL);
+	profile_free(p);
+}
+
+/* pprof's strings and folded lines carry every hostile name escaped, the
+ * same way: `go tool pprof -top` prints them to a terminal. */
+static void test_hostile_names_escaped(void **state)
+{
+	(void)state;
+	struct profile *p = pb_evil_profile();
+	Perftools__Profiles__Profile *prof = pprof_of(p);
+	for (size_t i = 0; i < prof->n_string_table; i++)
+		pb_assert_no_raw_controls(prof->string_table[i], strlen(prof->string_table[i]),
+					  false);
+	const Perftools__Profiles__Sample *s = find_sample(prof, "8", EVIL_FN_ESC);
+	assert_string_equal(str(prof, loc_fn(prof, loc_by_id(prof, s->location_id[1]))->filename),
+			    EVIL_FILE_ESC);
+	assert_string_equal(
+	    str(prof, loc_fn(prof, loc_by_id(prof, s->location_id[0]))->system_name), EVIL_FN_ESC);
+	assert_string_equal(loc_mapping(prof, loc_by_id(prof, s->location_id[0])), EVIL_MODULE_ESC);
+	assert_string_equal(label(prof, s, "thread_name"), EVIL_THREAD_ESC);
+	assert_string_equal(label(prof, s, "comm"), EVIL_COMM_ESC);
+	assert_string_equal(label(prof, s, "cgroup"), "/" EVIL_THREAD_ESC);
+	perftools__profiles__profile__free_unpacked(prof, NULL);
+
+	char *text = folded(p, true, true);
+	pb_assert_no_raw_controls(text, strlen(text), true);
+	assert_string_equal(text, EVIL_COMM_ESC " [pid 7];" EVIL_THREAD_ESC " [tid 8];"
+						"\\x1b]0\\x3bpwned\\x07\\u202eevil (" EVIL_FILE_ESC
+						":3);\\x1b]0\\x3bpwned\\x07\\u202eevil_[n] 1\n");
+	free(text);
 	profile_free(p);
 }
 
@@ -809,6 +839,8 @@ static void test_write_file(void **state)
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_uid, geteuid());
+	/* A profile names what its processes run (every user's, with -a). */
+	assert_int_equal(st.st_mode & 07777, 0600);
 
 	/* Replacing a file of our own is the normal case. */
 	snprintf(path, sizeof(path), "%s/out.folded", dir);
@@ -821,8 +853,10 @@ static void test_write_file(void **state)
 	    "<module> (app.py:10);main (app.py:20);Worker.run (lib/work.py:42) 6\n"
 	    "[truncated];weird\\x3bname\\x0ax (odd.py:3);PyObject_Call_[n];do_syscall_64_[k] 2\n");
 	free(data);
-	/* No temporary file is left behind. */
+	/* No temporary file is left behind; the new file is 0600 too. */
 	assert_int_equal(dir_entries(dir), 2);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0600);
 
 	/* A relative path works from the current directory. */
 	char cwd[4096];
@@ -869,6 +903,91 @@ static void test_write_file_refuses_symlink(void **state)
 	/* Refused writes leave no temporary file. */
 	assert_int_equal(dir_entries(dir), 3);
 	profile_free(p);
+	rm_rf(dir);
+}
+
+/* output_file_open into a fresh temporary directory's path rel: its
+ * return, with the error text in err. */
+static int open_in(const char *dir, const char *rel, char *err, size_t errlen)
+{
+	char path[512];
+	struct output_file *of;
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	err[0] = '\0';
+	int ret = output_file_open(path, OUTPUT_FOLDED, &of, err, errlen);
+	output_file_free(of);
+	return ret;
+}
+
+/* -o's directory is reached through a symbolic link only where nobody else
+ * could have made or changed it: a link of ours (or root's) in a directory
+ * of ours that no one else can write. */
+static void test_open_follows_only_trusted_links(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/taipan-test-output-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char p[512], q[512], err[1024];
+	struct profile *pr;
+	struct ids id;
+
+	snprintf(p, sizeof(p), "%s/real", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	/* Ours, in a directory of ours (0700): followed, relative or absolute,
+	 * through a chain of them too. */
+	snprintf(q, sizeof(q), "%s/rel", dir);
+	assert_int_equal(symlink("real", q), 0);
+	snprintf(q, sizeof(q), "%s/abs", dir);
+	assert_int_equal(symlink(p, q), 0);
+	snprintf(p, sizeof(p), "%s/chain", dir);
+	assert_int_equal(symlink(q, p), 0);
+	pr = build_profile(&id);
+	snprintf(p, sizeof(p), "%s/rel/a.folded", dir);
+	assert_int_equal(output_write_file(pr, p, OUTPUT_FOLDED, NULL), 0);
+	snprintf(p, sizeof(p), "%s/chain/./b.folded", dir);
+	assert_int_equal(output_write_file(pr, p, OUTPUT_FOLDED, NULL), 0);
+	snprintf(p, sizeof(p), "%s/real", dir);
+	assert_int_equal(dir_entries(p), 2);
+	profile_free(pr);
+
+	/* Ours, but in a directory every user can write: another user could
+	 * have put it there. Sticky does not help: a hard link to a link is a
+	 * link of its owner's. */
+	snprintf(p, sizeof(p), "%s/open", dir);
+	assert_int_equal(mkdir(p, 0755), 0);
+	assert_int_equal(chmod(p, 01777), 0);
+	snprintf(q, sizeof(q), "%s/open/l", dir);
+	assert_int_equal(symlink("../real", q), 0);
+	assert_int_equal(open_in(dir, "open/l/c.folded", err, sizeof(err)), -EPERM);
+	if (!strstr(err, "open/l is a symbolic link in a directory that every user can write "
+			 "(mode 1777)"))
+		fail_msg("%s", err);
+	/* The same through a link that is trusted. */
+	snprintf(q, sizeof(q), "%s/to-open", dir);
+	assert_int_equal(symlink("open", q), 0);
+	assert_int_equal(open_in(dir, "to-open/l/c.folded", err, sizeof(err)), -EPERM);
+	/* Group-writable is refused as well. */
+	assert_int_equal(chmod(p, 0775), 0);
+	assert_int_equal(open_in(dir, "open/l/c.folded", err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "its group can write (mode 0775)"));
+	/* The directory itself, writable or not, is fine when no link is met. */
+	assert_int_equal(open_in(dir, "open/c.folded", err, sizeof(err)), 0);
+
+	/* A link loop ends. */
+	snprintf(q, sizeof(q), "%s/loop", dir);
+	assert_int_equal(symlink("loop", q), 0);
+	assert_int_equal(open_in(dir, "loop/d.folded", err, sizeof(err)), -ELOOP);
+
+	if (geteuid() == 0) {
+		/* Another user's link, in a directory of root's. */
+		snprintf(q, sizeof(q), "%s/theirs", dir);
+		assert_int_equal(symlink("real", q), 0);
+		assert_int_equal(lchown(q, 65534, 65534), 0);
+		assert_int_equal(open_in(dir, "theirs/e.folded", err, sizeof(err)), -EPERM);
+		assert_non_null(strstr(err, "theirs is a symbolic link owned by uid 65534"));
+	}
+	snprintf(p, sizeof(p), "%s/real", dir);
+	assert_int_equal(dir_entries(p), 2); /* nothing more written */
 	rm_rf(dir);
 }
 
@@ -1243,11 +1362,13 @@ int main(void)
 	    cmocka_unit_test(test_pprof_frameless),
 	    cmocka_unit_test(test_pprof_native),
 	    cmocka_unit_test(test_frame_unnamed),
+	    cmocka_unit_test(test_hostile_names_escaped),
 	    cmocka_unit_test(test_alloc_failures),
 	    cmocka_unit_test(test_go_pprof),
 	    cmocka_unit_test(test_write_file),
 	    cmocka_unit_test(test_write_file_refuses_symlink),
 	    cmocka_unit_test(test_write_file_foreign_owner),
+	    cmocka_unit_test(test_open_follows_only_trusted_links),
 	    cmocka_unit_test(test_write_file_errors),
 	    cmocka_unit_test(test_open_refuses_what_is_not_a_file),
 	    cmocka_unit_test(test_open_then_commit),

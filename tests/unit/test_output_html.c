@@ -673,6 +673,56 @@ static int write_big(const char *path, size_t n)
 	return err;
 }
 
+/* Checks every string in j, however deep, with pb_assert_no_raw_controls;
+ * returns how many of them equal want. */
+static int walk_strings(json_t *j, const char *want)
+{
+	int n = 0;
+	size_t i;
+	const char *key;
+	json_t *v;
+	if (json_is_string(j)) {
+		pb_assert_no_raw_controls(json_string_value(j), json_string_length(j), false);
+		return strcmp(json_string_value(j), want) == 0;
+	}
+	if (json_is_array(j))
+		json_array_foreach(j, i, v) n += walk_strings(v, want);
+	if (json_is_object(j))
+		json_object_foreach(j, key, v) n += walk_strings(v, want);
+	return n;
+}
+
+/* The flame graph's names and speedscope's strings carry every hostile name
+ * escaped as folded stacks and pprof do: a page and speedscope draw them,
+ * jq -r prints them. */
+static void test_hostile_names_escaped(void **state)
+{
+	(void)state;
+	struct profile *p = pb_evil_profile();
+	char *raw, *html = encode(output_write_html, p, NULL);
+	json_t *data = page_data(html, &raw);
+	json_t *strings = json_object_get(data, "strings");
+	const char *want[] = {EVIL_FN_ESC, EVIL_FILE_ESC, EVIL_MODULE_ESC, EVIL_THREAD_ESC,
+			      EVIL_COMM_ESC};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		if (walk_strings(strings, want[i]) != 1)
+			fail_msg("the page's strings have no %s once", want[i]);
+	json_decref(data);
+	free(raw);
+	free(html);
+
+	json_t *j = speedscope_of(p);
+	assert_int_equal(
+	    walk_strings(json_object_get(json_object_get(j, "shared"), "frames"), EVIL_FN_ESC), 2);
+	assert_int_equal(walk_strings(j, EVIL_FILE_ESC), 1);
+	assert_int_equal(walk_strings(j, EVIL_MODULE_ESC), 1);
+	json_t *prof = json_array_get(json_object_get(j, "profiles"), 0);
+	assert_string_equal(sget(prof, "name"),
+			    EVIL_THREAD_ESC " (tid 8), " EVIL_COMM_ESC " (pid 7)");
+	json_decref(j);
+	profile_free(p);
+}
+
 /* The test profile above, hostile names and all, as a page. */
 static int write_names(const char *path)
 {
@@ -702,7 +752,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_html_page),	     cmocka_unit_test(test_html_empty),
 	    cmocka_unit_test(test_speedscope),	     cmocka_unit_test(test_native_frames),
 	    cmocka_unit_test(test_format_selection), cmocka_unit_test(test_write_file),
-	    cmocka_unit_test(test_alloc_failures),
+	    cmocka_unit_test(test_alloc_failures),   cmocka_unit_test(test_hostile_names_escaped),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

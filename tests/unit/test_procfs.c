@@ -530,6 +530,33 @@ static void test_parse_cgroup(void **state)
 	assert_int_equal(cg.path[0], '/');
 }
 
+/* --cgroup PATH holds PATH and what is below it, whole components only. */
+static void test_cgroup_within(void **state)
+{
+	(void)state;
+	assert_true(procfs_cgroup_within("/user.slice/user-1", "/user.slice/user-1"));
+	assert_true(
+	    procfs_cgroup_within("/user.slice/user-1/session-3.scope", "/user.slice/user-1"));
+	assert_true(procfs_cgroup_within("/user.slice/user-1/x", "/user.slice/user-1/"));
+	assert_true(procfs_cgroup_within("/user.slice/user-1", "/user.slice/user-1//"));
+	/* The prefix of a name is not the cgroup. */
+	assert_false(procfs_cgroup_within("/user.slice/user-1001.slice", "/user.slice/user-1"));
+	assert_false(procfs_cgroup_within("/user.slice/user-10/x", "/user.slice/user-1"));
+	assert_false(
+	    procfs_cgroup_within("/system.slice/app.service2", "/system.slice/app.service"));
+	/* Nor is a parent. */
+	assert_false(procfs_cgroup_within("/user.slice", "/user.slice/user-1"));
+	/* The root holds every path, and "" (no cgroup known) is in none. */
+	assert_true(procfs_cgroup_within("/", "/"));
+	assert_true(procfs_cgroup_within("/a/b", "/"));
+	assert_true(procfs_cgroup_within("/a/b", "//"));
+	assert_false(procfs_cgroup_within("", "/"));
+	assert_false(procfs_cgroup_within("", "/a"));
+	/* A relative PATH names no cgroup. */
+	assert_false(procfs_cgroup_within("/a", ""));
+	assert_false(procfs_cgroup_within("/a/b", "a"));
+}
+
 static void test_read_file(void **state)
 {
 	char path[] = "/tmp/test_procfs.XXXXXX", *text = (void *)1;
@@ -600,6 +627,7 @@ int main(void)
 	    cmocka_unit_test(test_status_of_thread_and_zombie),
 	    cmocka_unit_test(test_cgroup),
 	    cmocka_unit_test(test_parse_cgroup),
+	    cmocka_unit_test(test_cgroup_within),
 	    cmocka_unit_test(test_read_file),
 	    cmocka_unit_test(test_paths),
 	};

@@ -112,6 +112,17 @@ static void test_escape(void **state)
 	assert_escaped("\xe2\x80\xae"
 		       "evil\xe2\x81\xa9\xe2\x80\xa8",
 		       NULL, "\\u202eevil\\u2069\\u2028");
+	/* The Arabic letter mark, the zero-width characters, the word joiner
+	 * and invisible operators, the byte order mark: each can make one
+	 * name look like another. Their neighbours pass. */
+	assert_escaped("\xd8\x9c"
+		       "a\xe2\x80\x8b"
+		       "b\xe2\x80\x8c\xe2\x80\x8d\xe2\x80\x8e\xe2\x80\x8f",
+		       NULL, "\\u061ca\\u200bb\\u200c\\u200d\\u200e\\u200f");
+	assert_escaped("\xe2\x81\xa0\xe2\x81\xa4\xe2\x81\xaf\xef\xbb\xbf", NULL,
+		       "\\u2060\\u2064\\u206f\\ufeff");
+	assert_escaped("\xd8\x9b\xd8\x9d\xe2\x80\x8a\xe2\x80\x90\xe2\x81\xb0\xef\xbb\xbe", NULL,
+		       "\xd8\x9b\xd8\x9d\xe2\x80\x8a\xe2\x80\x90\xe2\x81\xb0\xef\xbb\xbe");
 	assert_escaped("na\xc3\xafve_\xe5\x87\xbd\xe6\x95\xb0_\xf0\x9f\x90\x8d", NULL,
 		       "na\xc3\xafve_\xe5\x87\xbd\xe6\x95\xb0_\xf0\x9f\x90\x8d");
 	/* Extra characters, for formats that give them a meaning. */

@@ -19,6 +19,10 @@
 #                     the process (its comm) too, to terminal control sequences:
 #                     a window title, a cleared screen, a forged traceback line,
 #                     a clipboard write (OSC 52), a C1 CSI (3.8+)
+#   evil-everywhere   every name a profile carries (victim()'s name and file,
+#                     the thread's Python and OS names, the process's comm)
+#                     holds control sequences and invisible characters that
+#                     reorder or hide text (EVIL_ALL; 3.8+)
 #   exec-chain        runs briefly, then execs /bin/sh, which execs this script
 #                     again, SECONDS times (SECONDS is a count here)
 #
@@ -138,6 +142,32 @@ def evil_names():
     victim()
 
 
+# What evil-everywhere puts in every name: a window title, a cleared screen,
+# a C1 CSI, a right-to-left override, the Arabic letter mark, a zero-width
+# space.
+EVIL_ALL = u"\x1b]0;pwned\x07\x1b[2J\x9b1m\u202e\u061c\u200b"
+# The comm holds 15 bytes: ESC [2J, U+009B, U+202E, U+061C, "p".
+EVIL_ALL_COMM = b"\x1b[2J\xc2\x9b\xe2\x80\xae\xd8\x9cp"
+
+
+def evil_everywhere():
+    code = victim.__code__
+    names = dict(co_name=u"fn" + EVIL_ALL, co_filename=u"/tmp/file" + EVIL_ALL + u".py")
+    if sys.version_info >= (3, 11):
+        names["co_qualname"] = names["co_name"]
+    victim.__code__ = code.replace(**names)
+    libc = ctypes.CDLL(None)
+    libc.prctl(15, ctypes.c_char_p(EVIL_ALL_COMM), 0, 0, 0)  # PR_SET_NAME
+
+    def run():
+        libc.prctl(15, ctypes.c_char_p(b"t\x1b]0;x\x07\xe2\x80\x8b"), 0, 0, 0)
+        victim()
+
+    threading.Thread(target=run, name=u"thread" + EVIL_ALL).start()
+    while True:
+        time.sleep(1)
+
+
 def thread_cut():
     tstates = []
     go = threading.Event()
@@ -222,6 +252,8 @@ def main():
         churn()
     elif MODE == "evil-names":
         evil_names()
+    elif MODE == "evil-everywhere":
+        evil_everywhere()
     elif MODE == "exec-chain":
         exec_chain()
     else:
