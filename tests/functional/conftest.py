@@ -190,6 +190,10 @@ class Workload:
         """interp: an Interp, or the path of an interpreter on the host;
         user: a pwd entry (attacker) to run it as, through as_user()."""
         self.script = os.path.join(WORKLOADS, script)
+        if user and not self.script.startswith(user.pw_dir + "/"):
+            # The clone may lie where the user cannot read (under /root):
+            # the user runs a copy of its own.
+            self.script = user_copy(user, self.script)
         if not isinstance(interp, Interp):
             interp = Interp("host", interp, (0, 0))
         argv = interp.argv(self.script, *args)
@@ -333,6 +337,16 @@ def attacker():
         return pwd.getpwnam(ATTACKER)
     except KeyError:
         raise AssertionError("useradd %s failed: %s" % (ATTACKER, res.stdout))
+
+
+def user_copy(user, path):
+    """A copy of path (a workload) in user's home, owned by user, readable:
+    what that user runs."""
+    dst = os.path.join(user.pw_dir, os.path.basename(path))
+    shutil.copyfile(path, dst)
+    os.chown(dst, user.pw_uid, user.pw_gid)
+    os.chmod(dst, 0o755)
+    return dst
 
 
 def as_user(user, argv):
