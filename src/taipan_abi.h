@@ -41,13 +41,22 @@
 #define TP_TCACHE 64	   /* per-CPU thread -> PyThreadState cache entries */
 #define TP_TSTATE_SPAN 256 /* most bytes of a PyThreadState read at once */
 
-/* Interpreters and threads visited when looking for a thread's PyThreadState. */
+/* Interpreters and threads visited when looking for a thread's PyThreadState:
+ * TP_MAX_THREADS_LOOP where the search is a bpf_loop (5.17+; and in user
+ * space), whose steps cost only what they visit, so that a process cannot
+ * hide work in its 257th thread; TP_MAX_THREADS in the unrolled programs of
+ * older kernels, which the verifier checks step by step. A thread past the
+ * limit is counted (TP_ERR_THREAD_LIMIT). A found thread state is kept per
+ * thread (tstates), so the search is paid once per thread. */
 #define TP_MAX_INTERPS 4
 #define TP_MAX_THREADS 256
+#define TP_MAX_THREADS_LOOP 16384
 /* Steps of that search (walk/python.h, tpw_search_step): one to start each
  * interpreter's list, one per thread state, one to end each list, one to
  * stop. */
-#define TP_FIND_STEPS (TP_MAX_INTERPS * (TP_MAX_THREADS + 2) + 1)
+#define TP_FIND_STEPS_FOR(threads) (TP_MAX_INTERPS * ((threads) + 2) + 1)
+#define TP_FIND_STEPS TP_FIND_STEPS_FOR(TP_MAX_THREADS)
+#define TP_FIND_STEPS_LOOP TP_FIND_STEPS_FOR(TP_MAX_THREADS_LOOP)
 
 /* Map sizes. */
 #define TP_MAX_PROCS 32768   /* procs: Python and known non-Python processes (LRU) */

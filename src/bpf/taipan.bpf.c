@@ -691,9 +691,9 @@ static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loo
 	__u64 ts;
 	if (loop) {
 		ts = tpw_tstate_cached(st, id, fsbase);
-		if (!ts && !tpw_search_begin(st)) {
+		if (!ts && !tpw_search_begin(st, TP_MAX_THREADS_LOOP)) {
 			struct loop_ctx l = {.st = st, .fsbase = fsbase};
-			bpf_loop(TP_FIND_STEPS, search_cb, &l, 0);
+			bpf_loop(TP_FIND_STEPS_LOOP, search_cb, &l, 0);
 			ts = tpw_search_end(st, id);
 		}
 	} else {
@@ -846,8 +846,8 @@ static __always_inline void walk_whole(struct tpw_state *st, __u64 id)
 	if (fsbase) {
 		struct loop_ctx l = {.st = st, .fsbase = fsbase};
 		__u64 ts = tpw_tstate_cached(st, id, fsbase);
-		if (!ts && !tpw_search_begin(st)) {
-			bpf_loop(TP_FIND_STEPS, search_cb, &l, 0);
+		if (!ts && !tpw_search_begin(st, TP_MAX_THREADS_LOOP)) {
+			bpf_loop(TP_FIND_STEPS_LOOP, search_cb, &l, 0);
 			ts = tpw_search_end(st, id);
 		}
 		if (ts) {

@@ -93,7 +93,8 @@ struct tpw_state {
 		__u8 listing;	/* 1 while in a list, 0 between two */
 		__u8 pad;
 		__u16 limit; /* TP_ERR_*_LIMIT met, the answer if none is found */
-		__u16 pad2[3];
+		__u16 pad2;
+		__u32 max_threads; /* thread states visited per list at most */
 	} find;
 	__u64 frame; /* next frame to read, 0 when the walk is over */
 	__u64 prev;  /* the frame read before st->frame, 0 if none */
@@ -272,8 +273,9 @@ TPW_INLINE __u64 tpw_tstate_cached(struct tpw_state *st, __u64 id, __u64 fsbase)
  * thread state, or ends a list. A search takes at most TP_FIND_STEPS
  * steps, each verified once where BPF has bpf_loop. Returns -1 with
  * st->s.err set if the list of interpreters cannot be read. */
-TPW_INLINE int tpw_search_begin(struct tpw_state *st)
+TPW_INLINE int tpw_search_begin(struct tpw_state *st, __u32 max_threads)
 {
+	st->find.max_threads = max_threads;
 	st->find.ts = 0;
 	st->find.found = 0;
 	st->find.nthreads = 0;
@@ -312,7 +314,7 @@ TPW_INLINE bool tpw_search_step(struct tpw_state *st, __u64 fsbase)
 		st->find.listing = 1;
 		return false;
 	}
-	if (!st->find.ts || st->find.nthreads >= TP_MAX_THREADS) {
+	if (!st->find.ts || st->find.nthreads >= st->find.max_threads) {
 		/* This list is over: a list longer than the walk visits is
 		 * said so if nothing else is found. */
 		if (st->find.ts)
@@ -357,6 +359,14 @@ TPW_INLINE __u64 tpw_search_end(struct tpw_state *st, __u64 id)
 	return ts;
 }
 
+/* The threads tpw_find_tstate visits per interpreter: in BPF, its loop is
+ * the unrolled programs', which the verifier checks step by step. */
+#ifdef __BPF__
+#define TPW_FIND_THREADS TP_MAX_THREADS
+#else
+#define TPW_FIND_THREADS TP_MAX_THREADS_LOOP
+#endif
+
 /* The PyThreadState of the thread id (pid_tgid) whose fs base is fsbase:
  * the cached one if it still matches, else found by walking every
  * interpreter's thread list. Returns 0 with st->s.err set when none is
@@ -367,9 +377,9 @@ TPW_INLINE __u64 tpw_find_tstate(struct tpw_state *st, __u64 id, __u64 fsbase)
 	__u64 ts = tpw_tstate_cached(st, id, fsbase);
 	if (ts)
 		return ts;
-	if (tpw_search_begin(st))
+	if (tpw_search_begin(st, TPW_FIND_THREADS))
 		return 0;
-	for (int i = 0; i < TP_FIND_STEPS; i++)
+	for (int i = 0; i < TP_FIND_STEPS_FOR(TPW_FIND_THREADS); i++)
 		if (tpw_search_step(st, fsbase))
 			break;
 	return tpw_search_end(st, id);

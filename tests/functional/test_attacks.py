@@ -445,3 +445,18 @@ def watch_opens(path):
             buf = buf[16 + n:]
         return [m for m in masks if m & 0x20]
     return opened
+
+
+# --- 7. work hidden past the 256th thread ---------------------------------------
+
+def test_work_past_the_256th_thread_is_seen(taipan, workload, tmp_path, attacker, lair):
+    """The thread-state search visited 256 threads of an interpreter: a
+    thread started before 300 idle ones (CPython lists the newest first)
+    got no Python stack. Where the search is a bpf_loop it now visits
+    16,384."""
+    bad = attack(workload, attacker, lair, "threads", 300, 120)
+    m, stacks = record_beside(taipan, tmp_path, [bad.pid], None, seconds=3)
+    mine = [s for s in stacks if s.pid == bad.pid]
+    hidden = total([s for s in mine if any(f.name == "hidden_work" for f in s.python)])
+    assert hidden >= 0.9 * total(mine), [[f.text for f in s.frames][:3] for s in mine][:5]
+    assert "thread_limit" not in m.stderr, stat_line(m.stderr, "")

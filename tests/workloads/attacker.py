@@ -10,6 +10,9 @@
 #   linetable NFUNCS KIB SECONDS  NFUNCS functions whose code objects share one
 #                                 line table of KIB KiB, each run in turn
 #   spin FILE... SECONDS          maps each ELF and spins in each, a thread each
+#   threads N SECONDS             a thread that computes (hidden_work), then N
+#                                 idle ones: CPython lists threads newest
+#                                 first, so the busy one is the (N+1)th
 import ctypes
 import mmap
 import os
@@ -143,6 +146,23 @@ def spin(paths, seconds):
     time.sleep(seconds)
 
 
+def hidden_work(deadline):
+    n = 0
+    while time.time() < deadline:
+        n += 1
+    return n
+
+
+def threads(n, seconds):
+    deadline = time.time() + seconds
+    threading.Thread(target=hidden_work, args=(deadline,), name="hidden", daemon=True).start()
+    stop = threading.Event()
+    for i in range(n):
+        threading.Thread(target=stop.wait, name="idle-%d" % i, daemon=True).start()
+    ready()
+    time.sleep(seconds)
+
+
 def main():
     mode = sys.argv[1]
     if mode == "truncate":
@@ -151,6 +171,8 @@ def main():
         files(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
     elif mode == "linetable":
         linetable(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+    elif mode == "threads":
+        threads(int(sys.argv[2]), float(sys.argv[3]))
     elif mode == "spin":
         spin(sys.argv[2:-1], float(sys.argv[-1]))
     else:
