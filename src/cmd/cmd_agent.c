@@ -12,7 +12,6 @@
  * dead server holds up sampling.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -24,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/agentlog.h"
@@ -38,6 +36,7 @@
 #include "core/session.h"
 #include "core/walkerr.h"
 #include "util/clock.h"
+#include "util/safefile.h"
 
 #define MAX_WAITING 8	 /* profile requests at once */
 #define POLL_MAX_MS 100	 /* the longest the loop sleeps: signals and new requests */
@@ -85,8 +84,8 @@ void cmd_agent_usage(FILE *out)
 	    "      --auth-token-file FILE  every request must send 'Authorization: Bearer\n"
 	    "                          TOKEN', TOKEN being FILE's content (16 to 1024\n"
 	    "                          printable characters; a final newline is dropped;\n"
-	    "                          FILE must not be readable by every user); others\n"
-	    "                          get 401\n"
+	    "                          FILE must be root's, mode 0600 or 0400, and no\n"
+	    "                          symbolic link); others get 401\n"
 	    "      --push URL          send each window to the Pyroscope server at URL\n"
 	    "                          (POST URL/ingest, pprof)\n"
 	    "  -w, --window SECS       the push window (default 15; 1 to 3600)\n"
@@ -107,8 +106,9 @@ void cmd_agent_usage(FILE *out)
 	    "                          record; served on /debug/pprof/wall (Linux 5.17+)\n"
 	    "      --nice N            the nice value taipan reads samples at (default -5;\n"
 	    "                          0 leaves it), as in taipan record\n"
-	    "      --log FILE          log here instead of stderr (appended to; SIGHUP\n"
-	    "                          reopens it, for log rotation)\n"
+	    "      --log FILE          log here instead of stderr (appended to, made 0640;\n"
+	    "                          SIGHUP reopens it, for log rotation); a file of\n"
+	    "                          another user's or a symbolic link is refused\n"
 	    "      --stats             log the counters at exit\n"
 	    "  -v, --verbose           log how each process was recognised\n"
 	    "  -h, --help              this text\n"
@@ -189,42 +189,20 @@ static int parse_uids(const char *arg, struct agent_args *a)
 static int read_token(struct agent_args *a)
 {
 	const char *path = a->token_file;
-	char buf[TOKEN_MAX + 2];
-	struct stat st;
+	char buf[TOKEN_MAX + 2], why[512];
 	size_t n = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		int e = errno;
-		log_error("cannot read --auth-token-file %s: %s", path, strerror(e));
-		return -e;
+	int ret = safefile_read_secret(path, buf, sizeof(buf), &n, why, sizeof(why));
+	if (ret) {
+		log_error("--auth-token-file: %s", why);
+		return ret;
 	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		log_error("--auth-token-file %s is not a regular file", path);
-		close(fd);
-		return -EINVAL;
-	}
-	if (st.st_mode & 07) {
-		log_error("--auth-token-file %s is readable or writable by every user (mode "
-			  "%04o): chmod o-rwx it",
-			  path, (unsigned int)(st.st_mode & 07777));
-		close(fd);
-		return -EPERM;
-	}
-	while (n < sizeof(buf)) {
-		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
 	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		n--;
 	bool printable = true;
 	for (size_t i = 0; i < n; i++)
 		printable &= buf[i] > ' ' && buf[i] < 0x7f;
 	if (n < TOKEN_MIN || n > TOKEN_MAX || !printable) {
+		explicit_bzero(buf, sizeof(buf));
 		log_error("--auth-token-file %s must hold one token of %d to %d printable "
 			  "characters without spaces (e.g. head -c 32 /dev/urandom | base64)",
 			  path, TOKEN_MIN, TOKEN_MAX);
@@ -748,11 +726,12 @@ static int run(struct agent *a)
 		if (hup_requested) {
 			hup_requested = 0;
 			if (a->args->log) {
-				int err = agentlog_redirect(a->args->log);
-				if (err)
-					agentlog("SIGHUP: cannot reopen %s: %s; logging on to the "
-						 "old file",
-						 a->args->log, strerror(-err));
+				char why[512];
+				if (agentlog_redirect(a->args->log, why, sizeof(why)))
+					agentlog(
+					    "SIGHUP: cannot reopen the log: %s; logging on to the "
+					    "old file",
+					    why);
 				else
 					agentlog("SIGHUP: reopened the log file %s", a->args->log);
 			} else {
@@ -793,12 +772,10 @@ int cmd_agent(int argc, char **argv)
 		return 2;
 	if (args.token_file && read_token(&args))
 		return 2;
-	if (args.log) {
-		ret = agentlog_redirect(args.log);
-		if (ret) {
-			log_error("cannot open the log file %s: %s", args.log, strerror(-ret));
-			return 1;
-		}
+	if (args.log && agentlog_redirect(args.log, err, sizeof(err))) {
+		log_error("--log: %s", err);
+		free(args.token);
+		return 1;
 	}
 	gethostname(host, sizeof(host) - 1);
 	ret = push_app_name(a.name, sizeof(a.name), args.app, host);

@@ -32,7 +32,7 @@ from email.parser import BytesParser
 
 import pytest
 
-from conftest import go_pprof, interpreter, pyenv, require
+from conftest import as_user, cpu_seconds, go_pprof, interpreter, pyenv, require
 
 INNER = "Worker.run.<locals>.inner"  # chain.py's busy function on 3.12
 
@@ -363,8 +363,9 @@ def test_usage_errors(taipan, args, msg, tmp_path):
 @pytest.mark.parametrize("content,mode,msg", [
     ("short\n", 0o600, "must hold one token of 16 to 1024"),
     ("a token with spaces in it\n", 0o600, "must hold one token"),
-    (secrets.token_hex(20), 0o644, "is readable or writable by every user (mode 0644)"),
-    (None, 0o600, "cannot read --auth-token-file"),
+    (secrets.token_hex(20), 0o644, "by its group or by others (mode 0644): chmod 600"),
+    (secrets.token_hex(20), 0o640, "by its group or by others (mode 0640): chmod 600"),
+    (None, 0o600, "--auth-token-file: cannot open"),
 ])
 def test_bad_token_files(taipan, tmp_path, content, mode, msg):
     path = tmp_path / "token"
@@ -376,6 +377,110 @@ def test_bad_token_files(taipan, tmp_path, content, mode, msg):
     assert res.returncode == 2, res.stderr
     assert msg in res.stderr, res.stderr
 
+
+
+# --- files a local user may have put in the agent's way ------------------------------
+
+@pytest.fixture
+def user_dir(attacker):
+    """A directory the attacking user owns (its home, a shared spool), where
+    an administrator might point --log or --auth-token-file."""
+    d = tempfile.mkdtemp(prefix="taipan-test-user-", dir="/tmp")
+    os.chown(d, attacker.pw_uid, attacker.pw_gid)
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def as_attacker(attacker, argv):
+    """Runs argv as the attacking user; it must succeed."""
+    res = subprocess.run(as_user(attacker, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def agent_refuses(taipan, args, run_dir, timeout=20):
+    """The agent started with args on a socket of its own: (its stderr, how
+    long it took to refuse); it must exit 1 or 2 at once."""
+    where = [] if "--listen" in args else ["--socket", os.path.join(run_dir, "agent.sock")]
+    t0 = time.time()
+    res = subprocess.run([taipan, "agent"] + where + [str(a) for a in args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=timeout)
+    assert res.returncode in (1, 2), res.stderr
+    return res.stderr, time.time() - t0
+
+
+def test_log_through_a_symlink_is_refused(taipan, attacker, user_dir, run_dir, tmp_path):
+    """The attacker links the agent's --log to a file of root's: the agent
+    refuses it and leaves that file as it was."""
+    precious = tmp_path / "precious"
+    precious.write_text("root's own\n")
+    before = os.stat(precious)
+    log = os.path.join(user_dir, "agent.log")
+    as_attacker(attacker, ["ln", "-s", precious, log])
+    err, _ = agent_refuses(taipan, ["--log", log], run_dir)
+    assert "--log: %s is a symbolic link: give the path of the file itself" % log in err, err
+    after = os.stat(precious)
+    assert precious.read_text() == "root's own\n"
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    # A link the agent's own user made is refused the same way: the path
+    # itself must be the file.
+    os.unlink(log)
+    os.symlink(precious, log)
+    err, _ = agent_refuses(taipan, ["--log", log], run_dir)
+    assert "is a symbolic link" in err, err
+    assert precious.read_text() == "root's own\n"
+
+
+def test_log_of_another_user_is_refused(taipan, attacker, user_dir, run_dir):
+    log = os.path.join(user_dir, "agent.log")
+    as_attacker(attacker, ["touch", log])
+    err, _ = agent_refuses(taipan, ["--log", log], run_dir)
+    assert "--log: %s is owned by uid %d, not by root: that user could read and rewrite the " \
+           "log; chown root %s" % (log, attacker.pw_uid, log) in err, err
+    assert os.path.getsize(log) == 0
+    # Another name of a file of root's (a hard link) is refused too.
+    os.unlink(log)
+    other = os.path.join(user_dir, "other")
+    open(other, "w").close()
+    os.link(other, log)
+    err, _ = agent_refuses(taipan, ["--log", log], run_dir)
+    assert "has 2 hard links" in err, err
+
+
+def test_token_file_group_readable_is_refused(taipan, run_dir, tmp_path):
+    token = write_token(tmp_path)
+    os.chmod(token, 0o640)
+    err, _ = agent_refuses(taipan, ["--listen", "127.0.0.1:0", "--auth-token-file", token], run_dir)
+    assert "--auth-token-file: %s may be read or written by its group or by others (mode 0640): " \
+           "chmod 600 %s" % (token, token) in err, err
+
+
+def test_token_file_of_another_user_is_refused(taipan, attacker, user_dir, run_dir):
+    token = os.path.join(user_dir, "token")
+    as_attacker(attacker, ["sh", "-c", "umask 077; echo %s > %s" % (secrets.token_hex(20), token)])
+    assert stat.S_IMODE(os.stat(token).st_mode) == 0o600
+    err, _ = agent_refuses(taipan, ["--listen", "127.0.0.1:0", "--auth-token-file", token], run_dir)
+    assert "--auth-token-file: %s is owned by uid %d, not by root: that user could read or change " \
+           "it; chown root %s" % (token, attacker.pw_uid, token) in err, err
+
+
+def test_token_file_fifo_is_refused_at_once(taipan, attacker, user_dir, run_dir):
+    """A FIFO where the token should be would hang the start (an open for
+    reading waits for a writer): refused at once."""
+    token = os.path.join(user_dir, "token")
+    as_attacker(attacker, ["mkfifo", "-m", "600", token])
+    err, took = agent_refuses(taipan, ["--listen", "127.0.0.1:0", "--auth-token-file", token],
+                              run_dir, timeout=10)
+    assert took < 5, took
+    assert "--auth-token-file: %s is a FIFO: give a regular file" % token in err, err
+    # root's own FIFO too.
+    os.unlink(token)
+    os.mkfifo(token, 0o600)
+    err, took = agent_refuses(taipan, ["--listen", "127.0.0.1:0", "--auth-token-file", token],
+                              run_dir, timeout=10)
+    assert took < 5 and "is a FIFO" in err, err
 
 
 def test_port_in_use(taipan, tmp_path):
