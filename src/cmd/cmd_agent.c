@@ -45,6 +45,10 @@
 #define DEFAULT_SOCKET "/run/taipan/agent.sock"
 #define TOKEN_MIN 16
 #define TOKEN_MAX 1024
+#define CREDS_MAX 4096
+/* The push's credentials, when they come from the environment. */
+#define ENV_PUSH_USER "TAIPAN_PUSH_USER"
+#define ENV_PUSH_PASSWORD "TAIPAN_PUSH_PASSWORD"
 
 static volatile sig_atomic_t stop_signal, hup_requested;
 
@@ -87,7 +91,13 @@ void cmd_agent_usage(FILE *out)
 	    "                          FILE must be root's, mode 0600 or 0400, and no\n"
 	    "                          symbolic link); others get 401\n"
 	    "      --push URL          send each window to the Pyroscope server at URL\n"
-	    "                          (POST URL/ingest, pprof)\n"
+	    "                          (POST URL/ingest, pprof); a user name or password\n"
+	    "                          in URL is refused (ps shows it): see below\n"
+	    "      --push-credentials-file FILE  authenticate the pushes (HTTP Basic) as\n"
+	    "                          FILE says: USER:PASSWORD on one line; FILE must\n"
+	    "                          be root's, mode 0600 or 0400, and no symbolic\n"
+	    "                          link. Or set " ENV_PUSH_USER " and\n"
+	    "                          " ENV_PUSH_PASSWORD " in the agent's environment\n"
 	    "  -w, --window SECS       the push window (default 15; 1 to 3600)\n"
 	    "  -r, --rate HZ           samples per second per CPU (default 100; 1 to 10000)\n"
 	    "      --app NAME          the application name in Pyroscope (default taipan;\n"
@@ -132,6 +142,9 @@ void cmd_agent_usage(FILE *out)
 	    "  go tool pprof -top p.pb.gz\n"
 	    "  curl -s --unix-socket " DEFAULT_SOCKET " http://localhost/stats\n"
 	    "  taipan agent --push http://pyroscope:4040 --app web --comm gunicorn\n"
+	    "  (umask 077; printf '%%s:%%s\\n' USER PASSWORD > /etc/taipan/push)\n"
+	    "  taipan agent --push https://profiles.example.com \\\n"
+	    "      --push-credentials-file /etc/taipan/push\n"
 	    "  head -c 32 /dev/urandom | base64 > /etc/taipan/token; chmod 600 /etc/taipan/token\n"
 	    "  taipan agent --listen 0.0.0.0:9100 --auth-token-file /etc/taipan/token\n"
 	    "  curl -s -H \"Authorization: Bearer $(cat /etc/taipan/token)\" \\\n"
@@ -146,6 +159,8 @@ struct agent_args {
 	uid_t allow[HTTPD_MAX_ALLOW_UIDS];
 	unsigned int nallow;
 	const char *push;
+	const char *creds_file;
+	char *push_user, *push_password; /* from malloc; NULL: none */
 	double window;
 	unsigned int rate;
 	const char *app;
@@ -213,6 +228,67 @@ static int read_token(struct agent_args *a)
 	return a->token ? 0 : -ENOMEM;
 }
 
+/* The pushes' user name and password into a->push_user and
+ * a->push_password: from --push-credentials-file, or from the environment
+ * (only with --push). */
+static int read_push_credentials(struct agent_args *a)
+{
+	const char *eu = getenv(ENV_PUSH_USER), *ep = getenv(ENV_PUSH_PASSWORD);
+	char buf[CREDS_MAX + 1], why[512], *user, *password;
+	size_t n = 0;
+	int ret;
+
+	if (!a->push || (!a->creds_file && !eu && !ep))
+		return 0;
+	if (a->creds_file && (eu || ep)) {
+		log_error(
+		    "the push credentials come one way: --push-credentials-file, or " ENV_PUSH_USER
+		    " and " ENV_PUSH_PASSWORD " in the environment, not both");
+		return -EINVAL;
+	}
+	if (!a->creds_file) {
+		if (!eu || !*eu || !ep) {
+			log_error("set both " ENV_PUSH_USER " (not empty) and " ENV_PUSH_PASSWORD
+				  ", or neither");
+			return -EINVAL;
+		}
+		a->push_user = strdup(eu);
+		a->push_password = strdup(ep);
+		return a->push_user && a->push_password ? 0 : -ENOMEM;
+	}
+	ret = safefile_read_secret(a->creds_file, buf, sizeof(buf) - 1, &n, why, sizeof(why));
+	if (ret) {
+		log_error("--push-credentials-file: %s", why);
+		return ret;
+	}
+	buf[n] = 0;
+	ret = -EINVAL;
+	if (n >= sizeof(buf) - 1 || strlen(buf) != n ||
+	    push_parse_credentials(buf, &user, &password)) {
+		log_error("--push-credentials-file %s must hold USER:PASSWORD on one line (at most "
+			  "%d bytes, no control characters)",
+			  a->creds_file, CREDS_MAX - 1);
+	} else {
+		a->push_user = strdup(user);
+		a->push_password = strdup(password);
+		ret = a->push_user && a->push_password ? 0 : -ENOMEM;
+	}
+	explicit_bzero(buf, sizeof(buf));
+	return ret;
+}
+
+/* Wipes and frees what read_token and read_push_credentials read. */
+static void forget_secrets(struct agent_args *a)
+{
+	char **secrets[] = {&a->token, &a->push_user, &a->push_password};
+	for (size_t i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++) {
+		if (*secrets[i])
+			explicit_bzero(*secrets[i], strlen(*secrets[i]));
+		free(*secrets[i]);
+		*secrets[i] = NULL;
+	}
+}
+
 static int parse_args(int argc, char **argv, struct agent_args *a)
 {
 	static const struct option longopts[] = {
@@ -235,6 +311,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	    {"socket", required_argument, NULL, 'U'},
 	    {"auth-token-file", required_argument, NULL, 'T'},
 	    {"allow-uid", required_argument, NULL, 'I'},
+	    {"push-credentials-file", required_argument, NULL, 'Q'},
 	    {0},
 	};
 	char *end;
@@ -265,6 +342,9 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			break;
 		case 'T':
 			a->token_file = optarg;
+			break;
+		case 'Q':
+			a->creds_file = optarg;
 			break;
 		case 'I':
 			if (parse_uids(optarg, a))
@@ -373,9 +453,25 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			  "only); on TCP the token decides");
 		return -EINVAL;
 	}
-	if (a->push && push_check_url(a->push)) {
+	char shown[512];
+	int bad_url = a->push ? push_check_url(a->push) : 0;
+	if (bad_url)
+		push_redact_url(shown, sizeof(shown), a->push);
+	if (bad_url == -EPERM) {
+		log_error("--push %s: a user name or password in the URL can be read by every user "
+			  "(ps) and would be logged; put USER:PASSWORD in a file of root's, mode "
+			  "0600, and give --push-credentials-file FILE, or set " ENV_PUSH_USER
+			  " and " ENV_PUSH_PASSWORD " in the agent's environment",
+			  shown);
+		return -EINVAL;
+	}
+	if (bad_url) {
 		log_error("--push wants an http:// or https:// URL without a query, not '%s'",
-			  a->push);
+			  shown);
+		return -EINVAL;
+	}
+	if (a->creds_file && !a->push) {
+		log_error("--push-credentials-file is for --push");
 		return -EINVAL;
 	}
 	char name[256];
@@ -770,17 +866,20 @@ int cmd_agent(int argc, char **argv)
 
 	if (parse_args(argc, argv, &args))
 		return 2;
-	if (args.token_file && read_token(&args))
+	if ((args.token_file && read_token(&args)) || read_push_credentials(&args)) {
+		forget_secrets(&args);
 		return 2;
+	}
 	if (args.log && agentlog_redirect(args.log, err, sizeof(err))) {
 		log_error("--log: %s", err);
-		free(args.token);
+		forget_secrets(&args);
 		return 1;
 	}
 	gethostname(host, sizeof(host) - 1);
 	ret = push_app_name(a.name, sizeof(a.name), args.app, host);
 	if (ret) {
 		log_error("cannot name the application: %s", strerror(-ret));
+		forget_secrets(&args);
 		return 2;
 	}
 	pthread_mutex_init(&a.mu, NULL);
@@ -816,6 +915,8 @@ int cmd_agent(int argc, char **argv)
 	if (args.push) {
 		struct push_opts po = {
 		    .url = args.push,
+		    .user = args.push_user,
+		    .password = args.push_password,
 		    .name = a.name,
 		    .rate_hz = args.rate,
 		    .backlog = args.backlog,
@@ -855,9 +956,19 @@ int cmd_agent(int argc, char **argv)
 		 args.listen   ? "clients with the bearer token"
 		 : args.nallow ? "root and the uids of --allow-uid"
 			       : "root only");
-	if (a.push)
-		agentlog("pushing each window to %s/ingest as %s (backlog %u)", args.push, a.name,
-			 args.backlog);
+	if (a.push) {
+		char shown[512];
+		push_redact_url(shown, sizeof(shown), args.push);
+		agentlog("pushing each window to %s/ingest as %s (backlog %u)%s", shown, a.name,
+			 args.backlog,
+			 !args.push_user   ? ""
+			 : args.creds_file ? ", with the credentials of --push-credentials-file"
+					   : ", with the credentials of " ENV_PUSH_USER
+					     " and " ENV_PUSH_PASSWORD);
+		if (args.push_user && !strncmp(args.push, "http://", 7))
+			agentlog("warning: the push credentials go over http:// as clear text; "
+				 "use https:// where the network is not trusted");
+	}
 
 	status = run(&a);
 
@@ -885,8 +996,6 @@ out:
 	profile_free(a.win);
 	session_free(a.s);
 	pthread_mutex_destroy(&a.mu);
-	if (args.token)
-		explicit_bzero(args.token, strlen(args.token));
-	free(args.token);
+	forget_secrets(&args);
 	return status;
 }

@@ -6,6 +6,7 @@ bearer token on TCP) and what a client cannot do (hold a slot after leaving,
 trickle a request head, flood the log, hang it with query parameters).
 Everything listens on 127.0.0.1 or a Unix socket, and every wait is bounded."""
 
+import base64
 import errno
 import gzip
 import http.client
@@ -103,7 +104,7 @@ class Agent:
     """An agent on TCP with a bearer token (tcp=True), or on the Unix socket
     `sock` (None: the default one)."""
 
-    def __init__(self, taipan, tmp_path, *args, window=2, tcp=True, sock=None):
+    def __init__(self, taipan, tmp_path, *args, window=2, tcp=True, sock=None, env=None):
         self.tcp = tcp
         self.log = tmp_path / "agent.log"
         self.stderr = open(tmp_path / "agent.stderr", "wb")
@@ -121,7 +122,7 @@ class Agent:
                 where = ["--socket", self.sock]
         self.proc = subprocess.Popen(
             [taipan, "agent", "--window", str(window), "--log", str(self.log)] + where +
-            [str(a) for a in args], stdout=subprocess.DEVNULL, stderr=self.stderr)
+            [str(a) for a in args], stdout=subprocess.DEVNULL, stderr=self.stderr, env=env)
         try:
             wait_for(self._healthy, 30, "the agent's /healthz")
         except AssertionError:
@@ -253,7 +254,8 @@ class Receiver:
                     status = rec.statuses.pop(0) if rec.statuses else 200
                     rec.pushes.append(dict(time=time.time(), path=url.path, status=status,
                                            query=dict(urllib.parse.parse_qsl(url.query)),
-                                           ctype=ctype, parts=parts))
+                                           ctype=ctype, parts=parts,
+                                           auth=self.headers.get("Authorization")))
                 reply = b"ok\n" if status == 200 else b"ingester unhappy\n"
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(reply)))
@@ -888,6 +890,85 @@ def test_push_backlog_drops_windows_when_down(agents, receivers, workload, tmp_p
     rec = receivers(port=port)
     wait_for(lambda: a.stats()["windows_pushed"] >= 2, 30, "pushes once the server is up")
     check_push(rec.taken()[-1], tmp_path)
+
+
+def test_push_url_with_credentials_is_refused(taipan):
+    """Credentials in --push would be in ps for every user to read, and in
+    the log: refused, with how to give them instead, and never echoed."""
+    for url in ("http://u:s3cr3t-pw@127.0.0.1:1", "http://u:s3cr3t/pw@127.0.0.1:1/x",
+                "ftp://u:s3cr3t-pw@127.0.0.1"):
+        res = subprocess.run([taipan, "agent", "--push", url], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, timeout=10)
+        assert res.returncode == 2, res.stderr
+        assert "s3cr3t" not in res.stderr, res.stderr
+        assert "***@127.0.0.1" in res.stderr, res.stderr
+        if url.startswith("http"):
+            assert "a user name or password in the URL can be read by every user (ps)" in res.stderr
+            assert "--push-credentials-file FILE" in res.stderr
+            assert "TAIPAN_PUSH_USER and TAIPAN_PUSH_PASSWORD" in res.stderr
+
+
+@pytest.mark.parametrize("content,mode,extra,env,msg", [
+    ("user:Zq9sec\n", 0o640, [], {}, "(mode 0640): chmod 600"),
+    ("no colon here\n", 0o600, [], {}, "must hold USER:PASSWORD on one line"),
+    (":Zq9sec\n", 0o600, [], {}, "must hold USER:PASSWORD on one line"),
+    ("user:Zq9sec\n", 0o600, [], {"TAIPAN_PUSH_PASSWORD": "Zq9sec"}, "not both"),
+    (None, 0, [], {"TAIPAN_PUSH_PASSWORD": "Zq9sec"}, "set both TAIPAN_PUSH_USER"),
+    ("user:Zq9sec\n", 0o600, None, {}, "--push-credentials-file is for --push"),
+])
+def test_bad_push_credentials(taipan, tmp_path, content, mode, extra, env, msg):
+    args = ["agent"] if extra is None else ["agent", "--push", "http://127.0.0.1:1"]
+    if content is not None:
+        path = tmp_path / "creds"
+        path.write_text(content)
+        os.chmod(path, mode)
+        args += ["--push-credentials-file", path]
+    res = subprocess.run([taipan] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=10, env=dict(os.environ, **env))
+    assert res.returncode == 2, res.stderr
+    assert msg in res.stderr, res.stderr
+    assert "Zq9sec" not in res.stderr, res.stderr
+
+
+def check_credentials_pushed(a, rec, user, password):
+    """Every push the receiver got carried user and password (HTTP Basic),
+    and neither the agent's log nor its command line shows the password."""
+    wait_for(lambda: rec.taken(), 30, "a push")
+    basic = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+    assert [p["auth"] for p in rec.all()] == ["Basic " + basic] * len(rec.all())
+    with open("/proc/%d/cmdline" % a.proc.pid, "rb") as f:
+        assert password.encode() not in f.read()
+    logs = a.logs()
+    assert password not in logs and basic not in logs, logs
+    assert "pushing each window to %s/ingest" % rec.url in logs, logs
+    # Over http://, the agent says that they go as clear text.
+    assert "the push credentials go over http:// as clear text" in logs, logs
+    return logs
+
+
+def test_push_credentials_from_a_file(agents, receivers, workload, tmp_path):
+    workload(pyenv("pyenv-3.12"), "chain.py", 60)
+    rec = receivers()
+    password = "Pw:%s@x" % secrets.token_hex(8)
+    creds = tmp_path / "push-credentials"
+    creds.write_text("ingest-user:%s\n" % password)
+    os.chmod(creds, 0o600)
+    a = agents("--push", rec.url, "--push-credentials-file", creds)
+    logs = check_credentials_pushed(a, rec, "ingest-user", password)
+    assert "with the credentials of --push-credentials-file" in logs
+    a.stop()
+    logs = a.logs()
+    assert password not in logs and "exiting on SIGTERM" in logs
+
+
+def test_push_credentials_from_the_environment(agents, receivers, workload, tmp_path):
+    workload(pyenv("pyenv-3.12"), "chain.py", 60)
+    rec = receivers()
+    password = "env-%s" % secrets.token_hex(8)
+    a = agents("--push", rec.url, env=dict(os.environ, TAIPAN_PUSH_USER="ingest-user",
+                                          TAIPAN_PUSH_PASSWORD=password))
+    logs = check_credentials_pushed(a, rec, "ingest-user", password)
+    assert "with the credentials of TAIPAN_PUSH_USER and TAIPAN_PUSH_PASSWORD" in logs
 
 
 # --- signals ------------------------------------------------------------------------
