@@ -22,12 +22,15 @@
 
 /* What the server counted. */
 struct httpd_counts {
-	unsigned long served;	 /* profile requests answered with a profile */
-	unsigned long refused;	 /* profile requests refused: busy, bad arguments */
-	unsigned long abandoned; /* profile requests whose client left before the end */
-	unsigned long denied;	 /* requests without the token, or from a uid not allowed */
-	unsigned long cut;	 /* connections closed at the head deadline */
-	unsigned int waiting;	 /* profile requests waiting now */
+	unsigned long served;	       /* profile requests answered with a profile */
+	unsigned long refused;	       /* profile requests refused: busy, bad arguments */
+	unsigned long abandoned;       /* profile requests whose client left before the end */
+	unsigned long denied;	       /* requests without the token, or from a uid not allowed */
+	unsigned long cut;	       /* connections closed at the head deadline */
+	unsigned long refused_conns;   /* connections refused at accept (uid, limits) */
+	unsigned long evicted;	       /* idle connections closed to make room */
+	unsigned long accept_failures; /* accept() failed (out of descriptors) */
+	unsigned int waiting;	       /* profile requests waiting now */
 };
 
 struct httpd_opts {

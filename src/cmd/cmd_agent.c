@@ -721,6 +721,11 @@ static char *stats_json(void *ctx, const struct httpd_counts *hc)
 				   json_integer((json_int_t)hc->abandoned));
 	bad |= json_object_set_new(o, "requests_denied", json_integer((json_int_t)hc->denied));
 	bad |= json_object_set_new(o, "connections_cut", json_integer((json_int_t)hc->cut));
+	bad |= json_object_set_new(o, "connections_refused",
+				   json_integer((json_int_t)hc->refused_conns));
+	bad |= json_object_set_new(o, "connections_evicted", json_integer((json_int_t)hc->evicted));
+	bad |= json_object_set_new(o, "accept_failures",
+				   json_integer((json_int_t)hc->accept_failures));
 	if (!bad)
 		text = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
@@ -743,6 +748,9 @@ static void log_counters(struct agent *a, const struct push_stats *ps,
 		 "%lu abandoned; %lu requests denied, %lu connections cut",
 		 a->windows, a->empty_windows, ps->pushed, ps->failures, ps->dropped, hc->served,
 		 hc->refused, hc->abandoned, hc->denied, hc->cut);
+	agentlog("stats: %lu connections refused, %lu idle ones closed to make room, %lu "
+		 "accept failures",
+		 hc->refused_conns, hc->evicted, hc->accept_failures);
 }
 
 /* --- the loop ------------------------------------------------------------------ */

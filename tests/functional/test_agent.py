@@ -33,6 +33,7 @@ from email.parser import BytesParser
 
 import pytest
 
+from conftest import ATTACKER as ATTACKER_NAME
 from conftest import as_user, cpu_seconds, go_pprof, interpreter, pyenv, require
 
 INNER = "Worker.run.<locals>.inner"  # chain.py's busy function on 3.12
@@ -137,17 +138,19 @@ class Agent:
         except OSError:
             return False
 
-    def connection(self, timeout=10):
+    def connection(self, timeout=10, source=None):
+        """source: the local address to connect from (TCP)."""
         if self.tcp:
-            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout,
+                                              source_address=(source, 0) if source else None)
         return UnixHTTPConnection(self.sock, timeout)
 
-    def get(self, path, timeout=10, method="GET", headers=None, token=True):
+    def get(self, path, timeout=10, method="GET", headers=None, token=True, source=None):
         """(status, body bytes) of one request, with the token unless told not to."""
         headers = dict(headers or {})
         if token and self.token:
             headers["Authorization"] = "Bearer " + self.token
-        conn = self.connection(timeout)
+        conn = self.connection(timeout, source)
         try:
             conn.request(method, path, headers=headers)
             r = conn.getresponse()
@@ -674,7 +677,7 @@ def test_allow_uid_lets_that_user_in(agents, run_dir, tmp_path):
     b = agents("--allow-uid", "4242", tcp=False, sock=sock)  # takes the stale socket's place
     assert as_nobody(sock) == "HTTP/1.1 403 Forbidden"
     assert b.stats()["requests_denied"] == 1
-    assert "refused a request from uid %d: not allowed (--allow-uid)" % nobody in b.logs()
+    assert "refused a connection from uid %d: not allowed (--allow-uid)" % nobody in b.logs()
     # A directory others may write is refused: they could swap the socket.
     os.chmod(run_dir, 0o777)
     res = subprocess.run([b.proc.args[0], "agent", "--socket", os.path.join(run_dir, "x.sock")],
@@ -798,7 +801,7 @@ def test_refusals_are_logged_at_a_bounded_rate(agents):
     wait_for(healthy, 10, "connections again")
     for _ in range(1000):
         assert a.get("/healthz", token=False)[0] == 401
-    limit = "http: Server reached connection limit. Closing inbound connection."
+    limit = "refused a connection from 127.0.0.1: it has 16 open, the most one address may have"
     token = "refused a request without the bearer token (--auth-token-file)"
     # Every refusal is told of, in a few lines: the rest follow as counts.
     wait_for(lambda: refusals_logged(a.logs(), limit)[0] == 1000 + refused[0] and
@@ -807,6 +810,191 @@ def test_refusals_are_logged_at_a_bounded_rate(agents):
     assert refusals_logged(logs, limit)[1] <= 6 and refusals_logged(logs, token)[1] <= 6, logs
     assert len(logs.splitlines()) < 20, logs
     assert a.stats()["requests_denied"] == 1000
+
+
+# --- what another local user cannot do -------------------------------------------------
+
+# Holds COUNT connections to TARGET (a Unix socket's path, or HOST:PORT
+# from the source addresses SOURCES in turn) and opens a new one for each
+# that the agent closes, 5 rounds a second, for SECONDS; sends nothing.
+ATTACKER_CLIENT = r"""
+import select, socket, sys, time
+target, count, sources, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), float(sys.argv[4])
+
+def connect(i):
+    if target.startswith("/"):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(1)
+        s.connect(target)
+    else:
+        host, port = target.rsplit(":", 1)
+        s = socket.socket()
+        s.settimeout(1)
+        s.bind((sources[i % len(sources)], 0))
+        s.connect((host, int(port)))
+    s.setblocking(False)
+    return s
+
+held, made, end, first = {}, 0, time.time() + seconds, True
+while time.time() < end:
+    round_end = time.time() + 0.2
+    for i in range(count):
+        if i not in held:
+            try:
+                held[i] = connect(i)
+                made += 1
+            except OSError:
+                pass
+    if first:
+        print("ready %d" % len(held), flush=True)
+        first = False
+    readable, _, _ = select.select(list(held.values()), [], [], max(0, round_end - time.time()))
+    time.sleep(max(0, round_end - time.time()))
+    for s in readable:
+        try:
+            gone = not s.recv(4096)
+        except BlockingIOError:
+            gone = False
+        except OSError:
+            gone = True
+        if gone:
+            i = next(i for i, v in held.items() if v is s)
+            s.close()
+            del held[i]
+print("made %d held %d" % (made, len(held)), flush=True)
+"""
+
+
+class Attack:
+    """The attacking user holding connections to the agent (ATTACKER_CLIENT)."""
+
+    def __init__(self, attacker, target, count, sources=("127.0.0.1",), seconds=60):
+        require(shutil.which("setpriv"), "setpriv (util-linux)")
+        self.proc = subprocess.Popen(
+            as_user(attacker, ["/usr/bin/python3", "-c", ATTACKER_CLIENT, target, count,
+                               ",".join(sources), seconds]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("ready "), line + self.proc.stderr.read()
+        self.first_held = int(line.split()[1])
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def attacks(attacker):
+    made = []
+
+    def start(*args, **kw):
+        a = Attack(attacker, *args, **kw)
+        made.append(a)
+        return a
+
+    yield start
+    for a in made:
+        a.stop()
+
+
+# The attack tests profile no process (--comm names none): what they try
+# is the HTTP side, and the session's own descriptors then stay as they are.
+NO_TARGETS = ("--comm", "taipan-no-such-process")
+
+
+def served(a, n=20, path="/healthz", timeout=5, **kw):
+    """How many of n requests, one after another, were answered 200, and in
+    how many seconds."""
+    ok, t0 = 0, time.time()
+    for _ in range(n):
+        try:
+            ok += a.get(path, timeout=timeout, **kw)[0] == 200
+        except OSError:
+            pass
+    return ok, time.time() - t0
+
+
+def test_refused_uid_holds_no_connection_slot(agents, attacks, run_dir):
+    """A user who is not allowed holds 80 connections to the Unix socket
+    (mode 0666 with --allow-uid), reopening each one closed: none of them
+    takes a slot from the users who are allowed."""
+    nobody = pwd.getpwnam("nobody").pw_uid
+    sock = os.path.join(run_dir, "agent.sock")
+    a = agents("--allow-uid", "4242,%d" % nobody, *NO_TARGETS, tcp=False, sock=sock)
+    attack = attacks(sock, 80)
+    time.sleep(1)
+    ok, took = served(a)
+    assert ok == 20 and took < 10, (ok, took, a.logs())
+    ok, took = served(a, path="/stats")
+    assert ok == 20 and took < 10, (ok, took)
+    # The other allowed user too.
+    assert as_nobody(sock) == "HTTP/1.1 200 OK"
+    st = a.stats()
+    assert st["connections_refused"] >= 80, st
+    attack.stop()
+    assert re.search(r"refused a connection from uid %d: not allowed \(--allow-uid\)" %
+                     pwd.getpwnam(ATTACKER_NAME).pw_uid, a.logs()), a.logs()
+
+
+@pytest.mark.parametrize("sources", [["127.0.0.1"], ["127.0.0.1", "127.0.0.3", "127.0.0.4", "127.0.0.5"]],
+                         ids=["one-address", "four-addresses"])
+def test_tokenless_connections_do_not_starve_the_token_holder(agents, attacks, sources):
+    """64 connections without the token, from one loopback address or from
+    four (a local user may bind any of 127/8), held and reopened: the token
+    holder, from an address of its own, gets 20 answers of 20."""
+    a = agents(*NO_TARGETS)
+    attack = attacks("127.0.0.1:%d" % a.port, 64, sources)
+    time.sleep(1)
+    ok, took = served(a, source="127.0.0.2")
+    assert ok == 20 and took < 10, (ok, took, a.logs())
+    ok, took = served(a, path="/stats", source="127.0.0.2")
+    assert ok == 20 and took < 10, (ok, took)
+    # Until the server has seen the attacker's connections close, its
+    # address is still at its limit: the counters are asked from another.
+    attack.stop()
+    st = json.loads(a.get("/stats", source="127.0.0.2")[1])
+    if len(sources) > 1:
+        # The table was full of them: room was made by closing idle ones.
+        assert st["connections_evicted"] >= 1, st
+
+
+def test_out_of_descriptors_backs_off_and_keeps_answering(agents, attacks, run_dir):
+    """With every descriptor of the agent taken (its limit lowered to what
+    it holds), accept() fails with EMFILE: the server thread backs off
+    instead of spinning, idle connections give way, and /healthz answers."""
+    require(shutil.which("prlimit"), "prlimit (util-linux)")
+    sock = os.path.join(run_dir, "agent.sock")
+    a = agents("--allow-uid", "4242", *NO_TARGETS, tcp=False, sock=sock)
+    pid = a.proc.pid
+    limit = max(int(fd) for fd in os.listdir("/proc/%d/fd" % pid)) + 1
+    subprocess.run(["prlimit", "--pid", str(pid), "--nofile=%d:%d" % (limit, limit)], check=True,
+                   timeout=10)
+    attack = attacks(sock, 80)
+    # Idle connections of an allowed user, which would hold the last
+    # descriptors.
+    idle = []
+    for _ in range(3):
+        try:
+            idle.append(a.raw())
+        except OSError:
+            pass
+    time.sleep(1)
+    c0, t0 = cpu_seconds(pid), time.time()
+    time.sleep(2)
+    cpu = (cpu_seconds(pid) - c0) / (time.time() - t0)
+    ok, took = served(a, timeout=3)
+    c1, t1 = cpu_seconds(pid), time.time()
+    assert ok == 20 and took < 20, (ok, took, cpu, a.logs())
+    assert cpu < 0.3, (cpu, a.logs())
+    cpu_serving = (c1 - c0) / (t1 - t0)
+    assert cpu_serving < 0.5, (cpu_serving, a.logs())
+    attack.stop()
+    for s in idle:
+        s.close()
+    logs = a.logs()
+    assert "out of file descriptors" in logs, logs
 
 
 def test_many_query_parameters_get_400_at_once(agents):
