@@ -874,6 +874,7 @@ int cmd_agent(int argc, char **argv)
 
 	if (parse_args(argc, argv, &args))
 		return 2;
+	cli_raise_fd_limit();
 	if ((args.token_file && read_token(&args)) || read_push_credentials(&args)) {
 		forget_secrets(&args);
 		return 2;

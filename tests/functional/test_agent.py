@@ -997,6 +997,28 @@ def test_out_of_descriptors_backs_off_and_keeps_answering(agents, attacks, run_d
     assert "out of file descriptors" in logs, logs
 
 
+def test_open_files_limit_is_raised_to_the_hard_limit(taipan, run_dir, tmp_path):
+    """The agent raises its soft limit on open files to the hard one at
+    start (and says so with -v): connections and the processes it follows
+    take descriptors, and 1024 is the usual soft limit."""
+    require(shutil.which("prlimit"), "prlimit (util-linux)")
+    sock = os.path.join(run_dir, "agent.sock")
+    log = tmp_path / "agent.log"
+    with open(tmp_path / "stderr", "wb") as err:
+        proc = subprocess.Popen(["prlimit", "--nofile=256:4096", taipan, "agent", "-v", "--socket", sock,
+                                 "--log", log] + list(NO_TARGETS), stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        wait_for(lambda: socket_alive(sock), 30, "the agent's socket")
+        with open("/proc/%d/limits" % proc.pid) as f:
+            row = [l for l in f if l.startswith("Max open files")][0]
+        assert row.split()[3:5] == ["4096", "4096"], row
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+    assert "open files: at most 4096 (raised from 256 to the hard limit)" in \
+        (tmp_path / "stderr").read_text(), (tmp_path / "stderr").read_text()
+
+
 def test_many_query_parameters_get_400_at_once(agents):
     a = agents()
     q = "&".join("a%d=b" % i for i in range(250))
