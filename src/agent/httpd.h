@@ -1,4 +1,4 @@
-/* httpd.h - the agent's HTTP endpoints (libmicrohttpd, one thread):
+/* httpd.h - the agent's HTTP endpoints (libmicrohttpd's thread, and an acceptor):
  * GET /debug/pprof/profile?seconds=N, GET /stats and GET /healthz, on a
  * Unix socket (peers told apart by uid) or on TCP (with a bearer token). */
 #ifndef TAIPAN_HTTPD_H
@@ -36,8 +36,8 @@ struct httpd_counts {
 struct httpd_opts {
 	/* TCP: "ADDR:PORT" or "[ADDR6]:PORT"; port 0 picks one. NULL: the Unix
 	 * socket at socket_path, created mode 0600 (0666 with allow_uids: every
-	 * peer's uid is checked instead) in a directory that only root (or the
-	 * agent's user) may write, made 0755 when missing. */
+	 * peer's uid is checked as it is accepted instead) in a directory that
+	 * only root (or the agent's user) may write, made 0755 when missing. */
 	const char *listen;
 	const char *socket_path;
 	/* Unix socket: the uids let in besides root and the agent's own. */
@@ -60,9 +60,11 @@ struct httpd;
  * until httpd_reply(). */
 struct httpd_req;
 
-/* Binds and starts serving. The calling thread should block the signals it
- * handles first: the server's thread inherits its mask. Returns 0, or a
- * negative errno with err filled. */
+/* Binds and starts serving: libmicrohttpd's thread, and the acceptor's,
+ * which accepts each connection and decides who gets a slot (httpd.c).
+ * The calling thread should block the signals it handles first: the
+ * server's threads inherit its mask. Returns 0, or a negative errno with
+ * err filled. */
 int httpd_start(const struct httpd_opts *o, struct httpd **out, char *err, size_t errlen);
 
 /* The address bound, "http://127.0.0.1:9100" (with the port picked for
