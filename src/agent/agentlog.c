@@ -13,19 +13,23 @@
 #include <unistd.h>
 
 #include "agent/agentlog.h"
+#include "util/safefile.h"
 #include "util/strutil.h"
 #include "util/clock.h"
 
-int agentlog_redirect(const char *path)
+int agentlog_redirect(const char *path, char *err, size_t errlen)
 {
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+	int fd =
+	    safefile_open(path, O_WRONLY | O_APPEND | O_CREAT, 0640, SAFEFILE_LOG, err, errlen);
 	if (fd < 0)
-		return -errno;
-	int err = 0;
-	if (dup2(fd, STDERR_FILENO) < 0)
-		err = -errno;
+		return fd;
+	int ret = 0;
+	if (dup2(fd, STDERR_FILENO) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot log to %s: %s", path, strerror(-ret));
+	}
 	close(fd);
-	return err;
+	return ret;
 }
 
 size_t agentlog_format(char *buf, size_t len, const struct timespec *ts, const char *msg)

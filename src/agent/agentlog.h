@@ -11,9 +11,11 @@
 /* Opens path for appending (creating it 0640) and makes it the process's
  * stderr, so that every message, the agent's and the library's, lands in
  * it. Called again after the file was renamed, it starts a new file and the
- * old descriptor is closed. Returns 0 or a negative errno; stderr is then
- * unchanged. */
-int agentlog_redirect(const char *path);
+ * old descriptor is closed. The file must be a regular file of root's (or
+ * the agent's user's) with one link, and path no symbolic link
+ * (safefile_open). Returns 0, or a negative errno with err filled; stderr
+ * is then unchanged. */
+int agentlog_redirect(const char *path, char *err, size_t errlen);
 
 /* Writes "2024-05-01T12:00:00.123Z taipan: MESSAGE\n" to stderr in one
  * write, so that lines from several threads never interleave. */

@@ -1,4 +1,4 @@
-/* httpd.h - the agent's HTTP endpoints (libmicrohttpd, one thread):
+/* httpd.h - the agent's HTTP endpoints (libmicrohttpd's thread, and an acceptor):
  * GET /debug/pprof/profile?seconds=N, GET /stats and GET /healthz, on a
  * Unix socket (peers told apart by uid) or on TCP (with a bearer token). */
 #ifndef TAIPAN_HTTPD_H
@@ -22,19 +22,22 @@
 
 /* What the server counted. */
 struct httpd_counts {
-	unsigned long served;	 /* profile requests answered with a profile */
-	unsigned long refused;	 /* profile requests refused: busy, bad arguments */
-	unsigned long abandoned; /* profile requests whose client left before the end */
-	unsigned long denied;	 /* requests without the token, or from a uid not allowed */
-	unsigned long cut;	 /* connections closed at the head deadline */
-	unsigned int waiting;	 /* profile requests waiting now */
+	unsigned long served;	       /* profile requests answered with a profile */
+	unsigned long refused;	       /* profile requests refused: busy, bad arguments */
+	unsigned long abandoned;       /* profile requests whose client left before the end */
+	unsigned long denied;	       /* requests without the token, or from a uid not allowed */
+	unsigned long cut;	       /* connections closed at the head deadline */
+	unsigned long refused_conns;   /* connections refused at accept (uid, limits) */
+	unsigned long evicted;	       /* idle connections closed to make room */
+	unsigned long accept_failures; /* accept() failed (out of descriptors) */
+	unsigned int waiting;	       /* profile requests waiting now */
 };
 
 struct httpd_opts {
 	/* TCP: "ADDR:PORT" or "[ADDR6]:PORT"; port 0 picks one. NULL: the Unix
 	 * socket at socket_path, created mode 0600 (0666 with allow_uids: every
-	 * peer's uid is checked instead) in a directory that only root (or the
-	 * agent's user) may write, made 0755 when missing. */
+	 * peer's uid is checked as it is accepted instead) in a directory that
+	 * only root (or the agent's user) may write, made 0755 when missing. */
 	const char *listen;
 	const char *socket_path;
 	/* Unix socket: the uids let in besides root and the agent's own. */
@@ -57,9 +60,11 @@ struct httpd;
  * until httpd_reply(). */
 struct httpd_req;
 
-/* Binds and starts serving. The calling thread should block the signals it
- * handles first: the server's thread inherits its mask. Returns 0, or a
- * negative errno with err filled. */
+/* Binds and starts serving: libmicrohttpd's thread, and the acceptor's,
+ * which accepts each connection and decides who gets a slot (httpd.c).
+ * The calling thread should block the signals it handles first: the
+ * server's threads inherit its mask. Returns 0, or a negative errno with
+ * err filled. */
 int httpd_start(const struct httpd_opts *o, struct httpd **out, char *err, size_t errlen);
 
 /* The address bound, "http://127.0.0.1:9100" (with the port picked for

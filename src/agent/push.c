@@ -65,6 +65,7 @@ struct job {
 
 struct pusher {
 	char *url, *name;
+	char *user, *password; /* NULL: no authentication */
 	unsigned int rate_hz, max_attempts;
 
 	pthread_mutex_t mu;
@@ -118,9 +119,21 @@ int push_app_name(char *buf, size_t len, const char *app, const char *host)
 	return 0;
 }
 
+/* Where url's user name and password would be: from after "scheme://" to
+ * the last '@' (the host's), or NULL. Not only up to the first '/': a
+ * password with a '/' in it, not percent-encoded, must be found too. */
+static const char *userinfo_end(const char *url, const char **start)
+{
+	const char *a = strstr(url, "://");
+	if (!a)
+		return NULL;
+	*start = a + 3;
+	return strrchr(*start, '@');
+}
+
 int push_check_url(const char *url)
 {
-	const char *rest;
+	const char *rest, *start;
 	if (!strncmp(url, "http://", 7))
 		rest = url + 7;
 	else if (!strncmp(url, "https://", 8))
@@ -129,6 +142,37 @@ int push_check_url(const char *url)
 		return -EINVAL;
 	if (!*rest || *rest == '/' || strpbrk(url, "?# \t\r\n"))
 		return -EINVAL;
+	if (userinfo_end(url, &start))
+		return -EPERM;
+	return 0;
+}
+
+void push_redact_url(char *buf, size_t len, const char *url)
+{
+	const char *start = NULL;
+	const char *at = userinfo_end(url, &start);
+	if (!len)
+		return;
+	if (!at)
+		snprintf(buf, len, "%s", url);
+	else
+		snprintf(buf, len, "%.*s***%s", (int)(start - url), url, at);
+}
+
+int push_parse_credentials(char *text, char **user, char **password)
+{
+	size_t n = strlen(text);
+	while (n && (text[n - 1] == '\n' || text[n - 1] == '\r'))
+		text[--n] = 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)text[i] < ' ' || text[i] == 0x7f)
+			return -EINVAL;
+	char *colon = strchr(text, ':');
+	if (!colon || colon == text)
+		return -EINVAL;
+	*colon = 0;
+	*user = text;
+	*password = colon + 1;
 	return 0;
 }
 
@@ -371,6 +415,12 @@ static void release(struct pusher *p, bool sync_up)
 	free(p->q);
 	free(p->url);
 	free(p->name);
+	if (p->user)
+		explicit_bzero(p->user, strlen(p->user));
+	if (p->password)
+		explicit_bzero(p->password, strlen(p->password));
+	free(p->user);
+	free(p->password);
 	free(p);
 }
 
@@ -382,9 +432,16 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 	int ret;
 
 	if (push_check_url(o->url)) {
+		char shown[512];
+		push_redact_url(shown, sizeof(shown), o->url);
 		snprintf(err, errlen,
-			 "--push wants an http:// or https:// URL without a query, not '%s'",
-			 o->url);
+			 "--push wants an http:// or https:// URL without a query or "
+			 "credentials, not '%s'",
+			 shown);
+		return -EINVAL;
+	}
+	if (!o->user != !o->password) {
+		snprintf(err, errlen, "push credentials want a user name and a password");
 		return -EINVAL;
 	}
 	if (!o->backlog) {
@@ -412,6 +469,12 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 	p->name = strdup(o->name);
 	p->q = calloc(p->cap, sizeof(*p->q));
 	p->curl = cu.easy_init();
+	if (o->user) {
+		p->user = strdup(o->user);
+		p->password = strdup(o->password);
+		if (!p->user || !p->password)
+			goto fail;
+	}
 	if (!p->url || !p->name || !p->q || !p->curl)
 		goto fail;
 	pthread_mutex_init(&p->mu, NULL);
@@ -432,6 +495,12 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 	cu.easy_setopt(p->curl, CURLOPT_NOPROGRESS, 0L);
 	cu.easy_setopt(p->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
 	cu.easy_setopt(p->curl, CURLOPT_XFERINFODATA, p);
+	if (p->user) {
+		/* Basic, to this server only: redirects are not followed. */
+		cu.easy_setopt(p->curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+		cu.easy_setopt(p->curl, CURLOPT_USERNAME, p->user);
+		cu.easy_setopt(p->curl, CURLOPT_PASSWORD, p->password);
+	}
 
 	ret = -pthread_create(&p->thread, NULL, worker, p);
 	if (ret) {

@@ -12,7 +12,10 @@
 #define PUSH_MAX_BACKOFF 30.0
 
 struct push_opts {
-	const char *url;	   /* the server: http(s)://HOST[:PORT][/PREFIX] */
+	const char *url; /* the server: http(s)://HOST[:PORT][/PREFIX], no user or password */
+	/* HTTP Basic authentication: both, or NULL; copied (and wiped when
+	 * freed). */
+	const char *user, *password;
 	const char *name;	   /* the ingest name, from push_app_name() */
 	unsigned int rate_hz;	   /* sent as sampleRate */
 	unsigned int backlog;	   /* windows waiting at most, 1 or more */
@@ -56,8 +59,20 @@ void push_free(struct pusher *p, double flush_s, struct push_stats *final);
 int push_app_name(char *buf, size_t len, const char *app, const char *host);
 
 /* Checks a --push URL: http:// or https://, a host, no query or fragment.
- * Returns 0 or -EINVAL. */
+ * Returns 0 or -EINVAL. A user name or password in it is -EPERM: every user
+ * could read them in ps, and they would be written to the log. */
 int push_check_url(const char *url);
+
+/* url for a message: any user name and password before the host become
+ * three asterisks (http: then two slashes, the asterisks, "@host:4040"),
+ * whatever else url holds. Cut to fit buf (always terminated). */
+void push_redact_url(char *buf, size_t len, const char *url);
+
+/* Splits the content of a credentials file, "USER:PASSWORD" on one line
+ * (final newlines dropped), in place: *user and *password point into text.
+ * Returns 0, or -EINVAL when there is no ':', the user name is empty, or a
+ * control character is in either. */
+int push_parse_credentials(char *text, char **user, char **password);
 
 /* The ingest request's URL: base (trailing slashes dropped) + "/ingest?"
  * with name (percent-encoded), from, until, spyName=taipan, sampleRate and

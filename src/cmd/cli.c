@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "cmd/cli.h"
@@ -183,4 +184,39 @@ int cli_getopt(const char *cmd, int argc, char **argv, const char *optstring,
 	else
 		log_error("%s: unknown option '%s'; try 'taipan help %s'", cmd, what, cmd);
 	return '?';
+}
+
+/* The limit on open files as it was before cli_raise_fd_limit(). */
+static struct rlimit fd_limit_before;
+static bool fd_limit_raised;
+
+void cli_raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl)) {
+		log_debug("open files: cannot read the limit: %s", strerror(errno));
+		return;
+	}
+	if (rl.rlim_cur >= rl.rlim_max) {
+		log_debug("open files: at most %llu (the hard limit)",
+			  (unsigned long long)rl.rlim_cur);
+		return;
+	}
+	struct rlimit raised = {.rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max};
+	if (setrlimit(RLIMIT_NOFILE, &raised)) {
+		log_debug("open files: at most %llu; cannot raise it to the hard limit %llu: %s",
+			  (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+			  strerror(errno));
+		return;
+	}
+	fd_limit_before = rl;
+	fd_limit_raised = true;
+	log_debug("open files: at most %llu (raised from %llu to the hard limit)",
+		  (unsigned long long)raised.rlim_cur, (unsigned long long)rl.rlim_cur);
+}
+
+void cli_restore_fd_limit(void)
+{
+	if (fd_limit_raised)
+		setrlimit(RLIMIT_NOFILE, &fd_limit_before);
 }

@@ -65,4 +65,16 @@ int cli_getopt(const char *cmd, int argc, char **argv, const char *optstring,
  * cleanly and still write what it has. */
 void cli_on_stop_signals(void (*handler)(int), bool hup);
 
+/* Raises the soft limit on open files (RLIMIT_NOFILE) to the hard one,
+ * after the command line is read (-v says the limit): the agent and
+ * `record -a` hold descriptors for every process they follow, and the
+ * agent's connections besides. Failing is not an error. */
+void cli_raise_fd_limit(void);
+
+/* Puts the soft limit back to what it was before cli_raise_fd_limit(), in
+ * a child before it execs the command to profile: a program that uses
+ * select() breaks on descriptors of 1024 and above, which is why the soft
+ * limit is kept low by default. Async-signal-safe. */
+void cli_restore_fd_limit(void);
+
 #endif /* TAIPAN_CLI_H */

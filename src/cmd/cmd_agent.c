@@ -12,7 +12,6 @@
  * dead server holds up sampling.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -24,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/agentlog.h"
@@ -38,6 +36,7 @@
 #include "core/session.h"
 #include "core/walkerr.h"
 #include "util/clock.h"
+#include "util/safefile.h"
 
 #define MAX_WAITING 8	 /* profile requests at once */
 #define POLL_MAX_MS 100	 /* the longest the loop sleeps: signals and new requests */
@@ -46,6 +45,10 @@
 #define DEFAULT_SOCKET "/run/taipan/agent.sock"
 #define TOKEN_MIN 16
 #define TOKEN_MAX 1024
+#define CREDS_MAX 4096
+/* The push's credentials, when they come from the environment. */
+#define ENV_PUSH_USER "TAIPAN_PUSH_USER"
+#define ENV_PUSH_PASSWORD "TAIPAN_PUSH_PASSWORD"
 
 static volatile sig_atomic_t stop_signal, hup_requested;
 
@@ -85,10 +88,16 @@ void cmd_agent_usage(FILE *out)
 	    "      --auth-token-file FILE  every request must send 'Authorization: Bearer\n"
 	    "                          TOKEN', TOKEN being FILE's content (16 to 1024\n"
 	    "                          printable characters; a final newline is dropped;\n"
-	    "                          FILE must not be readable by every user); others\n"
-	    "                          get 401\n"
+	    "                          FILE must be root's, mode 0600 or 0400, and no\n"
+	    "                          symbolic link); others get 401\n"
 	    "      --push URL          send each window to the Pyroscope server at URL\n"
-	    "                          (POST URL/ingest, pprof)\n"
+	    "                          (POST URL/ingest, pprof); a user name or password\n"
+	    "                          in URL is refused (ps shows it): see below\n"
+	    "      --push-credentials-file FILE  authenticate the pushes (HTTP Basic) as\n"
+	    "                          FILE says: USER:PASSWORD on one line; FILE must\n"
+	    "                          be root's, mode 0600 or 0400, and no symbolic\n"
+	    "                          link. Or set " ENV_PUSH_USER " and\n"
+	    "                          " ENV_PUSH_PASSWORD " in the agent's environment\n"
 	    "  -w, --window SECS       the push window (default 15; 1 to 3600)\n"
 	    "  -r, --rate HZ           samples per second per CPU (default 100; 1 to 10000)\n"
 	    "      --app NAME          the application name in Pyroscope (default taipan;\n"
@@ -110,8 +119,9 @@ void cmd_agent_usage(FILE *out)
 	    "      --max-memory SIZE   what taipan keeps of its targets at most, together\n"
 	    "                          (default 256M), as in taipan record; /debug/stats\n"
 	    "                          says how much is held\n"
-	    "      --log FILE          log here instead of stderr (appended to; SIGHUP\n"
-	    "                          reopens it, for log rotation)\n"
+	    "      --log FILE          log here instead of stderr (appended to, made 0640;\n"
+	    "                          SIGHUP reopens it, for log rotation); a file of\n"
+	    "                          another user's or a symbolic link is refused\n"
 	    "      --stats             log the counters at exit\n"
 	    "  -v, --verbose           log how each process was recognised\n"
 	    "  -h, --help              this text\n"
@@ -135,6 +145,9 @@ void cmd_agent_usage(FILE *out)
 	    "  go tool pprof -top p.pb.gz\n"
 	    "  curl -s --unix-socket " DEFAULT_SOCKET " http://localhost/stats\n"
 	    "  taipan agent --push http://pyroscope:4040 --app web --comm gunicorn\n"
+	    "  (umask 077; printf '%%s:%%s\\n' USER PASSWORD > /etc/taipan/push)\n"
+	    "  taipan agent --push https://profiles.example.com \\\n"
+	    "      --push-credentials-file /etc/taipan/push\n"
 	    "  head -c 32 /dev/urandom | base64 > /etc/taipan/token; chmod 600 /etc/taipan/token\n"
 	    "  taipan agent --listen 0.0.0.0:9100 --auth-token-file /etc/taipan/token\n"
 	    "  curl -s -H \"Authorization: Bearer $(cat /etc/taipan/token)\" \\\n"
@@ -149,6 +162,8 @@ struct agent_args {
 	uid_t allow[HTTPD_MAX_ALLOW_UIDS];
 	unsigned int nallow;
 	const char *push;
+	const char *creds_file;
+	char *push_user, *push_password; /* from malloc; NULL: none */
 	double window;
 	unsigned int rate;
 	const char *app;
@@ -193,42 +208,20 @@ static int parse_uids(const char *arg, struct agent_args *a)
 static int read_token(struct agent_args *a)
 {
 	const char *path = a->token_file;
-	char buf[TOKEN_MAX + 2];
-	struct stat st;
+	char buf[TOKEN_MAX + 2], why[512];
 	size_t n = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		int e = errno;
-		log_error("cannot read --auth-token-file %s: %s", path, strerror(e));
-		return -e;
+	int ret = safefile_read_secret(path, buf, sizeof(buf), &n, why, sizeof(why));
+	if (ret) {
+		log_error("--auth-token-file: %s", why);
+		return ret;
 	}
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		log_error("--auth-token-file %s is not a regular file", path);
-		close(fd);
-		return -EINVAL;
-	}
-	if (st.st_mode & 07) {
-		log_error("--auth-token-file %s is readable or writable by every user (mode "
-			  "%04o): chmod o-rwx it",
-			  path, (unsigned int)(st.st_mode & 07777));
-		close(fd);
-		return -EPERM;
-	}
-	while (n < sizeof(buf)) {
-		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
 	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 		n--;
 	bool printable = true;
 	for (size_t i = 0; i < n; i++)
 		printable &= buf[i] > ' ' && buf[i] < 0x7f;
 	if (n < TOKEN_MIN || n > TOKEN_MAX || !printable) {
+		explicit_bzero(buf, sizeof(buf));
 		log_error("--auth-token-file %s must hold one token of %d to %d printable "
 			  "characters without spaces (e.g. head -c 32 /dev/urandom | base64)",
 			  path, TOKEN_MIN, TOKEN_MAX);
@@ -237,6 +230,67 @@ static int read_token(struct agent_args *a)
 	a->token = strndup(buf, n);
 	explicit_bzero(buf, sizeof(buf));
 	return a->token ? 0 : -ENOMEM;
+}
+
+/* The pushes' user name and password into a->push_user and
+ * a->push_password: from --push-credentials-file, or from the environment
+ * (only with --push). */
+static int read_push_credentials(struct agent_args *a)
+{
+	const char *eu = getenv(ENV_PUSH_USER), *ep = getenv(ENV_PUSH_PASSWORD);
+	char buf[CREDS_MAX + 1], why[512], *user, *password;
+	size_t n = 0;
+	int ret;
+
+	if (!a->push || (!a->creds_file && !eu && !ep))
+		return 0;
+	if (a->creds_file && (eu || ep)) {
+		log_error(
+		    "the push credentials come one way: --push-credentials-file, or " ENV_PUSH_USER
+		    " and " ENV_PUSH_PASSWORD " in the environment, not both");
+		return -EINVAL;
+	}
+	if (!a->creds_file) {
+		if (!eu || !*eu || !ep) {
+			log_error("set both " ENV_PUSH_USER " (not empty) and " ENV_PUSH_PASSWORD
+				  ", or neither");
+			return -EINVAL;
+		}
+		a->push_user = strdup(eu);
+		a->push_password = strdup(ep);
+		return a->push_user && a->push_password ? 0 : -ENOMEM;
+	}
+	ret = safefile_read_secret(a->creds_file, buf, sizeof(buf) - 1, &n, why, sizeof(why));
+	if (ret) {
+		log_error("--push-credentials-file: %s", why);
+		return ret;
+	}
+	buf[n] = 0;
+	ret = -EINVAL;
+	if (n >= sizeof(buf) - 1 || strlen(buf) != n ||
+	    push_parse_credentials(buf, &user, &password)) {
+		log_error("--push-credentials-file %s must hold USER:PASSWORD on one line (at most "
+			  "%d bytes, no control characters)",
+			  a->creds_file, CREDS_MAX - 1);
+	} else {
+		a->push_user = strdup(user);
+		a->push_password = strdup(password);
+		ret = a->push_user && a->push_password ? 0 : -ENOMEM;
+	}
+	explicit_bzero(buf, sizeof(buf));
+	return ret;
+}
+
+/* Wipes and frees what read_token and read_push_credentials read. */
+static void forget_secrets(struct agent_args *a)
+{
+	char **secrets[] = {&a->token, &a->push_user, &a->push_password};
+	for (size_t i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++) {
+		if (*secrets[i])
+			explicit_bzero(*secrets[i], strlen(*secrets[i]));
+		free(*secrets[i]);
+		*secrets[i] = NULL;
+	}
 }
 
 static int parse_args(int argc, char **argv, struct agent_args *a)
@@ -262,6 +316,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	    {"socket", required_argument, NULL, 'U'},
 	    {"auth-token-file", required_argument, NULL, 'T'},
 	    {"allow-uid", required_argument, NULL, 'I'},
+	    {"push-credentials-file", required_argument, NULL, 'Q'},
 	    {0},
 	};
 	char *end;
@@ -292,6 +347,9 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			break;
 		case 'T':
 			a->token_file = optarg;
+			break;
+		case 'Q':
+			a->creds_file = optarg;
 			break;
 		case 'I':
 			if (parse_uids(optarg, a))
@@ -404,9 +462,25 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			  "only); on TCP the token decides");
 		return -EINVAL;
 	}
-	if (a->push && push_check_url(a->push)) {
+	char shown[512];
+	int bad_url = a->push ? push_check_url(a->push) : 0;
+	if (bad_url)
+		push_redact_url(shown, sizeof(shown), a->push);
+	if (bad_url == -EPERM) {
+		log_error("--push %s: a user name or password in the URL can be read by every user "
+			  "(ps) and would be logged; put USER:PASSWORD in a file of root's, mode "
+			  "0600, and give --push-credentials-file FILE, or set " ENV_PUSH_USER
+			  " and " ENV_PUSH_PASSWORD " in the agent's environment",
+			  shown);
+		return -EINVAL;
+	}
+	if (bad_url) {
 		log_error("--push wants an http:// or https:// URL without a query, not '%s'",
-			  a->push);
+			  shown);
+		return -EINVAL;
+	}
+	if (a->creds_file && !a->push) {
+		log_error("--push-credentials-file is for --push");
 		return -EINVAL;
 	}
 	char name[256];
@@ -665,6 +739,11 @@ static char *stats_json(void *ctx, const struct httpd_counts *hc)
 				   json_integer((json_int_t)hc->abandoned));
 	bad |= json_object_set_new(o, "requests_denied", json_integer((json_int_t)hc->denied));
 	bad |= json_object_set_new(o, "connections_cut", json_integer((json_int_t)hc->cut));
+	bad |= json_object_set_new(o, "connections_refused",
+				   json_integer((json_int_t)hc->refused_conns));
+	bad |= json_object_set_new(o, "connections_evicted", json_integer((json_int_t)hc->evicted));
+	bad |= json_object_set_new(o, "accept_failures",
+				   json_integer((json_int_t)hc->accept_failures));
 	if (!bad)
 		text = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
@@ -687,6 +766,9 @@ static void log_counters(struct agent *a, const struct push_stats *ps,
 		 "%lu abandoned; %lu requests denied, %lu connections cut",
 		 a->windows, a->empty_windows, ps->pushed, ps->failures, ps->dropped, hc->served,
 		 hc->refused, hc->abandoned, hc->denied, hc->cut);
+	agentlog("stats: %lu connections refused, %lu idle ones closed to make room, %lu "
+		 "accept failures",
+		 hc->refused_conns, hc->evicted, hc->accept_failures);
 }
 
 /* --- the loop ------------------------------------------------------------------ */
@@ -766,11 +848,12 @@ static int run(struct agent *a)
 		if (hup_requested) {
 			hup_requested = 0;
 			if (a->args->log) {
-				int err = agentlog_redirect(a->args->log);
-				if (err)
-					agentlog("SIGHUP: cannot reopen %s: %s; logging on to the "
-						 "old file",
-						 a->args->log, strerror(-err));
+				char why[512];
+				if (agentlog_redirect(a->args->log, why, sizeof(why)))
+					agentlog(
+					    "SIGHUP: cannot reopen the log: %s; logging on to the "
+					    "old file",
+					    why);
 				else
 					agentlog("SIGHUP: reopened the log file %s", a->args->log);
 			} else {
@@ -809,19 +892,21 @@ int cmd_agent(int argc, char **argv)
 
 	if (parse_args(argc, argv, &args))
 		return 2;
-	if (args.token_file && read_token(&args))
+	cli_raise_fd_limit();
+	if ((args.token_file && read_token(&args)) || read_push_credentials(&args)) {
+		forget_secrets(&args);
 		return 2;
-	if (args.log) {
-		ret = agentlog_redirect(args.log);
-		if (ret) {
-			log_error("cannot open the log file %s: %s", args.log, strerror(-ret));
-			return 1;
-		}
+	}
+	if (args.log && agentlog_redirect(args.log, err, sizeof(err))) {
+		log_error("--log: %s", err);
+		forget_secrets(&args);
+		return 1;
 	}
 	gethostname(host, sizeof(host) - 1);
 	ret = push_app_name(a.name, sizeof(a.name), args.app, host);
 	if (ret) {
 		log_error("cannot name the application: %s", strerror(-ret));
+		forget_secrets(&args);
 		return 2;
 	}
 	pthread_mutex_init(&a.mu, NULL);
@@ -858,6 +943,8 @@ int cmd_agent(int argc, char **argv)
 	if (args.push) {
 		struct push_opts po = {
 		    .url = args.push,
+		    .user = args.push_user,
+		    .password = args.push_password,
 		    .name = a.name,
 		    .rate_hz = args.rate,
 		    .backlog = args.backlog,
@@ -897,9 +984,19 @@ int cmd_agent(int argc, char **argv)
 		 args.listen   ? "clients with the bearer token"
 		 : args.nallow ? "root and the uids of --allow-uid"
 			       : "root only");
-	if (a.push)
-		agentlog("pushing each window to %s/ingest as %s (backlog %u)", args.push, a.name,
-			 args.backlog);
+	if (a.push) {
+		char shown[512];
+		push_redact_url(shown, sizeof(shown), args.push);
+		agentlog("pushing each window to %s/ingest as %s (backlog %u)%s", shown, a.name,
+			 args.backlog,
+			 !args.push_user   ? ""
+			 : args.creds_file ? ", with the credentials of --push-credentials-file"
+					   : ", with the credentials of " ENV_PUSH_USER
+					     " and " ENV_PUSH_PASSWORD);
+		if (args.push_user && !strncmp(args.push, "http://", 7))
+			agentlog("warning: the push credentials go over http:// as clear text; "
+				 "use https:// where the network is not trusted");
+	}
 
 	status = run(&a);
 
@@ -927,8 +1024,6 @@ out:
 	profile_free(a.win);
 	session_free(a.s);
 	pthread_mutex_destroy(&a.mu);
-	if (args.token)
-		explicit_bzero(args.token, strlen(args.token));
-	free(args.token);
+	forget_secrets(&args);
 	return status;
 }

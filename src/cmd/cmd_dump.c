@@ -545,6 +545,7 @@ int cmd_dump(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a))
 		return 2;
+	cli_raise_fd_limit();
 	double t0 = (mono_seconds() * 1e3);
 	ret = pyproc_inspect(a.pid, &pp, err, sizeof(err));
 	if (ret) {

@@ -471,6 +471,7 @@ static int command_spawn(struct command *c)
 		signal(SIGTERM, SIG_DFL);
 		if (read(gate[0], &ch, 1) != 1)
 			_exit(127); /* taipan gave up before starting */
+		cli_restore_fd_limit();
 		execvp(c->argv[0], c->argv);
 		int e = errno;
 		if (write(errp[1], &e, sizeof(e)) != sizeof(e))
@@ -592,6 +593,7 @@ int cmd_record(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a))
 		return 2;
+	cli_raise_fd_limit();
 	if (!a.output) {
 		default_output(outbuf, sizeof(outbuf));
 		a.output = outbuf;

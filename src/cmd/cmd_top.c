@@ -409,6 +409,7 @@ int cmd_top(int argc, char **argv)
 
 	if (parse_args(argc, argv, &a))
 		return 2;
+	cli_raise_fd_limit();
 	/* The version for the header, and a clear error before BPF loads. */
 	ret = a.all ? 0 : pyproc_inspect(a.pid, &pp, err, sizeof(err));
 	if (ret) {

@@ -6,6 +6,7 @@ bearer token on TCP) and what a client cannot do (hold a slot after leaving,
 trickle a request head, flood the log, hang it with query parameters).
 Everything listens on 127.0.0.1 or a Unix socket, and every wait is bounded."""
 
+import base64
 import errno
 import gzip
 import http.client
@@ -32,7 +33,8 @@ from email.parser import BytesParser
 
 import pytest
 
-from conftest import go_pprof, interpreter, pyenv, require
+from conftest import ATTACKER as ATTACKER_NAME
+from conftest import as_user, cpu_seconds, go_pprof, interpreter, pyenv, require
 
 INNER = "Worker.run.<locals>.inner"  # chain.py's busy function on 3.12
 
@@ -103,7 +105,7 @@ class Agent:
     """An agent on TCP with a bearer token (tcp=True), or on the Unix socket
     `sock` (None: the default one)."""
 
-    def __init__(self, taipan, tmp_path, *args, window=2, tcp=True, sock=None):
+    def __init__(self, taipan, tmp_path, *args, window=2, tcp=True, sock=None, env=None):
         self.tcp = tcp
         self.log = tmp_path / "agent.log"
         self.stderr = open(tmp_path / "agent.stderr", "wb")
@@ -121,7 +123,7 @@ class Agent:
                 where = ["--socket", self.sock]
         self.proc = subprocess.Popen(
             [taipan, "agent", "--window", str(window), "--log", str(self.log)] + where +
-            [str(a) for a in args], stdout=subprocess.DEVNULL, stderr=self.stderr)
+            [str(a) for a in args], stdout=subprocess.DEVNULL, stderr=self.stderr, env=env)
         try:
             wait_for(self._healthy, 30, "the agent's /healthz")
         except AssertionError:
@@ -136,17 +138,19 @@ class Agent:
         except OSError:
             return False
 
-    def connection(self, timeout=10):
+    def connection(self, timeout=10, source=None):
+        """source: the local address to connect from (TCP)."""
         if self.tcp:
-            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout,
+                                              source_address=(source, 0) if source else None)
         return UnixHTTPConnection(self.sock, timeout)
 
-    def get(self, path, timeout=10, method="GET", headers=None, token=True):
+    def get(self, path, timeout=10, method="GET", headers=None, token=True, source=None):
         """(status, body bytes) of one request, with the token unless told not to."""
         headers = dict(headers or {})
         if token and self.token:
             headers["Authorization"] = "Bearer " + self.token
-        conn = self.connection(timeout)
+        conn = self.connection(timeout, source)
         try:
             conn.request(method, path, headers=headers)
             r = conn.getresponse()
@@ -253,7 +257,8 @@ class Receiver:
                     status = rec.statuses.pop(0) if rec.statuses else 200
                     rec.pushes.append(dict(time=time.time(), path=url.path, status=status,
                                            query=dict(urllib.parse.parse_qsl(url.query)),
-                                           ctype=ctype, parts=parts))
+                                           ctype=ctype, parts=parts,
+                                           auth=self.headers.get("Authorization")))
                 reply = b"ok\n" if status == 200 else b"ingester unhappy\n"
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(reply)))
@@ -363,8 +368,9 @@ def test_usage_errors(taipan, args, msg, tmp_path):
 @pytest.mark.parametrize("content,mode,msg", [
     ("short\n", 0o600, "must hold one token of 16 to 1024"),
     ("a token with spaces in it\n", 0o600, "must hold one token"),
-    (secrets.token_hex(20), 0o644, "is readable or writable by every user (mode 0644)"),
-    (None, 0o600, "cannot read --auth-token-file"),
+    (secrets.token_hex(20), 0o644, "by its group or by others (mode 0644): chmod 600"),
+    (secrets.token_hex(20), 0o640, "by its group or by others (mode 0640): chmod 600"),
+    (None, 0o600, "--auth-token-file: cannot open"),
 ])
 def test_bad_token_files(taipan, tmp_path, content, mode, msg):
     path = tmp_path / "token"
@@ -376,6 +382,110 @@ def test_bad_token_files(taipan, tmp_path, content, mode, msg):
     assert res.returncode == 2, res.stderr
     assert msg in res.stderr, res.stderr
 
+
+
+# --- files a local user may have put in the agent's way ------------------------------
+
+@pytest.fixture
+def user_dir(attacker):
+    """A directory the attacking user owns (its home, a shared spool), where
+    an administrator might point --log or --auth-token-file."""
+    d = tempfile.mkdtemp(prefix="taipan-test-user-", dir="/tmp")
+    os.chown(d, attacker.pw_uid, attacker.pw_gid)
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def as_attacker(attacker, argv):
+    """Runs argv as the attacking user; it must succeed."""
+    res = subprocess.run(as_user(attacker, argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def agent_refuses(taipan, args, run_dir, timeout=20):
+    """The agent started with args on a socket of its own: (its stderr, how
+    long it took to refuse); it must exit 1 or 2 at once."""
+    where = [] if "--listen" in args else ["--socket", os.path.join(run_dir, "agent.sock")]
+    t0 = time.time()
+    res = subprocess.run([taipan, "agent"] + where + [str(a) for a in args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, timeout=timeout)
+    assert res.returncode in (1, 2), res.stderr
+    return res.stderr, time.time() - t0
+
+
+def test_log_through_a_symlink_is_refused(taipan, attacker, user_dir, run_dir, tmp_path):
+    """The attacker links the agent's --log to a file of root's: the agent
+    refuses it and leaves that file as it was."""
+    precious = tmp_path / "precious"
+    precious.write_text("root's own\n")
+    before = os.stat(precious)
+    log = os.path.join(user_dir, "agent.log")
+    as_attacker(attacker, ["ln", "-s", precious, log])
+    err, _ = agent_refuses(taipan, ["--log", log], run_dir)
+    assert "--log: %s is a symbolic link: give the path of the file itself" % log in err, err
+    after = os.stat(precious)
+    assert precious.read_text() == "root's own\n"
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    # A link the agent's own user made is refused the same way: the path
+    # itself must be the file.
+    os.unlink(log)
+    os.symlink(precious, log)
+    err, _ = agent_refuses(taipan, ["--log", log], run_dir)
+    assert "is a symbolic link" in err, err
+    assert precious.read_text() == "root's own\n"
+
+
+def test_log_of_another_user_is_refused(taipan, attacker, user_dir, run_dir):
+    log = os.path.join(user_dir, "agent.log")
+    as_attacker(attacker, ["touch", log])
+    err, _ = agent_refuses(taipan, ["--log", log], run_dir)
+    assert "--log: %s is owned by uid %d, not by root: that user could read and rewrite the " \
+           "log; chown root %s" % (log, attacker.pw_uid, log) in err, err
+    assert os.path.getsize(log) == 0
+    # Another name of a file of root's (a hard link) is refused too.
+    os.unlink(log)
+    other = os.path.join(user_dir, "other")
+    open(other, "w").close()
+    os.link(other, log)
+    err, _ = agent_refuses(taipan, ["--log", log], run_dir)
+    assert "has 2 hard links" in err, err
+
+
+def test_token_file_group_readable_is_refused(taipan, run_dir, tmp_path):
+    token = write_token(tmp_path)
+    os.chmod(token, 0o640)
+    err, _ = agent_refuses(taipan, ["--listen", "127.0.0.1:0", "--auth-token-file", token], run_dir)
+    assert "--auth-token-file: %s may be read or written by its group or by others (mode 0640): " \
+           "chmod 600 %s" % (token, token) in err, err
+
+
+def test_token_file_of_another_user_is_refused(taipan, attacker, user_dir, run_dir):
+    token = os.path.join(user_dir, "token")
+    as_attacker(attacker, ["sh", "-c", "umask 077; echo %s > %s" % (secrets.token_hex(20), token)])
+    assert stat.S_IMODE(os.stat(token).st_mode) == 0o600
+    err, _ = agent_refuses(taipan, ["--listen", "127.0.0.1:0", "--auth-token-file", token], run_dir)
+    assert "--auth-token-file: %s is owned by uid %d, not by root: that user could read or change " \
+           "it; chown root %s" % (token, attacker.pw_uid, token) in err, err
+
+
+def test_token_file_fifo_is_refused_at_once(taipan, attacker, user_dir, run_dir):
+    """A FIFO where the token should be would hang the start (an open for
+    reading waits for a writer): refused at once."""
+    token = os.path.join(user_dir, "token")
+    as_attacker(attacker, ["mkfifo", "-m", "600", token])
+    err, took = agent_refuses(taipan, ["--listen", "127.0.0.1:0", "--auth-token-file", token],
+                              run_dir, timeout=10)
+    assert took < 5, took
+    assert "--auth-token-file: %s is a FIFO: give a regular file" % token in err, err
+    # root's own FIFO too.
+    os.unlink(token)
+    os.mkfifo(token, 0o600)
+    err, took = agent_refuses(taipan, ["--listen", "127.0.0.1:0", "--auth-token-file", token],
+                              run_dir, timeout=10)
+    assert took < 5 and "is a FIFO" in err, err
 
 
 def test_port_in_use(taipan, tmp_path):
@@ -567,7 +677,7 @@ def test_allow_uid_lets_that_user_in(agents, run_dir, tmp_path):
     b = agents("--allow-uid", "4242", tcp=False, sock=sock)  # takes the stale socket's place
     assert as_nobody(sock) == "HTTP/1.1 403 Forbidden"
     assert b.stats()["requests_denied"] == 1
-    assert "refused a request from uid %d: not allowed (--allow-uid)" % nobody in b.logs()
+    assert "refused a connection from uid %d: not allowed (--allow-uid)" % nobody in b.logs()
     # A directory others may write is refused: they could swap the socket.
     os.chmod(run_dir, 0o777)
     res = subprocess.run([b.proc.args[0], "agent", "--socket", os.path.join(run_dir, "x.sock")],
@@ -691,7 +801,7 @@ def test_refusals_are_logged_at_a_bounded_rate(agents):
     wait_for(healthy, 10, "connections again")
     for _ in range(1000):
         assert a.get("/healthz", token=False)[0] == 401
-    limit = "http: Server reached connection limit. Closing inbound connection."
+    limit = "refused a connection from 127.0.0.1: it has 16 open, the most one address may have"
     token = "refused a request without the bearer token (--auth-token-file)"
     # Every refusal is told of, in a few lines: the rest follow as counts.
     wait_for(lambda: refusals_logged(a.logs(), limit)[0] == 1000 + refused[0] and
@@ -700,6 +810,213 @@ def test_refusals_are_logged_at_a_bounded_rate(agents):
     assert refusals_logged(logs, limit)[1] <= 6 and refusals_logged(logs, token)[1] <= 6, logs
     assert len(logs.splitlines()) < 20, logs
     assert a.stats()["requests_denied"] == 1000
+
+
+# --- what another local user cannot do -------------------------------------------------
+
+# Holds COUNT connections to TARGET (a Unix socket's path, or HOST:PORT
+# from the source addresses SOURCES in turn) and opens a new one for each
+# that the agent closes, 5 rounds a second, for SECONDS; sends nothing.
+ATTACKER_CLIENT = r"""
+import select, socket, sys, time
+target, count, sources, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(","), float(sys.argv[4])
+
+def connect(i):
+    if target.startswith("/"):
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(1)
+        s.connect(target)
+    else:
+        host, port = target.rsplit(":", 1)
+        s = socket.socket()
+        s.settimeout(1)
+        s.bind((sources[i % len(sources)], 0))
+        s.connect((host, int(port)))
+    s.setblocking(False)
+    return s
+
+held, made, end, first = {}, 0, time.time() + seconds, True
+while time.time() < end:
+    round_end = time.time() + 0.2
+    for i in range(count):
+        if i not in held:
+            try:
+                held[i] = connect(i)
+                made += 1
+            except OSError:
+                pass
+    if first:
+        print("ready %d" % len(held), flush=True)
+        first = False
+    readable, _, _ = select.select(list(held.values()), [], [], max(0, round_end - time.time()))
+    time.sleep(max(0, round_end - time.time()))
+    for s in readable:
+        try:
+            gone = not s.recv(4096)
+        except BlockingIOError:
+            gone = False
+        except OSError:
+            gone = True
+        if gone:
+            i = next(i for i, v in held.items() if v is s)
+            s.close()
+            del held[i]
+print("made %d held %d" % (made, len(held)), flush=True)
+"""
+
+
+class Attack:
+    """The attacking user holding connections to the agent (ATTACKER_CLIENT)."""
+
+    def __init__(self, attacker, target, count, sources=("127.0.0.1",), seconds=60):
+        require(shutil.which("setpriv"), "setpriv (util-linux)")
+        self.proc = subprocess.Popen(
+            as_user(attacker, ["/usr/bin/python3", "-c", ATTACKER_CLIENT, target, count,
+                               ",".join(sources), seconds]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("ready "), line + self.proc.stderr.read()
+        self.first_held = int(line.split()[1])
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def attacks(attacker):
+    made = []
+
+    def start(*args, **kw):
+        a = Attack(attacker, *args, **kw)
+        made.append(a)
+        return a
+
+    yield start
+    for a in made:
+        a.stop()
+
+
+# The attack tests profile no process (--comm names none): what they try
+# is the HTTP side, and the session's own descriptors then stay as they are.
+NO_TARGETS = ("--comm", "taipan-no-such-process")
+
+
+def served(a, n=20, path="/healthz", timeout=5, **kw):
+    """How many of n requests, one after another, were answered 200, and in
+    how many seconds."""
+    ok, t0 = 0, time.time()
+    for _ in range(n):
+        try:
+            ok += a.get(path, timeout=timeout, **kw)[0] == 200
+        except OSError:
+            pass
+    return ok, time.time() - t0
+
+
+def test_refused_uid_holds_no_connection_slot(agents, attacks, run_dir):
+    """A user who is not allowed holds 80 connections to the Unix socket
+    (mode 0666 with --allow-uid), reopening each one closed: none of them
+    takes a slot from the users who are allowed."""
+    nobody = pwd.getpwnam("nobody").pw_uid
+    sock = os.path.join(run_dir, "agent.sock")
+    a = agents("--allow-uid", "4242,%d" % nobody, *NO_TARGETS, tcp=False, sock=sock)
+    attack = attacks(sock, 80)
+    time.sleep(1)
+    ok, took = served(a)
+    assert ok == 20 and took < 10, (ok, took, a.logs())
+    ok, took = served(a, path="/stats")
+    assert ok == 20 and took < 10, (ok, took)
+    # The other allowed user too.
+    assert as_nobody(sock) == "HTTP/1.1 200 OK"
+    st = a.stats()
+    assert st["connections_refused"] >= 80, st
+    attack.stop()
+    assert re.search(r"refused a connection from uid %d: not allowed \(--allow-uid\)" %
+                     pwd.getpwnam(ATTACKER_NAME).pw_uid, a.logs()), a.logs()
+
+
+@pytest.mark.parametrize("sources", [["127.0.0.1"], ["127.0.0.1", "127.0.0.3", "127.0.0.4", "127.0.0.5"]],
+                         ids=["one-address", "four-addresses"])
+def test_tokenless_connections_do_not_starve_the_token_holder(agents, attacks, sources):
+    """64 connections without the token, from one loopback address or from
+    four (a local user may bind any of 127/8), held and reopened: the token
+    holder, from an address of its own, gets 20 answers of 20."""
+    a = agents(*NO_TARGETS)
+    attack = attacks("127.0.0.1:%d" % a.port, 64, sources)
+    time.sleep(1)
+    ok, took = served(a, source="127.0.0.2")
+    assert ok == 20 and took < 10, (ok, took, a.logs())
+    ok, took = served(a, path="/stats", source="127.0.0.2")
+    assert ok == 20 and took < 10, (ok, took)
+    # Until the server has seen the attacker's connections close, its
+    # address is still at its limit: the counters are asked from another.
+    attack.stop()
+    st = json.loads(a.get("/stats", source="127.0.0.2")[1])
+    if len(sources) > 1:
+        # The table was full of them: room was made by closing idle ones.
+        assert st["connections_evicted"] >= 1, st
+
+
+def test_out_of_descriptors_backs_off_and_keeps_answering(agents, attacks, run_dir):
+    """With every descriptor of the agent taken (its limit lowered to what
+    it holds), accept() fails with EMFILE: the server thread backs off
+    instead of spinning, idle connections give way, and /healthz answers."""
+    require(shutil.which("prlimit"), "prlimit (util-linux)")
+    sock = os.path.join(run_dir, "agent.sock")
+    a = agents("--allow-uid", "4242", *NO_TARGETS, tcp=False, sock=sock)
+    pid = a.proc.pid
+    limit = max(int(fd) for fd in os.listdir("/proc/%d/fd" % pid)) + 1
+    subprocess.run(["prlimit", "--pid", str(pid), "--nofile=%d:%d" % (limit, limit)], check=True,
+                   timeout=10)
+    attack = attacks(sock, 80)
+    # Idle connections of an allowed user, which would hold the last
+    # descriptors.
+    idle = []
+    for _ in range(3):
+        try:
+            idle.append(a.raw())
+        except OSError:
+            pass
+    time.sleep(1)
+    c0, t0 = cpu_seconds(pid), time.time()
+    time.sleep(2)
+    cpu = (cpu_seconds(pid) - c0) / (time.time() - t0)
+    ok, took = served(a, timeout=3)
+    c1, t1 = cpu_seconds(pid), time.time()
+    assert ok == 20 and took < 20, (ok, took, cpu, a.logs())
+    assert cpu < 0.3, (cpu, a.logs())
+    cpu_serving = (c1 - c0) / (t1 - t0)
+    assert cpu_serving < 0.5, (cpu_serving, a.logs())
+    attack.stop()
+    for s in idle:
+        s.close()
+    logs = a.logs()
+    assert "out of file descriptors" in logs, logs
+
+
+def test_open_files_limit_is_raised_to_the_hard_limit(taipan, run_dir, tmp_path):
+    """The agent raises its soft limit on open files to the hard one at
+    start (and says so with -v): connections and the processes it follows
+    take descriptors, and 1024 is the usual soft limit."""
+    require(shutil.which("prlimit"), "prlimit (util-linux)")
+    sock = os.path.join(run_dir, "agent.sock")
+    log = tmp_path / "agent.log"
+    with open(tmp_path / "stderr", "wb") as err:
+        proc = subprocess.Popen(["prlimit", "--nofile=256:4096", taipan, "agent", "-v", "--socket", sock,
+                                 "--log", log] + list(NO_TARGETS), stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        wait_for(lambda: socket_alive(sock), 30, "the agent's socket")
+        with open("/proc/%d/limits" % proc.pid) as f:
+            row = [l for l in f if l.startswith("Max open files")][0]
+        assert row.split()[3:5] == ["4096", "4096"], row
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0
+    assert "open files: at most 4096 (raised from 256 to the hard limit)" in \
+        (tmp_path / "stderr").read_text(), (tmp_path / "stderr").read_text()
 
 
 def test_many_query_parameters_get_400_at_once(agents):
@@ -783,6 +1100,85 @@ def test_push_backlog_drops_windows_when_down(agents, receivers, workload, tmp_p
     rec = receivers(port=port)
     wait_for(lambda: a.stats()["windows_pushed"] >= 2, 30, "pushes once the server is up")
     check_push(rec.taken()[-1], tmp_path)
+
+
+def test_push_url_with_credentials_is_refused(taipan):
+    """Credentials in --push would be in ps for every user to read, and in
+    the log: refused, with how to give them instead, and never echoed."""
+    for url in ("http://u:s3cr3t-pw@127.0.0.1:1", "http://u:s3cr3t/pw@127.0.0.1:1/x",
+                "ftp://u:s3cr3t-pw@127.0.0.1"):
+        res = subprocess.run([taipan, "agent", "--push", url], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, timeout=10)
+        assert res.returncode == 2, res.stderr
+        assert "s3cr3t" not in res.stderr, res.stderr
+        assert "***@127.0.0.1" in res.stderr, res.stderr
+        if url.startswith("http"):
+            assert "a user name or password in the URL can be read by every user (ps)" in res.stderr
+            assert "--push-credentials-file FILE" in res.stderr
+            assert "TAIPAN_PUSH_USER and TAIPAN_PUSH_PASSWORD" in res.stderr
+
+
+@pytest.mark.parametrize("content,mode,extra,env,msg", [
+    ("user:Zq9sec\n", 0o640, [], {}, "(mode 0640): chmod 600"),
+    ("no colon here\n", 0o600, [], {}, "must hold USER:PASSWORD on one line"),
+    (":Zq9sec\n", 0o600, [], {}, "must hold USER:PASSWORD on one line"),
+    ("user:Zq9sec\n", 0o600, [], {"TAIPAN_PUSH_PASSWORD": "Zq9sec"}, "not both"),
+    (None, 0, [], {"TAIPAN_PUSH_PASSWORD": "Zq9sec"}, "set both TAIPAN_PUSH_USER"),
+    ("user:Zq9sec\n", 0o600, None, {}, "--push-credentials-file is for --push"),
+])
+def test_bad_push_credentials(taipan, tmp_path, content, mode, extra, env, msg):
+    args = ["agent"] if extra is None else ["agent", "--push", "http://127.0.0.1:1"]
+    if content is not None:
+        path = tmp_path / "creds"
+        path.write_text(content)
+        os.chmod(path, mode)
+        args += ["--push-credentials-file", path]
+    res = subprocess.run([taipan] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         timeout=10, env=dict(os.environ, **env))
+    assert res.returncode == 2, res.stderr
+    assert msg in res.stderr, res.stderr
+    assert "Zq9sec" not in res.stderr, res.stderr
+
+
+def check_credentials_pushed(a, rec, user, password):
+    """Every push the receiver got carried user and password (HTTP Basic),
+    and neither the agent's log nor its command line shows the password."""
+    wait_for(lambda: rec.taken(), 30, "a push")
+    basic = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+    assert [p["auth"] for p in rec.all()] == ["Basic " + basic] * len(rec.all())
+    with open("/proc/%d/cmdline" % a.proc.pid, "rb") as f:
+        assert password.encode() not in f.read()
+    logs = a.logs()
+    assert password not in logs and basic not in logs, logs
+    assert "pushing each window to %s/ingest" % rec.url in logs, logs
+    # Over http://, the agent says that they go as clear text.
+    assert "the push credentials go over http:// as clear text" in logs, logs
+    return logs
+
+
+def test_push_credentials_from_a_file(agents, receivers, workload, tmp_path):
+    workload(pyenv("pyenv-3.12"), "chain.py", 60)
+    rec = receivers()
+    password = "Pw:%s@x" % secrets.token_hex(8)
+    creds = tmp_path / "push-credentials"
+    creds.write_text("ingest-user:%s\n" % password)
+    os.chmod(creds, 0o600)
+    a = agents("--push", rec.url, "--push-credentials-file", creds)
+    logs = check_credentials_pushed(a, rec, "ingest-user", password)
+    assert "with the credentials of --push-credentials-file" in logs
+    a.stop()
+    logs = a.logs()
+    assert password not in logs and "exiting on SIGTERM" in logs
+
+
+def test_push_credentials_from_the_environment(agents, receivers, workload, tmp_path):
+    workload(pyenv("pyenv-3.12"), "chain.py", 60)
+    rec = receivers()
+    password = "env-%s" % secrets.token_hex(8)
+    a = agents("--push", rec.url, env=dict(os.environ, TAIPAN_PUSH_USER="ingest-user",
+                                          TAIPAN_PUSH_PASSWORD=password))
+    logs = check_credentials_pushed(a, rec, "ingest-user", password)
+    assert "with the credentials of TAIPAN_PUSH_USER and TAIPAN_PUSH_PASSWORD" in logs
 
 
 # --- signals ------------------------------------------------------------------------

@@ -53,7 +53,10 @@ static void test_check_url(void **state)
 	(void)state;
 	assert_int_equal(push_check_url("http://127.0.0.1:4040"), 0);
 	assert_int_equal(push_check_url("https://profiles.example.com/pyroscope/"), 0);
-	assert_int_equal(push_check_url("http://user:secret@host:4040"), 0);
+	/* Credentials in the URL: ps shows them. */
+	assert_int_equal(push_check_url("http://user:secret@host:4040"), -EPERM);
+	assert_int_equal(push_check_url("https://user@host"), -EPERM);
+	assert_int_equal(push_check_url("http://user:pa/ss@host"), -EPERM);
 	assert_int_equal(push_check_url("ftp://host"), -EINVAL);
 	assert_int_equal(push_check_url("host:4040"), -EINVAL);
 	assert_int_equal(push_check_url("http://"), -EINVAL);
@@ -61,6 +64,41 @@ static void test_check_url(void **state)
 	assert_int_equal(push_check_url("http://host/?x=1"), -EINVAL);
 	assert_int_equal(push_check_url("http://host/#frag"), -EINVAL);
 	assert_int_equal(push_check_url("http://host name"), -EINVAL);
+}
+
+static void test_redact_url(void **state)
+{
+	char buf[64];
+	(void)state;
+	push_redact_url(buf, sizeof(buf), "http://u:secret@host:4040/x");
+	assert_string_equal(buf, "http://***@host:4040/x");
+	/* An '@' in the password, or a '/', is hidden too: up to the last '@'. */
+	push_redact_url(buf, sizeof(buf), "https://u:se@c/ret@host");
+	assert_string_equal(buf, "https://***@host");
+	push_redact_url(buf, sizeof(buf), "http://host:4040");
+	assert_string_equal(buf, "http://host:4040");
+	push_redact_url(buf, sizeof(buf), "no scheme@host");
+	assert_string_equal(buf, "no scheme@host");
+	push_redact_url(buf, 8, "http://u:secret@host");
+	assert_string_equal(buf, "http://");
+}
+
+static void test_parse_credentials(void **state)
+{
+	char *user, *password;
+	char a[] = "ingest:pa:ss@word\n", b[] = "nopassword", c[] = ":pw", d[] = "u:p\tq",
+	     e[] = "u:\r\n", f[] = "u:p\nsecond line";
+	(void)state;
+	assert_int_equal(push_parse_credentials(a, &user, &password), 0);
+	assert_string_equal(user, "ingest");
+	assert_string_equal(password, "pa:ss@word");
+	assert_int_equal(push_parse_credentials(b, &user, &password), -EINVAL);
+	assert_int_equal(push_parse_credentials(c, &user, &password), -EINVAL);
+	assert_int_equal(push_parse_credentials(d, &user, &password), -EINVAL);
+	assert_int_equal(push_parse_credentials(e, &user, &password), 0);
+	assert_string_equal(user, "u");
+	assert_string_equal(password, "");
+	assert_int_equal(push_parse_credentials(f, &user, &password), -EINVAL);
 }
 
 static void test_ingest_url(void **state)
@@ -250,11 +288,17 @@ static void test_agent_schedule(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_app_name),	   cmocka_unit_test(test_check_url),
-	    cmocka_unit_test(test_ingest_url),	   cmocka_unit_test(test_backoff_schedule),
-	    cmocka_unit_test(test_parse_seconds),  cmocka_unit_test(test_parse_listen),
-	    cmocka_unit_test(test_bearer),	   cmocka_unit_test(test_log_line),
+	    cmocka_unit_test(test_app_name),
+	    cmocka_unit_test(test_check_url),
+	    cmocka_unit_test(test_ingest_url),
+	    cmocka_unit_test(test_backoff_schedule),
+	    cmocka_unit_test(test_parse_seconds),
+	    cmocka_unit_test(test_parse_listen),
+	    cmocka_unit_test(test_bearer),
+	    cmocka_unit_test(test_log_line),
 	    cmocka_unit_test(test_agent_schedule),
+	    cmocka_unit_test(test_redact_url),
+	    cmocka_unit_test(test_parse_credentials),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
