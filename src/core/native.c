@@ -37,7 +37,7 @@
  * the rest waits for the next turn of the loop, so that the ring is read
  * between (a process mapping thousands of files must not stall taipan). */
 #define SCAN_FILES 64
-#define SCAN_NS (20 * 1000000ULL)
+#define SCAN_NS (100 * 1000000ULL)
 
 struct file_key {
 	uint64_t inode;

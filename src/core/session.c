@@ -1459,7 +1459,8 @@ static void housekeeping(struct session *s)
 
 int session_poll(struct session *s, int timeout_ms)
 {
-	int n = s->sm.ops->poll(s->sm.impl, timeout_ms);
+	/* Mappings left for this turn are read once the ring is: no wait. */
+	int n = s->sm.ops->poll(s->sm.impl, s->rescans ? 0 : timeout_ms);
 	if (n < 0 && n != -EINTR)
 		return n;
 	if (s->rescans) {
