@@ -248,6 +248,7 @@ bench: $(BUILD)/taipan bench-unwtab
 	$(PYTHON) bench/overhead.py --native --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/native.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/switch.py --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/attacks.py --taipan $(abspath $(BUILD)/taipan)
 
 # Native unwind tables (bench/unwtab.c): rows, bytes and build time for
 # libpython3.12, libc, ld.so, libm and ten extension modules, then for every
