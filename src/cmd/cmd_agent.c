@@ -117,7 +117,7 @@ void cmd_agent_usage(FILE *out)
 	    "      --nice N            the nice value taipan reads samples at (default -5;\n"
 	    "                          0 leaves it), as in taipan record\n"
 	    "      --max-memory SIZE   what taipan keeps of its targets at most, together\n"
-	    "                          (default 256M), as in taipan record; /debug/stats\n"
+	    "                          (default 256M), as in taipan record; /stats\n"
 	    "                          says how much is held\n"
 	    "      --log FILE          log here instead of stderr (appended to, made 0640;\n"
 	    "                          SIGHUP reopens it, for log rotation); a file of\n"
