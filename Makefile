@@ -75,8 +75,9 @@ VMLINUX_H = src/bpf/vmlinux/$(BPF_ARCH)/vmlinux.h
 BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -D__BPF__ -Isrc \
 	     -I$(dir $(VMLINUX_H)) -I$(GEN) -Wall -Werror
 
-# src/ by stage: target/ (processes and interpreters), core/ (the sampler and
-# the session), profile/, output/, agent/, cmd/ (the commands), util/.
+# src/ by stage: proc/ (processes and their files, whatever they run),
+# cpython/ (the CPython wing), core/ (the sampler and the session), profile/,
+# output/, agent/, cmd/ (the commands), util/.
 LIB_SRCS := $(filter-out src/cmd/main.c src/bpf/%,$(wildcard src/*/*.c src/*/gen/*.c))
 LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(BUILD)/obj/profile.pb-c.o
 # The flame-graph page (src/output/html/), compiled in as byte arrays.
@@ -102,7 +103,7 @@ $(GEN)/profile.pb-c.c $(GEN)/profile.pb-c.h: src/output/profile.proto
 	@mkdir -p $(GEN)
 	cd src/output && $(PROTOC_C) --c_out=../../$(GEN) profile.proto
 
-$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h src/walk/*.h) \
+$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h src/walk/*.h src/cpython/*.h) \
 		    $(VMLINUX_H)
 	@mkdir -p $(GEN)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@

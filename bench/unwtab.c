@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "target/unwtab.h"
+#include "proc/unwtab.h"
 
 #define MAX_FILES 256
 

@@ -31,7 +31,7 @@
 #define TP_WALK_STEPS (TP_FRAMES_PER_PROG * TP_MAX_TAIL_CALLS)
 /* The per-CPU cache of code-object identities (struct tp_frame.ident), a
  * power of two: deep stacks repeat the same code objects, and an entry serves
- * the sample that filled it only (walk/python.h). TP_ICACHE_NS: how long the
+ * the sample that filled it only (cpython/walk.h). TP_ICACHE_NS: how long the
  * per-CPU type cache trusts an entry. */
 #define TP_ICACHE 256
 #define TP_SCACHE 16	 /* per-CPU str -> is "self" or "cls" cache entries */
@@ -51,7 +51,7 @@
 #define TP_MAX_INTERPS 4
 #define TP_MAX_THREADS 256
 #define TP_MAX_THREADS_LOOP 16384
-/* Steps of that search (walk/python.h, tpw_search_step): one to start each
+/* Steps of that search (cpython/walk.h, tpw_search_step): one to start each
  * interpreter's list, one per thread state, one to end each list, one to
  * stop. */
 #define TP_FIND_STEPS_FOR(threads) (TP_MAX_INTERPS * ((threads) + 2) + 1)

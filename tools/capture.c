@@ -1,6 +1,6 @@
 /* capture.c - taipan-capture: records what taipan's walkers read of a
  * Python process, with the stacks the process reports itself, into a
- * capture file (src/target/capture.h) for tests/unit/test_captures.c.
+ * capture file (src/cpython/capture.h) for tests/unit/test_captures.c.
  *
  *   taipan-capture OUT -- PYTHON [ARGS...]
  *
@@ -29,10 +29,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "target/capture.h"
-#include "target/procfs.h"
-#include "target/pywalk.h"
-#include "profile/symbolize.h"
+#include "cpython/capture.h"
+#include "proc/procfs.h"
+#include "cpython/pywalk.h"
+#include "cpython/symbolize.h"
 
 /* How long the command may take to report: a cold interpreter start on a
  * loaded machine is seconds, not minutes. */

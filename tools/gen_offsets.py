@@ -6,17 +6,17 @@ for `&((T *)0)->member` and `sizeof(T)` against the DWARF of each pyenv-built
 libpython, which evaluates the expressions from debug info alone and never runs
 the interpreter. It writes three files:
 
-  layouts     src/target/gen/pyoffsets_table.c: one struct py_layout row per minor version
+  layouts     src/cpython/gen/pyoffsets_table.c: one struct py_layout row per minor version
               that has no _Py_DebugOffsets (2.7, 3.6-3.12), and the capability
               flags of every version (CAPS), checked against each build's DWARF.
-  debug       src/target/gen/debugoffsets_table.c: for 3.13+, the position of every
-              _Py_DebugOffsets member listed in src/target/debugoffsets.h, per minor.
+  debug       src/cpython/gen/debugoffsets_table.c: for 3.13+, the position of every
+              _Py_DebugOffsets member listed in src/cpython/debugoffsets.h, per minor.
   dwarf-test  tests/unit/pyoffsets_dwarf_gen.h: the struct py_layout of each
               3.13+ build read from DWARF, which the unit test compares with
               what the _Py_DebugOffsets reader makes of the same build.
 
-The fields of struct py_layout are read from src/target/pyoffsets.h and the
-_Py_DebugOffsets members from src/target/debugoffsets.h, so a field added there without
+The fields of struct py_layout are read from src/cpython/pyoffsets.h and the
+_Py_DebugOffsets members from src/cpython/debugoffsets.h, so a field added there without
 a rule here is an error rather than a silent gap.
 
 Usage:
@@ -37,8 +37,8 @@ DEFAULT_PYENV = "/root/.pyenv/versions"
 DEFAULT_ROOTS = os.environ.get("TAIPAN_ROOTS", "/var/cache/taipan-test")
 ROOTS = DEFAULT_ROOTS
 KINDS = {
-    "layouts": "src/target/gen/pyoffsets_table.c",
-    "debug": "src/target/gen/debugoffsets_table.c",
+    "layouts": "src/cpython/gen/pyoffsets_table.c",
+    "debug": "src/cpython/gen/debugoffsets_table.c",
     "dwarf-test": "tests/unit/pyoffsets_dwarf_gen.h",
 }
 # The first minor version whose _PyRuntime starts with _Py_DebugOffsets; from
@@ -137,7 +137,7 @@ RULES = {
     "unicode_state": [((3, 3), None, "PyASCIIObject", "state")],
     "unicode_ascii_size": [((3, 3), None, "PyASCIIObject", SIZEOF)],
     "unicode_compact_size": [((3, 3), None, "PyCompactUnicodeObject", SIZEOF)],
-    # Thread names (src/target/pythreads.c): sys.modules, dicts, instance
+    # Thread names (src/cpython/pythreads.c): sys.modules, dicts, instance
     # attributes and ints. 3.12 grouped the import state into `imports`
     # (gh-101660).
     "interp_modules": [((2, 7), (3, 11), IS, "modules"), ((3, 12), None, IS, "imports.modules")],
@@ -276,16 +276,16 @@ def read(path):
 def layout_fields():
     """The members of struct py_layout, in declaration order: the
     PY_LAYOUT_FIELDS list the struct is made from."""
-    text = read(os.path.join(REPO, "src/target/pyoffsets.h"))
+    text = read(os.path.join(REPO, "src/cpython/pyoffsets.h"))
     m = re.search(r"#define PY_LAYOUT_FIELDS\(X\)(.*?)\n\n", text, re.S)
     if not m:
-        raise GenError("src/target/pyoffsets.h: PY_LAYOUT_FIELDS not found")
+        raise GenError("src/cpython/pyoffsets.h: PY_LAYOUT_FIELDS not found")
     body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
     fields = re.findall(r"\bX\((\w+),", body)
     global TABLE_FIELDS
     TABLE_FIELDS = re.findall(r"\bX\((\w+),\s*TABLE\b", body)
     if not fields:
-        raise GenError("src/target/pyoffsets.h: struct py_layout has no int32_t fields")
+        raise GenError("src/cpython/pyoffsets.h: struct py_layout has no int32_t fields")
     missing = [f for f in fields if f not in RULES]
     if missing:
         raise GenError("no rule in tools/gen_offsets.py for py_layout field(s): " + ", ".join(missing))
@@ -296,14 +296,14 @@ def layout_fields():
 
 
 def debug_members():
-    """The (ID, sub_struct, member) list of PY_DO_MEMBERS in src/target/debugoffsets.h."""
-    text = read(os.path.join(REPO, "src/target/debugoffsets.h"))
+    """The (ID, sub_struct, member) list of PY_DO_MEMBERS in src/cpython/debugoffsets.h."""
+    text = read(os.path.join(REPO, "src/cpython/debugoffsets.h"))
     m = re.search(r"#define PY_DO_MEMBERS\(X\)((?:.*\\\n)*.*\n)", text)
     if not m:
-        raise GenError("src/target/debugoffsets.h: PY_DO_MEMBERS not found")
+        raise GenError("src/cpython/debugoffsets.h: PY_DO_MEMBERS not found")
     members = re.findall(r"X\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)", m.group(1))
     if not members:
-        raise GenError("src/target/debugoffsets.h: PY_DO_MEMBERS is empty")
+        raise GenError("src/cpython/debugoffsets.h: PY_DO_MEMBERS is empty")
     return members
 
 
@@ -599,7 +599,7 @@ def gen_layouts(bs, out_path):
         raise GenError("no interpreter older than 3.13 found")
     out = [header("CPython struct layouts for versions without _Py_DebugOffsets, and\n"
                   " * what each version's walk needs beyond its offsets.", out_path),
-           '#include "taipan_abi.h"', '#include "target/pyoffsets.h"', "",
+           '#include "taipan_abi.h"', '#include "cpython/pyoffsets.h"', "",
            "const struct py_layout_entry py_layout_table[] = {"]
     for b in bs:
         layout = read_layout(b, fields)
@@ -637,7 +637,7 @@ def gen_debug(bs, out_path):
     if not rows:
         raise GenError("no interpreter of 3.13 or later found")
     out = [header("positions of the members of _Py_DebugOffsets, per minor version.", out_path),
-           '#include "target/debugoffsets.h"', "",
+           '#include "cpython/debugoffsets.h"', "",
            "const struct py_debug_offsets_row py_debug_offsets_table[] = {"]
     rows += header_builds(ROOTS, {b.version for b in rows})
     for b in rows:
@@ -662,7 +662,7 @@ def gen_dwarf_test(bs, out_path):
         raise GenError("no interpreter of 3.13 or later found")
     out = [header("struct py_layout of each 3.13+ build, read from DWARF, for tests only.", out_path),
            "#ifndef TAIPAN_PYOFFSETS_DWARF_GEN_H", "#define TAIPAN_PYOFFSETS_DWARF_GEN_H", "",
-           '#include "target/pyoffsets.h"', "",
+           '#include "cpython/pyoffsets.h"', "",
            "struct py_dwarf_layout {",
            "\tconst char *pyenv_lib; /* the build, relative to the pyenv versions directory */",
            "\tstruct py_layout_entry entry;", "};", "",

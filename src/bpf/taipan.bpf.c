@@ -3,7 +3,7 @@
  * thread's PyThreadState and walk its Python frames; follow forks, execs and
  * exits of the processes being profiled.
  *
- * The walk itself is src/walk/python.h, which user space compiles too: this
+ * The walk itself is src/cpython/walk.h, which user space compiles too: this
  * file gives it memory (bpf_probe_read_user), counters and maps, and drives
  * it through tail calls.
  *
@@ -109,7 +109,7 @@ struct {
 	__type(value, __u8);
 } described SEC(".maps");
 
-/* What the shared walker (walk/python.h) asks of its includer: here, the
+/* What the shared walker (cpython/walk.h) asks of its includer: here, the
  * code objects this sample met for the first time, to describe once the
  * walk is over, and a per-CPU cache of those described, before the map. */
 struct tpw_host {
@@ -154,7 +154,7 @@ static __always_inline void tpw_tstate_store(void *st, __u32 tid, __u64 ts)
 	bpf_map_update_elem(&tstates, &tid, &ts, BPF_ANY);
 }
 
-#include "walk/python.h"
+#include "cpython/walk.h"
 
 /* Native unwinding (walk/native.h): each file's unwind table is an inner
  * array sized by user space; ufile_info says how it is laid out; umaps leads

@@ -11,7 +11,7 @@
 
 #include "cmd/cli.h"
 #include "core/session.h"
-#include "target/procfs.h"
+#include "proc/procfs.h"
 #include "util/log.h"
 
 int cli_pid(const char *arg, pid_t *out)

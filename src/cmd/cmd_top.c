@@ -16,7 +16,7 @@
 
 #include "cmd/commands.h"
 #include "util/log.h"
-#include "target/pyproc.h"
+#include "cpython/pyproc.h"
 #include "cmd/cli.h"
 #include "core/session.h"
 #include "util/strutil.h"

@@ -15,12 +15,12 @@
 #include <uthash.h>
 
 #include "core/native.h"
-#include "target/elfsym.h"
-#include "target/memread.h"
-#include "target/procfs.h"
-#include "target/procmaps.h"
-#include "target/safeopen.h"
-#include "target/unwtab.h"
+#include "proc/elfsym.h"
+#include "proc/memread.h"
+#include "proc/procfs.h"
+#include "proc/procmaps.h"
+#include "proc/safeopen.h"
+#include "proc/unwtab.h"
 #include "util/clock.h"
 #include "util/log.h"
 

@@ -2,7 +2,7 @@
  * executable mapping, the unwind table of each mapped file, and the BPF
  * entries that lead from one to the other.
  *
- * A file's table is built once (src/target/unwtab.c) and shared by every
+ * A file's table is built once (src/proc/unwtab.c) and shared by every
  * process that maps it: files are keyed by device and inode, so 200
  * processes of one interpreter cost one table. A process holds only its
  * mappings and their prefixes in the umaps trie. The registry keeps the

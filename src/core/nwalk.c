@@ -15,10 +15,10 @@
 #include "core/nwalk.h"
 #include "profile/merge.h"
 #include "profile/nativesym.h"
-#include "target/procmaps.h"
-#include "target/pywalk.h"
-#include "target/safeopen.h"
-#include "target/unwtab.h"
+#include "proc/procmaps.h"
+#include "cpython/pywalk.h"
+#include "proc/safeopen.h"
+#include "proc/unwtab.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -71,7 +71,7 @@ static int host_read(const struct tpw_host *h, void *dst, size_t len, uint64_t a
 #define tpw_tstate_lookup(st, tid) ((void)(st), (void)(tid), 0ULL)
 #define tpw_tstate_store(st, tid, ts) ((void)(st), (void)(tid), (void)(ts))
 #define tpw_code_first(st, code, ident) ((void)(st), (void)(code), (void)(ident))
-#include "walk/python.h"
+#include "cpython/walk.h"
 
 struct nwalk {
 	const struct pyproc *pp;

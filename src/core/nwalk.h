@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "target/pyproc.h"
+#include "cpython/pyproc.h"
 #include "taipan_abi.h"
 
 struct nwalk;

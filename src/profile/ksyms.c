@@ -6,7 +6,7 @@
  * table keeps.
  */
 #include "profile/ksyms.h"
-#include "target/procfs.h"
+#include "proc/procfs.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -27,8 +27,8 @@
 #define uthash_nonfatal_oom(ent) ((ent)->oom = true)
 #include <uthash.h>
 
-#include "target/elfsym.h"
-#include "target/safeopen.h"
+#include "proc/elfsym.h"
+#include "proc/safeopen.h"
 #include "util/budget.h"
 
 /* libstdc++'s demangler (<cxxabi.h> is C++ only). Returns a malloc()ed

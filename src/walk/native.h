@@ -1,8 +1,8 @@
 /* native.h - the native stack unwinder, one source compiled twice, like
- * walk/python.h (whose struct tpw_state it shares).
+ * cpython/walk.h (whose struct tpw_state it shares).
  *
  * It follows the rows that user space made of each file's call-frame
- * information (src/target/unwtab.c, struct tp_urow): from an instruction
+ * information (src/proc/unwtab.c, struct tp_urow): from an instruction
  * pointer, the row that covers it says how to find the canonical frame
  * address (CFA), below which the return address and, where the function
  * saved it, the caller's frame pointer lie. Code without rows (no CFI, or an
@@ -11,14 +11,14 @@
  * code does not know ends the walk with an error (enum tp_native_err), never
  * with a guessed frame.
  *
- * Before including this file (after walk/python.h), the includer defines:
+ * Before including this file (after cpython/walk.h), the includer defines:
  *   tpn_mapping(st, ip, m)    fill struct tp_umap *m for the process's
  *                             mapping of ip: 0, or -1 when none is known
  *   tpn_table(st, file)       a handle on file's table (NULL: none)
  *   tpn_file(st, file, info)  fill struct tp_ufile *info: 0 or -1
  *   tpn_entry(st, t, i)       a const struct tp_urow * for entry i of table
  *                             handle t (page index first, then rows), or NULL
- * and the walk/python.h hooks (tpw_read) for the stack's memory.
+ * and the cpython/walk.h hooks (tpw_read) for the stack's memory.
  *
  * x86-64 only: the return address is at CFA - 8.
  */

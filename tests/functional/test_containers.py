@@ -52,7 +52,7 @@ def test_root_process_has_its_own_file_names(taipan, tmp_path):
 def test_315_runs_on_debug_offsets_alone(taipan, tmp_path):
     """The generated layout table stops at 3.12; 3.15's offsets can only come
     from the process's own _Py_DebugOffsets."""
-    table = open(os.path.join(os.path.dirname(WORKLOADS), "..", "src", "target", "gen", "pyoffsets_table.c")).read()
+    table = open(os.path.join(os.path.dirname(WORKLOADS), "..", "src", "cpython", "gen", "pyoffsets_table.c")).read()
     # The walk's table; the supplementary one after it holds only what
     # _Py_DebugOffsets lacks (the dict layouts thread names need).
     table = table.split("py_layout_supp_table")[0]

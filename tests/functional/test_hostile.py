@@ -19,14 +19,14 @@ VERSIONS = ["2.7", "3.9", "3.12"]
 
 def layout_row(version):
     """The row of the committed offset table for major.minor, as {field: offset}."""
-    with open(os.path.join(ROOT, "src", "target", "gen", "pyoffsets_table.c")) as f:
+    with open(os.path.join(ROOT, "src", "cpython", "gen", "pyoffsets_table.c")) as f:
         text = f.read()
     major, minor = (int(x) for x in version.split("."))
     for m in re.finditer(r"\.hexversion = 0x([0-9a-f]+),(.*?)\n\t\}", text, re.S):
         h = int(m.group(1), 16)
         if h >> 24 == major and (h >> 16) & 0xFF == minor:
             return {k: int(v) for k, v in re.findall(r"\.(\w+) = (-?\d+),", m.group(2))}
-    raise AssertionError("no row for %s in src/target/gen/pyoffsets_table.c" % version)
+    raise AssertionError("no row for %s in src/cpython/gen/pyoffsets_table.c" % version)
 
 
 def hostile(workload, version, mode, seconds=60):

@@ -22,8 +22,8 @@ IN_CI = os.environ.get("CI") == "true"
 
 # What --kind writes, and where the committed copy lives.
 KINDS = {
-    "layouts": "src/target/gen/pyoffsets_table.c",
-    "debug": "src/target/gen/debugoffsets_table.c",
+    "layouts": "src/cpython/gen/pyoffsets_table.c",
+    "debug": "src/cpython/gen/debugoffsets_table.c",
     "dwarf-test": "tests/unit/pyoffsets_dwarf_gen.h",
 }
 

@@ -21,11 +21,11 @@ FUZZ_CFLAGS = -O1 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-omit-fr
 	      -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	      -Isrc -Itests/fuzz -MMD -MP
 # Only the modules that parse what targets control, and what they need.
-FUZZ_LIB_SRCS := $(addprefix src/target/,elfsym.c procfs.c procmaps.c linetable.c debugoffsets.c safeopen.c \
-		   pyproc.c pyoffsets.c memread.c pywalk.c unwtab.c gen/debugoffsets_table.c \
-		   gen/pyoffsets_table.c) \
-		 $(addprefix src/,profile/ksyms.c profile/symbolize.c profile/nativesym.c \
-		   util/strutil.c util/log.c util/budget.c)
+FUZZ_LIB_SRCS := $(addprefix src/proc/,elfsym.c procfs.c procmaps.c safeopen.c memread.c unwtab.c) \
+		 $(addprefix src/cpython/,linetable.c debugoffsets.c pyproc.c pyoffsets.c pywalk.c \
+		   symbolize.c gen/debugoffsets_table.c gen/pyoffsets_table.c) \
+		 $(addprefix src/,profile/ksyms.c profile/nativesym.c util/strutil.c util/log.c \
+		   util/budget.c)
 FUZZ_LIB_OBJS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS)) \
 		 $(FUZZ_BUILD)/obj/fuzz_target.o
 FUZZ_ALL := elf procmaps linetable debugoffsets symbolize pywalk ksyms unwtab

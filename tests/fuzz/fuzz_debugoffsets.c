@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "target/debugoffsets.h"
+#include "cpython/debugoffsets.h"
 #include "fuzz_target.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

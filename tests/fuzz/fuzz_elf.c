@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "profile/nativesym.h"
-#include "target/elfsym.h"
+#include "proc/elfsym.h"
 
 static int memfd = -1;
 static char path[64];

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "target/linetable.h"
+#include "cpython/linetable.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "target/procmaps.h"
+#include "proc/procmaps.h"
 
 static void check(const char *line)
 {

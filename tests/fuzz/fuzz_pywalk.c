@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "fuzz_target.h"
-#include "target/pywalk.h"
-#include "profile/symbolize.h"
+#include "cpython/pywalk.h"
+#include "cpython/symbolize.h"
 
 static volatile size_t sink;
 static bool verbose; /* TAIPAN_FUZZ_VERBOSE: print what was walked, to check seeds */

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "fuzz_target.h"
-#include "profile/symbolize.h"
+#include "cpython/symbolize.h"
 
 static volatile size_t sink;
 static bool verbose; /* TAIPAN_FUZZ_VERBOSE: print the frames, to check seeds */

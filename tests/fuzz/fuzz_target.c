@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "target/debugoffsets.h"
-#include "target/elfsym.h"
+#include "cpython/debugoffsets.h"
+#include "proc/elfsym.h"
 
 #define PAGE 4096
 

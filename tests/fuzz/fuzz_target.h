@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "target/pyproc.h"
+#include "cpython/pyproc.h"
 #include "taipan_abi.h"
 
 /* Low enough for AddressSanitizer's low application range on x86-64 (below

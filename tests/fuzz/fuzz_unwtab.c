@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "target/unwtab.h"
+#include "proc/unwtab.h"
 
 size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
 

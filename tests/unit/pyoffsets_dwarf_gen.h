@@ -12,7 +12,7 @@
 #ifndef TAIPAN_PYOFFSETS_DWARF_GEN_H
 #define TAIPAN_PYOFFSETS_DWARF_GEN_H
 
-#include "target/pyoffsets.h"
+#include "cpython/pyoffsets.h"
 
 struct py_dwarf_layout {
 	const char *pyenv_lib; /* the build, relative to the pyenv versions directory */

@@ -1,4 +1,4 @@
-/* test_captures.c - the shared walker (src/walk/python.h, built for user
+/* test_captures.c - the shared walker (src/cpython/walk.h, built for user
  * space) and the symbolizer over memory captured from real interpreters,
  * against the stacks those interpreters reported themselves.
  *
@@ -26,9 +26,9 @@
 
 #include <cmocka.h>
 
-#include "target/capture.h"
-#include "target/pywalk.h"
-#include "profile/symbolize.h"
+#include "cpython/capture.h"
+#include "cpython/pywalk.h"
+#include "cpython/symbolize.h"
 
 /* Compares the walked frames with the reported ones; prints every
  * difference and returns how many there were. */

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "target/elfsym.h"
+#include "proc/elfsym.h"
 
 /* Overridable with -D, for machines laid out differently. */
 #ifndef LIBPY311

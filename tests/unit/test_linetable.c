@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "target/linetable.h"
+#include "cpython/linetable.h"
 
 #define MAX_REPORTED 20
 

@@ -17,7 +17,7 @@
 #include <cmocka.h>
 
 #include "profile/nativesym.h"
-#include "target/elfsym.h"
+#include "proc/elfsym.h"
 
 /* Overridable with -D, for machines laid out differently. */
 #ifndef LIBC

@@ -1,4 +1,4 @@
-/* test_procfs.c - unit tests for the /proc readers (src/target/procfs.c): against
+/* test_procfs.c - unit tests for the /proc readers (src/proc/procfs.c): against
  * this test process, a thread it starts and a child it forks, and the
  * parsers on sample text. */
 #include <errno.h>
@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "target/procfs.h"
+#include "proc/procfs.h"
 
 #define HEX64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 

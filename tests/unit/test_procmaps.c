@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "target/procmaps.h"
+#include "proc/procmaps.h"
 
 static void test_parse_file(void **state)
 {

@@ -21,8 +21,8 @@
 #include <gelf.h>
 
 #include "taipan_abi.h"
-#include "target/debugoffsets.h"
-#include "target/pyoffsets.h"
+#include "cpython/debugoffsets.h"
+#include "cpython/pyoffsets.h"
 #include "pyoffsets_dwarf_gen.h"
 
 #define DEFAULT_PYENV "/root/.pyenv/versions"

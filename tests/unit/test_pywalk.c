@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "target/pywalk.h"
+#include "cpython/pywalk.h"
 
 /* Stand-ins for CPython's structs: only the offsets matter. */
 struct fake_interp {

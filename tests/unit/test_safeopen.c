@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "target/safeopen.h"
+#include "proc/safeopen.h"
 
 struct dirs {
 	char root[64];	  /* the "container" root */

@@ -29,7 +29,7 @@
 #include <cmocka.h>
 
 #include "fake_sampler.h"
-#include "target/pywalk.h"
+#include "cpython/pywalk.h"
 #include "core/session.h"
 
 struct child {

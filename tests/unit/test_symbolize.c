@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "profile/symbolize.h"
+#include "cpython/symbolize.h"
 
 #define BASE 0x10000ULL
 

@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "target/elfsym.h"
-#include "target/unwtab.h"
+#include "proc/elfsym.h"
+#include "proc/unwtab.h"
 
 #ifndef LIBC
 #define LIBC "/usr/lib/x86_64-linux-gnu/libc.so.6"

@@ -26,7 +26,7 @@
 #   exec-chain        runs briefly, then execs /bin/sh, which execs this script
 #                     again, SECONDS times (SECONDS is a count here)
 #
-# NAME=OFFSET are the version's row of src/target/gen/pyoffsets_table.c (the test reads
+# NAME=OFFSET are the version's row of src/cpython/gen/pyoffsets_table.c (the test reads
 # them from there). Prints "ready" once the state is corrupted and the busy
 # loop runs. Runs under 2.7 and 3.x. Ends with os._exit(): returning through
 # a frame it broke would crash the interpreter, which is not what is tested.

@@ -10,14 +10,14 @@
 #include <unistd.h>
 #include <uthash.h>
 
-#include "target/debugoffsets.h"
-#include "target/elfsym.h"
+#include "cpython/debugoffsets.h"
+#include "proc/elfsym.h"
 #include "util/log.h"
-#include "target/memread.h"
-#include "target/procfs.h"
-#include "target/safeopen.h"
-#include "target/procmaps.h"
-#include "target/pyproc.h"
+#include "proc/memread.h"
+#include "proc/procfs.h"
+#include "proc/safeopen.h"
+#include "proc/procmaps.h"
+#include "cpython/pyproc.h"
 #include "util/strutil.h"
 
 /* major.minor from a name like libpython3.11.so.1.0, python3.9, libpython3.6m.so. */

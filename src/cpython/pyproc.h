@@ -12,11 +12,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "target/linetable.h"
-#include "target/memread.h"
-#include "target/pyoffsets.h"
+#include "cpython/linetable.h"
+#include "proc/memread.h"
+#include "cpython/pyoffsets.h"
 #include "taipan_abi.h"
-#include "walk/cpython.h"
+#include "cpython/constants.h"
 
 struct pyproc {
 	pid_t pid;
@@ -39,13 +39,13 @@ struct pyproc {
 	enum py_objdict objdict; /* where instance attributes live */
 	struct tp_proc tp;	 /* what BPF gets */
 	/* Where its memory is read: NULL for the live process (pid), else a
-	 * captured image's reader (src/target/capture.h). */
+	 * captured image's reader (src/cpython/capture.h). */
 	mem_reader read;
 	void *read_ctx;
 };
 
 /* Decodes a str's PyASCIIObject.state as pp's build lays it out (3.14t+
- * shift its bits: walk/cpython.h): the size of its characters (1, 2 or 4)
+ * shift its bits: cpython/constants.h): the size of its characters (1, 2 or 4)
  * when it is compact, the only form taipan reads, else 0; *ascii says
  * whether its data follows the PyASCIIObject (else a
  * PyCompactUnicodeObject). */

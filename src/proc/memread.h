@@ -12,7 +12,7 @@
 int mem_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 
 /* Another source of a target's memory than the live process, with
- * mem_read()'s contract: a captured image (src/target/capture.h). */
+ * mem_read()'s contract: a captured image (src/cpython/capture.h). */
 typedef int (*mem_reader)(void *ctx, uint64_t addr, void *buf, size_t len);
 
 /* Reads a NUL-terminated string of at most max-1 bytes into buf (always

@@ -1,12 +1,12 @@
-/* cpython.h - the constants of CPython that taipan's walkers and symbolizer
+/* constants.h - the constants of CPython that taipan's walkers and symbolizer
  * depend on, in one place for BPF and user space alike.
  *
  * Offsets are never here: they come from the generated table or from the
- * target's _Py_DebugOffsets (src/target/pyoffsets.h). These are the few values that
+ * target's _Py_DebugOffsets (src/cpython/pyoffsets.h). These are the few values that
  * are not offsets, each with where CPython defines it.
  */
-#ifndef TAIPAN_WALK_CPYTHON_H
-#define TAIPAN_WALK_CPYTHON_H
+#ifndef TAIPAN_CPYTHON_CONSTANTS_H
+#define TAIPAN_CPYTHON_CONSTANTS_H
 
 /* Include/object.h: Py_TPFLAGS_TYPE_SUBCLASS, set on every type whose
  * instances are classes. Bit 31 since 2.x. */
@@ -63,4 +63,4 @@
  * entries have a hash; unicode and split keys have none. */
 #define PY_DICT_KEYS_GENERAL 0
 
-#endif /* TAIPAN_WALK_CPYTHON_H */
+#endif /* TAIPAN_CPYTHON_CONSTANTS_H */

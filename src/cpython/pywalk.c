@@ -1,5 +1,5 @@
 /* pywalk.c - walking a process's thread states and frames from user space
- * with the walker the BPF programs run (src/walk/python.h).
+ * with the walker the BPF programs run (src/cpython/walk.h).
  *
  * Memory is read through the struct pyproc: process_vm_readv while the
  * target runs, or a captured image. Lists are bounded (PYWALK_MAX_* and the
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "target/procfs.h"
-#include "target/pywalk.h"
+#include "proc/procfs.h"
+#include "cpython/pywalk.h"
 
 /* What the shared walker asks of its includer: memory through the pyproc,
  * counters in the state, and no thread-state cache beyond its own. */
@@ -27,7 +27,7 @@ struct tpw_host {
 #define tpw_tstate_lookup(st, tid) ((void)(st), (void)(tid), 0ULL)
 #define tpw_tstate_store(st, tid, ts) ((void)(st), (void)(tid), (void)(ts))
 #define tpw_code_first(st, code, ident) ((void)(st), (void)(code), (void)(ident))
-#include "walk/python.h"
+#include "cpython/walk.h"
 #include "util/clock.h"
 
 /* glibc's struct pthread on x86-64 starts with tcbhead_t (704 bytes) and a

@@ -1,6 +1,6 @@
 /* procmaps.c - /proc/PID/maps parsing: strict line parser, whole-file reader. */
-#include "target/procmaps.h"
-#include "target/procfs.h"
+#include "proc/procmaps.h"
+#include "proc/procfs.h"
 
 #include <errno.h>
 #include <stdlib.h>

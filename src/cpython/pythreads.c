@@ -12,8 +12,8 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "target/pythreads.h"
-#include "walk/cpython.h"
+#include "cpython/pythreads.h"
+#include "cpython/constants.h"
 
 /* Entries read from a dict at once. */
 #define CHUNK 64

@@ -1,5 +1,5 @@
 /* linetable.c - decoders for CPython's line tables, 2.7 to 3.15. */
-#include "target/linetable.h"
+#include "cpython/linetable.h"
 
 #include <limits.h>
 #include <stdbool.h>

@@ -9,7 +9,7 @@
  * CFA program libdw interprets), so a corrupt file ends in an error or a
  * partial table.
  */
-#include "target/unwtab.h"
+#include "proc/unwtab.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -23,8 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "target/elfsym.h"
-#include "target/safeopen.h"
+#include "proc/elfsym.h"
+#include "proc/safeopen.h"
 
 /* x86-64 DWARF registers. */
 #define REG_RBP 6

@@ -1,7 +1,7 @@
 /* pywalk.h - the Python threads of a live process and their stacks, read from
  * user space with process_vm_readv: what `taipan dump` prints.
  *
- * The walk is the one the BPF programs run (src/walk/python.h), compiled for
+ * The walk is the one the BPF programs run (src/cpython/walk.h), compiled for
  * user space, so it produces the same struct tp_frame and the symbolizer
  * names both alike.
  * The target keeps running: a stack that changes under the walk comes out
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "target/pyproc.h"
+#include "cpython/pyproc.h"
 #include "taipan_abi.h"
 
 /* Bounds that keep a corrupt or looping list from hanging the walk. A

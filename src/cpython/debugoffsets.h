@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "target/pyoffsets.h"
+#include "cpython/pyoffsets.h"
 
 /* Fixed by CPython for every version, so that a reader can pick the rest of
  * the layout from the version (cpython-internals.md §7). */

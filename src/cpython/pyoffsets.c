@@ -2,7 +2,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "target/pyoffsets.h"
+#include "cpython/pyoffsets.h"
 
 const struct py_layout_entry *py_layout_find(unsigned int major, unsigned int minor)
 {

@@ -2,7 +2,7 @@
  * container, the thread and process lists, and the names of a process's
  * files. No strtok and no static buffers: the agent calls this from several
  * threads. */
-#include "target/procfs.h"
+#include "proc/procfs.h"
 
 #include <dirent.h>
 #include <errno.h>

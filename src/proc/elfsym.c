@@ -7,7 +7,7 @@
  * and elf_strptr checks that a string is inside its table and terminated;
  * what is left to us is arithmetic on addresses and sizes.
  */
-#include "target/elfsym.h"
+#include "proc/elfsym.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "target/safeopen.h"
+#include "proc/safeopen.h"
 
 #ifndef NT_GNU_BUILD_ID
 #define NT_GNU_BUILD_ID 3

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "target/capture.h"
-#include "target/memread.h"
+#include "cpython/capture.h"
+#include "proc/memread.h"
 
 #define CAPTURE_MAGIC "taipan-capture 1"
 /* Bounds on what a capture file may hold: a walk of a few threads reads a

@@ -11,11 +11,11 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "target/linetable.h"
-#include "target/memread.h"
-#include "profile/symbolize.h"
+#include "cpython/linetable.h"
+#include "proc/memread.h"
+#include "cpython/symbolize.h"
 #include "util/budget.h"
-#include "walk/cpython.h"
+#include "cpython/constants.h"
 
 #define MAX_STR 1024		/* longest name or file name kept */
 #define MAX_LINETABLE (1 << 20) /* longest line table read */

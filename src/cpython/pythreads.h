@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "target/pyproc.h"
+#include "cpython/pyproc.h"
 
 /* Bytes kept of a name, with its NUL; a longer name is cut at a character. */
 #define PYTHREADS_NAME_MAX 128

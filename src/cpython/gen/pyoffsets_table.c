@@ -11,7 +11,7 @@
 /* clang-format off */
 
 #include "taipan_abi.h"
-#include "target/pyoffsets.h"
+#include "cpython/pyoffsets.h"
 
 const struct py_layout_entry py_layout_table[] = {
 	{

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "profile/profile.h"
-#include "target/pyproc.h"
+#include "cpython/pyproc.h"
 #include "taipan_abi.h"
 
 struct symbolizer;

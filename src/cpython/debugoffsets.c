@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "target/debugoffsets.h"
-#include "walk/cpython.h"
+#include "cpython/debugoffsets.h"
+#include "cpython/constants.h"
 
 /* No CPython struct comes near this; _PyRuntimeState, the largest, is ~300 KiB
  * in 3.13-3.15. A bigger "size" means the bytes are not what we think. */
@@ -63,7 +63,7 @@ struct member_use {
 
 #define FIELD(f) offsetof(struct py_layout, f)
 
-/* From PY_LAYOUT_FIELDS (target/pyoffsets.h), which says for each field
+/* From PY_LAYOUT_FIELDS (cpython/pyoffsets.h), which says for each field
  * which member fills it and how. */
 #define USE_AS_NONE(field, member)
 #define USE_AS_TABLE(field, member) /* from py_layout_supplement() */

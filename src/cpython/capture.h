@@ -4,7 +4,7 @@
  * tools/capture.c records one from a live interpreter: every read the walks
  * make goes to the process and is kept. tests/unit/test_captures.c loads it
  * and walks it again, with no process and no privileges: the shared walker
- * (src/walk/python.h) and the symbolizer over real interpreters' memory,
+ * (src/cpython/walk.h) and the symbolizer over real interpreters' memory,
  * checked against the frames, files and lines that Python itself reported.
  *
  * File format, version 1 (text lines, then the image):
@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "target/pyproc.h"
+#include "cpython/pyproc.h"
 
 struct capture_frame {
 	char *name, *file;

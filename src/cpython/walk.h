@@ -1,7 +1,7 @@
-/* python.h - the Python stack walker, one source compiled twice.
+/* walk.h - the Python stack walker, one source compiled twice.
  *
  * The BPF program (src/bpf/taipan.bpf.c) includes it to walk the sampled
- * thread's stack in the kernel. User space (src/target/pywalk.c) includes it for
+ * thread's stack in the kernel. User space (src/cpython/pywalk.c) includes it for
  * `taipan dump` and for the tests that walk memory captured from real
  * interpreters (tests/unit/test_captures.c). Both therefore find thread
  * states, skip shims, mark entry frames, identify code objects and cut deep
@@ -27,11 +27,11 @@
  * memory holds. Nothing here compares a version number (doc/DESIGN.md decision
  * 1): what varies arrives in struct tp_proc.
  */
-#ifndef TAIPAN_WALK_PYTHON_H
-#define TAIPAN_WALK_PYTHON_H
+#ifndef TAIPAN_CPYTHON_WALK_H
+#define TAIPAN_CPYTHON_WALK_H
 
 #include "taipan_abi.h"
-#include "walk/cpython.h"
+#include "cpython/constants.h"
 
 #ifdef __BPF__
 #define TPW_INLINE static __always_inline
@@ -721,4 +721,4 @@ TPW_INLINE void tpw_cut(struct tpw_state *st)
 	st->s.err = st->s.nframes >= TP_MAX_FRAMES ? TP_ERR_DEPTH : TP_ERR_STEPS;
 }
 
-#endif /* TAIPAN_WALK_PYTHON_H */
+#endif /* TAIPAN_CPYTHON_WALK_H */

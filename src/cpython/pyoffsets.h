@@ -12,11 +12,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "target/linetable.h"
+#include "cpython/linetable.h"
 
 /* The fields of struct py_layout, in order: one list that the struct, the
- * capture files (src/target/capture.c), the _Py_DebugOffsets reader
- * (src/target/debugoffsets.c) and tools/gen_offsets.py read.
+ * capture files (src/cpython/capture.c), the _Py_DebugOffsets reader
+ * (src/cpython/debugoffsets.c) and tools/gen_offsets.py read.
  *
  * X(field, HOW, MEMBER): HOW is how 3.13+ fills the field from the
  * _Py_DebugOffsets member PY_DO_MEMBER: OFFSET (an offset inside the member's
@@ -76,7 +76,7 @@
 	X(unicode_ascii_size, SIZEOF, UNICODE_ASCIIOBJECT_SIZE) /* sizeof(PyASCIIObject) (3.x) */  \
 	X(unicode_compact_size, SIZEOF_OPTIONAL,                                                   \
 	  UNICODE_COMPACTUNICODEOBJECT_SIZE) /* sizeof(PyCompactUnicodeObject) (3.x) */            \
-	/* What thread names need (src/target/pythreads.c): sys.modules, dicts, */                 \
+	/* What thread names need (src/cpython/pythreads.c): sys.modules, dicts, */                \
 	/* instance attributes and ints. From the table for every version. */                      \
 	X(interp_modules, TABLE, NONE)	    /* modules (<= 3.11) / imports.modules */              \
 	X(module_dict, TABLE, NONE)	    /* PyModuleObject.md_dict */                           \

@@ -1,6 +1,6 @@
 /* safeopen.c - opening files that other users control (safeopen.h). */
-#include "target/safeopen.h"
-#include "target/procfs.h"
+#include "proc/safeopen.h"
+#include "proc/procfs.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,7 @@
  * touch it. */
 /* clang-format off */
 
-#include "target/debugoffsets.h"
+#include "cpython/debugoffsets.h"
 
 const struct py_debug_offsets_row py_debug_offsets_table[] = {
 	{
