@@ -15,6 +15,7 @@
 #include "util/log.h"
 #include "proc/procfs.h"
 #include "cpython/pyproc.h"
+#include "cpython/runtime.h"
 #include "cpython/pythreads.h"
 #include "cpython/pywalk.h"
 #include "core/nwalk.h"
@@ -208,12 +209,13 @@ static void nthreads_free(struct nthread *nt, size_t n)
  * thread running again) names the native frames and merges them. Returns 0
  * or -ENOMEM; a thread that cannot be read gets a note. The names live as
  * *nwp does (the caller frees it, also on failure). */
-static int read_native(const struct pyproc *pp, bool filtered, struct pywalk_thread *const *th,
+static int read_native(const struct rt_proc *rp, bool filtered, struct pywalk_thread *const *th,
 		       size_t n, struct nthread *nt, struct nwalk **nwp)
 {
+	const struct pyproc *pp = cpython_proc(rp);
 	struct nwalk *nw = NULL;
 	char err[256];
-	int ret = nwalk_new(pp, &nw);
+	int ret = nwalk_new(pp->pid, &cpython_runtime, rp, &nw);
 	if (ret) {
 		if (ret == -ENOMEM)
 			return ret;
@@ -256,7 +258,8 @@ static int read_native(const struct pyproc *pp, bool filtered, struct pywalk_thr
 			nwalk_name(nw, smp->ustack[k], k == 0, &nt[i].syms[k]);
 			kind[k] = nt[i].syms[k].kind;
 		}
-		struct merge_in in = merge_in_sample(smp, kind, pp->tp.off.flags, filtered);
+		struct merge_in in =
+		    merge_in_sample(smp, kind, pp->tp.off.flags & TP_LF_INTERP_FRAME, filtered);
 		nt[i].nsteps = merge_stack(&in, gend, nt[i].steps);
 		free(gend);
 	}
@@ -533,7 +536,7 @@ out:
 int cmd_dump(int argc, char **argv)
 {
 	struct dump_args a = {0};
-	struct pyproc pp;
+	struct rt_proc *rp = NULL;
 	struct pywalk w = {0};
 	struct symbolizer *sz = NULL;
 	struct pywalk_thread **th = NULL;
@@ -547,11 +550,12 @@ int cmd_dump(int argc, char **argv)
 		return 2;
 	cli_raise_fd_limit();
 	double t0 = (mono_seconds() * 1e3);
-	ret = pyproc_inspect(a.pid, &pp, err, sizeof(err));
+	ret = cpython_runtime.detect(NULL, a.pid, &rp, err, sizeof(err));
 	if (ret) {
-		log_error("%s", err);
+		log_error("%s", ret == -ENOMEM ? "out of memory" : err);
 		return 1;
 	}
+	const struct pyproc pp = *cpython_proc(rp);
 	log_debug("pid %d (%s): Python %s (version from %s, offsets from %s), %s", pp.pid, pp.comm,
 		  pp.version, pp.version_source, pp.layout_source, pp.binary);
 	sz = symbolizer_new(&pp);
@@ -595,8 +599,8 @@ int cmd_dump(int argc, char **argv)
 		qsort(th, w.nthreads, sizeof(*th), by_tid);
 	if (a.native != SESSION_NATIVE_NONE && w.nthreads) {
 		nt = calloc(w.nthreads, sizeof(*nt));
-		if (!nt || read_native(&pp, a.native == SESSION_NATIVE_FILTERED, th, w.nthreads, nt,
-				       &nw)) {
+		if (!nt ||
+		    read_native(rp, a.native == SESSION_NATIVE_FILTERED, th, w.nthreads, nt, &nw)) {
 			log_error("out of memory");
 			goto out;
 		}
@@ -631,5 +635,6 @@ out:
 	free(nm.v);
 	pywalk_free(&w);
 	symbolizer_free(sz);
+	cpython_runtime.free(rp);
 	return status;
 }

@@ -16,7 +16,7 @@
 #include "profile/merge.h"
 #include "profile/nativesym.h"
 #include "proc/procmaps.h"
-#include "cpython/pywalk.h"
+#include "proc/memread.h"
 #include "proc/safeopen.h"
 #include "proc/unwtab.h"
 #include "util/clock.h"
@@ -49,7 +49,7 @@ struct nw_map {
 struct nwalk;
 struct tpw_host {
 	struct nwalk *nw;
-	const struct pyproc *pp;
+	pid_t pid;
 	const uint8_t *stack; /* the copy of the thread's stack from stack_lo */
 	uint64_t stack_lo, stack_len;
 };
@@ -63,7 +63,7 @@ static int host_read(const struct tpw_host *h, void *dst, size_t len, uint64_t a
 		memcpy(dst, h->stack + (addr - h->stack_lo), len);
 		return 0;
 	}
-	return pyproc_read(h->pp, addr, dst, len);
+	return mem_read(h->pid, addr, dst, len);
 }
 
 #define tpw_read(st, dst, len, addr) host_read(&(st)->host, (dst), (len), (addr))
@@ -74,9 +74,11 @@ static int host_read(const struct tpw_host *h, void *dst, size_t len, uint64_t a
 #include "cpython/walk.h"
 
 struct nwalk {
-	const struct pyproc *pp;
-	struct proc_maps pm; /* executable mappings only, sorted by start */
-	uint64_t *ranges;    /* every mapping as start, end pairs, sorted */
+	pid_t pid;
+	const struct runtime_ops *rt; /* the process's runtime and its data, */
+	const struct rt_proc *rp;     /* for the interpreted frames and the merge */
+	struct proc_maps pm;	      /* executable mappings only, sorted by start */
+	uint64_t *ranges;	      /* every mapping as start, end pairs, sorted */
 	size_t nall;
 	uint8_t *stack; /* STACK_COPY_MAX bytes: the stopped thread's stack */
 	struct nw_map *maps;
@@ -113,7 +115,7 @@ static void sym_file(const struct nwalk *nw, const struct nw_file *f, struct nat
 	*nf = (struct nativesym_file){
 	    .path = f->open_path,
 	    .root = nw->root,
-	    .pid = nw->pp->pid,
+	    .pid = nw->pid,
 	    .module = f->module,
 	    .dev = (uint64_t)f->dev_major << 32 | f->dev_minor,
 	    .ino = f->inode,
@@ -146,7 +148,7 @@ static int map_file(struct nwalk *nw, const struct map_entry *me)
 		/* map_files reaches the very file, in another mount namespace
 		 * or deleted; else the process's root. */
 		snprintf(f->open_path, sizeof(f->open_path), "/proc/%d/map_files/%llx-%llx",
-			 nw->pp->pid, (unsigned long long)me->start, (unsigned long long)me->end);
+			 nw->pid, (unsigned long long)me->start, (unsigned long long)me->end);
 		if (access(f->open_path, R_OK))
 			snprintf(f->open_path, sizeof(f->open_path), "%s", "");
 	}
@@ -165,7 +167,7 @@ static bool file_table(struct nwalk *nw, struct nw_file *f, const struct map_ent
 	if (f->vdso) {
 		size_t len = me->end - me->start;
 		void *img = len <= VDSO_MAX ? malloc(len) : NULL;
-		ret = img ? pyproc_read(nw->pp, me->start, img, len) : -ENOMEM;
+		ret = img ? mem_read(nw->pid, me->start, img, len) : -ENOMEM;
 		if (!ret)
 			ret = unwtab_build_mem(img, len, &t);
 		free(img);
@@ -173,7 +175,7 @@ static bool file_table(struct nwalk *nw, struct nw_file *f, const struct map_ent
 		ret = unwtab_build(f->open_path, &t);
 	} else {
 		/* Inside the process's root, resolved there and nowhere else. */
-		int fd = safe_open_in_proc_root(nw->pp->pid, f->module);
+		int fd = safe_open_in_proc_root(nw->pid, f->module);
 		ret = fd < 0 ? fd : unwtab_build_fd(fd, &t);
 	}
 	nw->stats.build_ns += clock_ns(CLOCK_MONOTONIC) - t0;
@@ -272,15 +274,17 @@ static int by_start(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-int nwalk_new(const struct pyproc *pp, struct nwalk **out)
+int nwalk_new(pid_t pid, const struct runtime_ops *rt, const struct rt_proc *rp, struct nwalk **out)
 {
 	struct nwalk *nw = calloc(1, sizeof(*nw));
 	int ret;
 	if (!nw)
 		return -ENOMEM;
-	nw->pp = pp;
-	snprintf(nw->root, sizeof(nw->root), "/proc/%d/root", pp->pid);
-	ret = procmaps_read(pp->pid, &nw->pm);
+	nw->pid = pid;
+	nw->rt = rt;
+	nw->rp = rp;
+	snprintf(nw->root, sizeof(nw->root), "/proc/%d/root", pid);
+	ret = procmaps_read(pid, &nw->pm);
 	if (ret) {
 		free(nw);
 		return ret;
@@ -319,7 +323,7 @@ int nwalk_new(const struct pyproc *pp, struct nwalk **out)
 	for (size_t i = 0; i < keep; i++)
 		nw->maps[i].file = -2;
 	nw->st->host.nw = nw;
-	nw->st->host.pp = pp;
+	nw->st->host.pid = pid;
 	*out = nw;
 	return 0;
 }
@@ -377,7 +381,7 @@ static void copy_stack(struct nwalk *nw, uint64_t sp)
 		if (sp < start || sp >= end)
 			continue;
 		uint64_t len = end - sp < STACK_COPY_MAX ? end - sp : STACK_COPY_MAX;
-		if (!pyproc_read(nw->pp, sp, nw->stack, len))
+		if (!mem_read(nw->pid, sp, nw->stack, len))
 			h->stack_len = len;
 		break;
 	}
@@ -488,9 +492,9 @@ int nwalk_thread(struct nwalk *nw, pid_t tid, uint64_t tstate, struct tp_sample 
 		goto detach;
 	}
 	memset(out, 0, offsetof(struct tp_sample, frames));
-	if (tstate && (ret = pywalk_tstate(nw->pp, tstate, out)))
+	if (tstate && (ret = nw->rt->walk_tstate(nw->rp, tstate, out)))
 		goto detach;
-	out->pid = (uint32_t)nw->pp->pid;
+	out->pid = (uint32_t)nw->pid;
 	out->tid = (uint32_t)tid;
 	copy_stack(nw, regs.rsp);
 detach:
@@ -544,7 +548,7 @@ void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym 
 	nativesym_lookup(nw->ns, &nf, at - bias, &sym);
 	nativesym_format(&sym, out->name, sizeof(out->name));
 	snprintf(out->build_id, sizeof(out->build_id), "%s", sym.build_id ? sym.build_id : "");
-	out->kind = merge_native_kind(sym.name, f->module, nw->pp->binary, nw->pp->version);
+	out->kind = (uint8_t)nw->rt->native_kind(nw->rp, sym.name, f->module);
 }
 
 void nwalk_get_stats(const struct nwalk *nw, struct nwalk_stats *out)

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cpython/pyproc.h"
+#include "core/runtime.h"
 #include "taipan_abi.h"
 
 struct nwalk;
@@ -31,9 +31,12 @@ struct nwalk_stats {
 /* How long nwalk_thread() waits for a thread to stop. */
 #define NWALK_STOP_TIMEOUT_MS 1000
 
-/* A walker of pp's threads; reads pp->pid's maps now. Returns 0 and *out, or
- * a negative errno (-ESRCH: gone; -ENOMEM). Free with nwalk_free(). */
-int nwalk_new(const struct pyproc *pp, struct nwalk **out);
+/* A walker of pid's threads, whose runtime is rt and its data rp (their
+ * interpreted frames, and what the merge needs of native ones); reads pid's
+ * maps now. Returns 0 and *out, or a negative errno (-ESRCH: gone;
+ * -ENOMEM). Free with nwalk_free(). */
+int nwalk_new(pid_t pid, const struct runtime_ops *rt, const struct rt_proc *rp,
+	      struct nwalk **out);
 /* Accepts NULL. */
 void nwalk_free(struct nwalk *nw);
 

@@ -4,8 +4,6 @@
  * that exit during the recording keep their names (doc/DESIGN.md decision 6).
  */
 #include <errno.h>
-#include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -17,18 +15,13 @@
 
 #include "core/bpfrun.h"
 #include "core/native.h"
-#include "core/nwalk.h"
-#include "profile/merge.h"
+#include "core/runtime.h"
+#include "core/stacks.h"
 #include "profile/nativesym.h"
-#include "profile/ksyms.h"
 #include "util/log.h"
 #include "proc/procfs.h"
-#include "cpython/pyproc.h"
-#include "cpython/pythreads.h"
-#include "cpython/pywalk.h"
 #include "core/session.h"
-#include "cpython/symbolize.h"
-#include "core/walkerr.h"
+#include "core/session_int.h"
 #include "util/budget.h"
 #include "util/clock.h"
 
@@ -36,110 +29,7 @@
  * have mapped libpython yet when it is first seen. */
 #define YOUNG_MS 3000
 
-enum sproc_state { SP_PENDING, SP_PYTHON, SP_OTHER, SP_EXITED };
-
-/* A BPF frame already turned into a profile frame id: a stack's frames are
- * mostly the ones of the stacks before it, and naming one costs a line-table
- * decode and three string lookups. */
-struct fcache_ent {
-	uint64_t code, ident, aux;
-	uint32_t pos;
-	uint32_t id;	/* in the profile of epoch */
-	uint64_t epoch; /* 0: empty */
-};
-#define FCACHE_SIZE 1024 /* per sampled process, allocated at its first sample */
-
-/* The same for native addresses, one for the session: a file's link-time
- * address (and whether it was the sampled one, looked up as is, or a return
- * address, looked up a byte before) -> frame id and what the merge needs to
- * know of it. Keyed by the file, not the process, so that every process of
- * one interpreter, short-lived ones above all, shares what was named. */
-struct ncache_ent {
-	uint64_t file; /* native_file_id(); 0: empty */
-	uint64_t key;  /* link-time address << 1 | sampled */
-	uint32_t id;
-	uint8_t kind; /* enum merge_nkind */
-	uint64_t epoch;
-};
-#define NCACHE_SIZE 16384
-
-struct sproc {
-	UT_hash_handle hh;
-	pid_t pid;
-	enum sproc_state state;
-	struct pyproc pp;
-	struct procfs_cgroup cg; /* its cgroup path and container id */
-	struct symbolizer *sz;
-	struct fcache_ent *fcache;
-	struct pythreads *threads; /* its threads' Python names */
-	struct native_proc np;	   /* its executable mappings (native unwinding) */
-	uint64_t classified_ns;	   /* CLOCK_MONOTONIC, like the BPF events' time_ns */
-	uint64_t exited_ns;
-	bool warned;
-	bool rescan; /* code was mapped: read its mappings again after this poll */
-};
-
-struct session {
-	struct session_opts opts;
-	struct sampler sm; /* the BPF programs, or a test's fake */
-	struct profile *prof;
-	struct ksyms *ksyms;
-	struct sproc *procs;
-	struct pyproc_cache *cache;
-	struct native *native;	   /* NULL: native unwinding off */
-	struct nativesym *nsyms;   /* names of native frames */
-	struct ncache_ent *ncache; /* NCACHE_SIZE entries, or NULL: no cache */
-	struct session_stats st;
-	uint32_t *ids;		     /* scratch: frame ids of one stack */
-	int gend[TP_MAX_FRAMES + 1]; /* scratch: where each eval loop's Python frames end */
-	struct merge_step steps[MERGE_STEPS_MAX(TP_USTACK_MAX, TP_MAX_FRAMES)]; /* scratch */
-	size_t ids_cap;
-	uint64_t start_ns;
-	uint64_t dropped;	/* samples of processes user space no longer knows */
-	uint64_t early_dropped; /* early samples the profile had no room for */
-	uint64_t stop_ns;	/* when sampling stopped, 0 while it runs */
-	uint64_t epoch;		/* of s->prof: frame ids cached before another are void */
-	bool rescans;		/* some process's rescan is due */
-	bool ksyms_failed;
-	int ksyms_errno;
-	/* /proc/kallsyms is read by a thread of its own from session_start
-	 * (ksyms_reader); the first kernel frame takes its table if done. */
-	pthread_t ksyms_thread;
-	bool bg_reading;	/* the thread was started and not joined */
-	struct ksyms *bg_ksyms; /* its table, the thread's until joined */
-	int bg_errno;
-	bool first_sample_seen;
-	/* The kernel names kernel addresses itself (sampler_ops.kernel_names)
-	 * as they are first seen, instead of /proc/kallsyms being read. */
-	bool bpf_ksyms;
-	struct kname *knames;
-	struct away *away; /* threads off the CPU, by tid */
-	/* What is kept of the targets (tables, symbol indexes, code
-	 * objects), under one limit (--max-memory). */
-	struct budget budget;
-};
-
-/* A thread off the CPU (--mode wall, off-cpu): the sample its stack went
- * into, with a count of 0 until the thread runs again (doc/DESIGN.md,
- * "Off-CPU time"). */
-struct away {
-	UT_hash_handle hh;
-	uint32_t tid;
-	uint64_t out_ns;  /* when it left: its TP_EV_SWITCH_IN names it by this */
-	uint64_t from_ns; /* what the current profile has not weighed yet: from here */
-	uint64_t ran_ns;  /* a cpu-clock sample of it on the CPU since, at this time: it is
-			   * back, its return lost; 0: none */
-	size_t index;	  /* its sample in s->prof */
-};
-
-/* A kernel address named by the kernel; name NULL: no symbol. */
-struct kname {
-	uint64_t addr;
-	char *name;
-	UT_hash_handle hh;
-};
-
-static struct sproc *sproc_get(struct session *s, pid_t pid)
+struct sproc *sproc_get(struct session *s, pid_t pid)
 {
 	struct sproc *p;
 	HASH_FIND_INT(s->procs, &pid, p);
@@ -151,9 +41,9 @@ static void sproc_drop(struct session *s, struct sproc *p)
 	HASH_DEL(s->procs, p);
 	if (s->native)
 		native_drop(s->native, p->pid, &p->np);
-	symbolizer_free(p->sz);
-	pythreads_free(p->threads);
-	free(p->fcache);
+	if (p->rt)
+		p->rt->free(p->rp);
+	stacks_fcache_free(p->fcache);
 	free(p);
 }
 
@@ -175,7 +65,7 @@ static void native_rescan(struct session *s, struct sproc *p)
 			  strerror(-ret));
 }
 
-/* Whether a Python process passes the system-wide filters. */
+/* Whether a process of a runtime passes the system-wide filters. */
 static bool wanted(const struct session *s, const struct sproc *p)
 {
 	if (!s->opts.system_wide)
@@ -183,7 +73,7 @@ static bool wanted(const struct session *s, const struct sproc *p)
 	if (s->opts.comms) {
 		bool hit = false;
 		for (const char *const *c = s->opts.comms; *c && !hit; c++)
-			hit = !strcmp(*c, p->pp.comm);
+			hit = !strcmp(*c, p->f.comm);
 		if (!hit)
 			return false;
 	}
@@ -192,36 +82,25 @@ static bool wanted(const struct session *s, const struct sproc *p)
 	return true;
 }
 
-static int marker(struct session *s, const char *text);
-
-/* Why an off-CPU stack's thread was away, as its leaf: a flame graph shows
- * it above the kernel frames where it waited. */
-static const char *const state_leaf[TP_TS__COUNT] = {
-    [TP_TS_RUNNING] = "[running]",
-    [TP_TS_RUNNABLE] = "[runnable]",
-    [TP_TS_SLEEPING] = "[sleeping]",
-    [TP_TS_BLOCKED] = "[blocked]",
-};
-
 /* Samples of a process taken before it was recognised are in the profile
  * as one marker frame, labelled like the process: lost, but not hidden; so
  * is its threads' time off the CPU then (--mode wall, off-cpu), under the
  * marker and the leaf of each reason. */
-static void account_early(struct session *s, struct sproc *p)
+void account_early(struct session *s, struct sproc *p)
 {
 	struct tp_unknown u;
 	int id, leaf;
 	if (s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid, &u) ||
-	    (id = marker(s, "[before taipan recognised the process]")) < 0)
+	    (id = stacks_marker(s->stacks, "[before taipan recognised the process]")) < 0)
 		return;
 	uint32_t frames[2] = {(uint32_t)id};
 	struct prof_labels lb = {
 	    .pid = (uint32_t)p->pid,
 	    .tid = (uint32_t)p->pid,
-	    .ns_pid = p->pp.ns_pid,
-	    .thread_name = p->pp.comm,
-	    .comm = p->pp.comm,
-	    .python_version = p->pp.version,
+	    .ns_pid = p->f.ns_pid,
+	    .thread_name = p->f.comm,
+	    .comm = p->f.comm,
+	    .python_version = p->f.version,
 	    .cgroup = p->cg.path,
 	    .container_id = p->cg.container,
 	    .state = s->opts.mode == PROF_MODE_CPU ? PROF_STATE_NONE : PROF_STATE_RUNNING,
@@ -234,7 +113,8 @@ static void account_early(struct session *s, struct sproc *p)
 			s->early_dropped += u.samples;
 	}
 	for (int st = TP_TS_RUNNABLE; st < TP_TS__COUNT && s->opts.mode != PROF_MODE_CPU; st++) {
-		if (!u.stretches[st] || (leaf = marker(s, state_leaf[st])) < 0)
+		if (!u.stretches[st] ||
+		    (leaf = stacks_marker(s->stacks, stacks_state_leaf(st))) < 0)
 			continue;
 		frames[1] = (uint32_t)leaf;
 		lb.state = (uint8_t)(PROF_STATE_RUNNING + st);
@@ -246,14 +126,43 @@ static void account_early(struct session *s, struct sproc *p)
 /* Tells BPF that pid is not to be walked. On failure BPF keeps announcing
  * the pid (at most once per TP_ANNOUNCE_NS) and counting its samples as
  * unknown, which costs a little and loses nothing: said in verbose mode. */
-static void mark_not_python(struct session *s, pid_t pid)
+static void mark_not_ours(struct session *s, pid_t pid)
 {
 	struct tp_proc marker = {.kind = TP_PROC_NOT_PYTHON};
 	int ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)pid, &marker);
 	if (ret)
-		log_debug("pid %d: cannot mark it as not Python in BPF: %s; BPF keeps "
+		log_debug("pid %d: cannot mark it as not profiled in BPF: %s; BPF keeps "
 			  "announcing it",
 			  pid, strerror(-ret));
+}
+
+/* Asks each runtime in turn whether p's process is one of its own: 0 with
+ * p->rt, p->rp and p->f set; else the first answer that is not -ENOEXEC
+ * (not that runtime's), or -ENOEXEC with the first runtime's message. */
+static int detect(struct session *s, struct sproc *p, char *msg, size_t msglen)
+{
+	char other[512];
+	if (p->rt) { /* an earlier look's */
+		p->rt->free(p->rp);
+		p->rt = NULL;
+		p->rp = NULL;
+	}
+	for (size_t i = 0; runtimes[i]; i++) {
+		const struct runtime_ops *rt = runtimes[i];
+		int ret = rt->detect(s->caches[i], p->pid, &p->rp, i ? other : msg,
+				     i ? sizeof(other) : msglen);
+		if (!ret) {
+			p->rt = rt;
+			rt->facts(p->rp, &p->f);
+			return 0;
+		}
+		if (ret != -ENOEXEC) {
+			if (i)
+				snprintf(msg, msglen, "%s", other);
+			return ret;
+		}
+	}
+	return -ENOEXEC;
 }
 
 /* Classifies pid and tells BPF. Returns 0 when it is now known (Python or
@@ -265,7 +174,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 	int ret;
 	for (int look = 0;; look++) {
 		p->classified_ns = clock_ns(CLOCK_MONOTONIC);
-		ret = pyproc_inspect_cached(s->cache, p->pid, &p->pp, msg, sizeof(msg));
+		ret = detect(s, p, msg, sizeof(msg));
 		/* An exec while we looked (exec_ns later than the look's start):
 		 * what we read may be of either program. Look again, so that
 		 * the exec's event, read later, finds a classification that
@@ -283,21 +192,18 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		procfs_cgroup(p->pid, &p->cg); /* none when it fails: "" */
 	if (!ret && !wanted(s, p)) {
 		p->state = SP_OTHER;
-		mark_not_python(s, p->pid);
+		mark_not_ours(s, p->pid);
 		return 0;
 	}
 	if (!ret) {
-		p->sz = symbolizer_new(&p->pp);
-		if (!p->sz)
-			return -ENOMEM;
-		symbolizer_set_budget(p->sz, &s->budget);
-		ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)p->pid, &p->pp.tp);
+		p->rt->set_budget(p->rp, &s->budget);
+		ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)p->pid, p->rt->bpf_proc(p->rp));
 		if (ret) {
 			snprintf(err, errlen, "pid %d: cannot register with BPF: %s", p->pid,
 				 strerror(-ret));
 			return ret;
 		}
-		p->state = SP_PYTHON;
+		p->state = SP_RUNTIME;
 		s->st.processes++;
 		/* After its Python walks start: a file's first table can take
 		 * a while to build (a large static interpreter), and a short
@@ -305,9 +211,8 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		 * before it end their native part with [native: unknown code]. */
 		native_rescan(s, p);
 		account_early(s, p);
-		log_debug("pid %d (%s): Python %s (version from %s, offsets from %s), %s", p->pid,
-			  p->pp.comm, p->pp.version, p->pp.version_source, p->pp.layout_source,
-			  p->pp.binary);
+		log_debug("pid %d (%s): %s %s (%s), %s", p->pid, p->f.comm, p->rt->title,
+			  p->f.version, p->f.how, p->f.binary);
 		return 0;
 	}
 	if (ret == -ESRCH) {
@@ -328,7 +233,7 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 			log_warn("%s", msg);
 	}
 	p->state = SP_OTHER;
-	mark_not_python(s, p->pid);
+	mark_not_ours(s, p->pid);
 	return ret;
 }
 
@@ -349,10 +254,10 @@ static void discover(struct session *s, pid_t pid)
 	struct sproc *p = sproc_get(s, pid);
 	if (p && p->exited_ns)
 		return; /* a discover event read after the exit: nothing to put back */
-	if (p && p->state == SP_PYTHON) {
+	if (p && p->state == SP_RUNTIME) {
 		/* BPF forgot it (evicted, or an exec we have not read yet): tell
 		 * it again, and account for what it sampled meanwhile. */
-		int ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)pid, &p->pp.tp);
+		int ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)pid, p->rt->bpf_proc(p->rp));
 		if (ret)
 			log_debug("pid %d: cannot register with BPF again: %s; BPF counts its "
 				  "samples as unknown until it announces it again",
@@ -367,468 +272,7 @@ static void discover(struct session *s, pid_t pid)
 	classify(s, p, false, err, sizeof(err));
 }
 
-static int ensure_ids(struct session *s, size_t n)
-{
-	if (n <= s->ids_cap)
-		return 0;
-	size_t cap = s->ids_cap ? s->ids_cap : 256;
-	while (cap < n)
-		cap *= 2;
-	uint32_t *v = realloc(s->ids, cap * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	s->ids = v;
-	s->ids_cap = cap;
-	return 0;
-}
-
-static int marker(struct session *s, const char *text)
-{
-	struct prof_frame f = {.name = text, .kind = PROF_FRAME_MARKER};
-	return profile_intern_frame(s->prof, &f);
-}
-
-static void load_ksyms(struct session *s);
-
-static void *ksyms_reader(void *arg)
-{
-	struct session *s = arg;
-	s->bg_ksyms = ksyms_load(NULL);
-	s->bg_errno = s->bg_ksyms ? 0 : errno;
-	return NULL;
-}
-
-/* Starts reading the kernel's symbols in a thread: reading /proc/kallsyms
- * costs tens of milliseconds of CPU, most of it in the kernel's own
- * formatting, which neither the start of sampling nor the reader of the ring
- * has to wait for. Reads them here if no thread can be started. */
-static void start_ksyms(struct session *s)
-{
-	if (s->ksyms || s->ksyms_failed || s->bg_reading)
-		return;
-	s->bg_reading = !pthread_create(&s->ksyms_thread, NULL, ksyms_reader, s);
-	if (!s->bg_reading)
-		load_ksyms(s);
-}
-
-/* Waits for the thread and takes its table (nothing else reads one while
- * it runs). It runs at the priority taipan started with, below the reader's
- * (session_start raises only the reader's): classifying the first processes
- * comes first, and a wait here is at most what reading the table here would
- * take. */
-static void take_bg_ksyms(struct session *s)
-{
-	if (!s->bg_reading)
-		return;
-	pthread_join(s->ksyms_thread, NULL);
-	s->bg_reading = false;
-	s->ksyms = s->bg_ksyms;
-	s->ksyms_errno = s->bg_errno;
-	s->bg_ksyms = NULL;
-}
-
-/* The kernel's symbols, once read, saying so if they cannot be. */
-static void load_ksyms(struct session *s)
-{
-	if (s->ksyms || s->ksyms_failed)
-		return;
-	take_bg_ksyms(s);
-	if (!s->ksyms && !s->ksyms_errno) { /* no thread was started */
-		s->ksyms = ksyms_load(NULL);
-		s->ksyms_errno = s->ksyms ? 0 : errno;
-	}
-	if (s->ksyms)
-		return;
-	s->ksyms_failed = true;
-	if (s->ksyms_errno == EPERM)
-		log_warn("kernel symbol addresses in /proc/kallsyms are hidden from "
-			 "taipan (it needs CAP_SYSLOG): kernel frames stay addresses");
-	else
-		log_warn("cannot read kernel symbols (/proc/kallsyms): kernel "
-			 "frames stay addresses");
-}
-
-static void free_knames(struct session *s)
-{
-	struct kname *k, *tmp;
-	HASH_ITER(hh, s->knames, k, tmp)
-	{
-		HASH_DEL(s->knames, k);
-		free(k->name);
-		free(k);
-	}
-}
-
-/* Has the kernel name those of addr[0 .. n) that it has not named yet, in
- * one run. If it cannot, /proc/kallsyms names them from now on. */
-static void name_kernel_addrs(struct session *s, const __u64 *addr, uint32_t n)
-{
-	uint64_t want[TP_KSYM_BATCH];
-	char names[TP_KSYM_BATCH][TP_KSYM_LEN]; /* 16 KiB */
-	uint32_t nwant = 0;
-	if (!s->bpf_ksyms)
-		return;
-	for (uint32_t i = 0; i < n && nwant < TP_KSYM_BATCH; i++) {
-		struct kname *k;
-		HASH_FIND(hh, s->knames, &addr[i], sizeof(addr[i]), k);
-		bool dup = k != NULL;
-		for (uint32_t j = 0; j < nwant && !dup; j++)
-			dup = want[j] == addr[i];
-		if (!dup)
-			want[nwant++] = addr[i];
-	}
-	if (!nwant)
-		return;
-	int ret = s->sm.ops->kernel_names(s->sm.impl, want, nwant, names);
-	if (ret) {
-		log_debug("the kernel cannot name kernel addresses (%s): reading /proc/kallsyms",
-			  strerror(-ret));
-		s->bpf_ksyms = false;
-		free_knames(s);
-		return;
-	}
-	for (uint32_t i = 0; i < nwant; i++) {
-		struct kname *k = calloc(1, sizeof(*k));
-		if (!k)
-			return; /* named later, or an address */
-		k->addr = want[i];
-		/* "%ps" gives "0x..." for no symbol, and " [module]" after a
-		 * module's symbol: the module is not part of the name, as with
-		 * /proc/kallsyms. */
-		if (strncmp(names[i], "0x", 2) && names[i][0]) {
-			names[i][strcspn(names[i], " ")] = '\0';
-			k->name = strdup(names[i]);
-		}
-		HASH_ADD(hh, s->knames, addr, sizeof(k->addr), k);
-	}
-}
-
-static int kernel_frame(struct session *s, uint64_t addr)
-{
-	char buf[64];
-	struct prof_frame f = {
-	    .kind = PROF_FRAME_KERNEL, .module = "[kernel.kallsyms]", .addr = addr};
-	const char *name = NULL;
-	if (s->bpf_ksyms) {
-		struct kname *k;
-		HASH_FIND(hh, s->knames, &addr, sizeof(addr), k);
-		name = k ? k->name : NULL;
-	} else {
-		load_ksyms(s);
-		name = s->ksyms ? ksyms_lookup(s->ksyms, addr, NULL) : NULL;
-	}
-	if (!name) {
-		snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
-		name = buf;
-	}
-	f.name = name;
-	return profile_intern_frame(s->prof, &f);
-}
-
-/* What python_frame() returns for a frame that stacks leave out. */
-#define FRAME_SKIP INT_MAX
-
-/* The profile frame id of Python frame bf of p, FRAME_SKIP, or a negative
- * errno. */
-static int python_frame(struct session *s, struct sproc *p, const struct tp_frame *bf)
-{
-	struct fcache_ent *e = NULL;
-	if (!p->fcache)
-		p->fcache = calloc(FCACHE_SIZE, sizeof(*p->fcache)); /* none: no cache */
-	if (p->fcache) {
-		uint64_t h =
-		    (bf->code >> 4) ^ ((uint64_t)bf->pos * 0x9e3779b97f4a7c15ULL) ^ bf->aux;
-		e = &p->fcache[(h ^ (h >> 29)) & (FCACHE_SIZE - 1)];
-		if (e->epoch == s->epoch && e->code == bf->code && e->ident == bf->ident &&
-		    e->pos == bf->pos && e->aux == bf->aux)
-			return (int)e->id;
-	}
-	struct prof_frame f;
-	uint64_t snapped = symbolizer_snapshots_used(p->sz);
-	int err = symbolizer_frame(p->sz, bf, &f);
-	s->st.snapped_codes += symbolizer_snapshots_used(p->sz) - snapped;
-	bool ok = !err || err == SYMBOLIZER_SKIP;
-	if (err == -ESTALE)
-		s->st.freed_frames++;
-	else if (err < 0)
-		s->st.bad_frames++;
-	int id = err == SYMBOLIZER_SKIP ? FRAME_SKIP : profile_intern_frame(s->prof, &f);
-	/* Not kept: frames that failed (counted each time), and frames whose
-	 * identity BPF could not read (nothing tells a reused address). */
-	if (id >= 0 && e && ok && bf->ident) {
-		*e = (struct fcache_ent){.code = bf->code,
-					 .ident = bf->ident,
-					 .aux = bf->aux,
-					 .pos = bf->pos,
-					 .id = (uint32_t)id,
-					 .epoch = s->epoch};
-	}
-	return id;
-}
-
-/* The profile frame id of native address addr of p, and its enum
- * merge_nkind in *kind. sampled: the instruction the sample interrupted, not
- * a return address. */
-static int native_frame(struct session *s, struct sproc *p, uint64_t addr, bool sampled,
-			uint8_t *kind)
-{
-	const struct native_map *m = native_find(&p->np, addr - !sampled);
-	struct ncache_ent *e = NULL;
-	uint64_t file = m && m->file ? native_file_id(m->file) : 0;
-	uint64_t key = (addr - (m ? m->bias : 0)) << 1 | sampled;
-	if (!s->ncache)
-		s->ncache = calloc(NCACHE_SIZE, sizeof(*s->ncache)); /* none: no cache */
-	if (s->ncache && file) {
-		uint64_t h = (key ^ file * 0xff51afd7ed558ccdULL) * 0x9e3779b97f4a7c15ULL;
-		e = &s->ncache[(h >> 40) & (NCACHE_SIZE - 1)];
-		if (e->epoch == s->epoch && e->key == key && e->file == file) {
-			*kind = e->kind;
-			return (int)e->id;
-		}
-	}
-	char buf[320];
-	struct prof_frame f = {.kind = PROF_FRAME_NATIVE, .addr = addr, .module = "[unknown]"};
-	*kind = MERGE_NK_OTHER;
-	snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)addr);
-	f.name = buf;
-	if (m && m->file) {
-		char root[64], mapped[96];
-		snprintf(root, sizeof(root), "/proc/%d/root", p->pid);
-		/* Its descriptor, if still open; else the mapping itself. */
-		const char *path = native_file_open_path(m->file);
-		if (!path) {
-			procfs_map_file_path(p->pid, m->start, m->end, mapped, sizeof(mapped));
-			path = mapped;
-		}
-		struct nativesym_file nf = {
-		    .path = path,
-		    .root = root,
-		    .pid = p->pid,
-		    .module = native_file_path(m->file),
-		    .dev = (uint64_t)m->dev_major << 32 | m->dev_minor,
-		    .ino = m->inode,
-		};
-		struct nativesym_sym sym;
-		/* The same function in every process, whatever its load address. */
-		f.addr = addr - m->bias;
-		nativesym_lookup(s->nsyms, &nf, addr - !sampled - m->bias, &sym);
-		nativesym_format(&sym, buf, sizeof(buf));
-		f.module = native_file_path(m->file);
-		f.build_id = sym.build_id && *sym.build_id ? sym.build_id : NULL;
-		*kind = merge_native_kind(sym.name, f.module, p->pp.binary, p->pp.version);
-	} else if (m) {
-		f.module = "[anonymous]";
-	}
-	int id = profile_intern_frame(s->prof, &f);
-	if (id >= 0 && e)
-		*e = (struct ncache_ent){
-		    .file = file, .key = key, .id = (uint32_t)id, .kind = *kind, .epoch = s->epoch};
-	return id;
-}
-
-static int push_marker(struct session *s, uint32_t *n, const char *text)
-{
-	int id = marker(s, text);
-	if (id >= 0)
-		s->ids[(*n)++] = (uint32_t)id;
-	return id < 0 ? id : 0;
-}
-
-/* Pushes the Python frames smp->frames[from .. to), root first (from > to
- * is walked down: frames are innermost first). */
-static int push_python(struct session *s, struct sproc *p, const struct tp_sample *smp, uint32_t *n,
-		       int root, int leaf)
-{
-	for (int i = root; i >= leaf; i--) {
-		int id = python_frame(s, p, &smp->frames[i]);
-		if (id < 0)
-			return id;
-		if (id != FRAME_SKIP)
-			s->ids[(*n)++] = (uint32_t)id;
-	}
-	return 0;
-}
-
-/* The Python frames with the native ones (profile/merge.h): counts that
- * cannot match give the sample a marker and both parts, never a guess.
- * *take_gil is set when a thread without the GIL is in take_gil. */
-static int push_merged(struct session *s, struct sproc *p, const struct tp_sample *smp, uint32_t *n,
-		       bool *take_gil)
-{
-	uint32_t nat = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack;
-	int ids[TP_USTACK_MAX];
-	uint8_t kind[TP_USTACK_MAX];
-	int ret;
-	for (uint32_t i = 0; i < nat; i++) {
-		ids[i] = native_frame(s, p, smp->ustack[i], i == 0, &kind[i]);
-		if (ids[i] < 0)
-			return ids[i];
-		/* A thread without the GIL in take_gil waits for it. */
-		if (smp->gil == TP_GIL_RELEASED && !*take_gil &&
-		    !strcmp(profile_frame(s->prof, (uint32_t)ids[i])->name, "take_gil"))
-			*take_gil = true;
-	}
-	struct merge_in in = merge_in_sample(smp, kind, p->pp.tp.off.flags,
-					     s->opts.native == SESSION_NATIVE_FILTERED);
-	size_t nsteps = merge_stack(&in, s->gend, s->steps);
-	for (size_t i = 0; i < nsteps; i++) {
-		const struct merge_step *st = &s->steps[i];
-		switch (st->op) {
-		case MERGE_NATIVE:
-			s->ids[(*n)++] = (uint32_t)ids[st->index];
-			break;
-		case MERGE_PYTHON:
-			ret = python_frame(s, p, &smp->frames[st->index]);
-			if (ret < 0)
-				return ret;
-			if (ret != FRAME_SKIP)
-				s->ids[(*n)++] = (uint32_t)ret;
-			break;
-		case MERGE_MARK_DISAGREE:
-			s->st.merge_failures++;
-			if ((ret = push_marker(s, n, "[native and Python stacks disagree]")) < 0)
-				return ret;
-			break;
-		case MERGE_MARK_NATIVE_CUT:
-			if (smp->uerr < TP_UERR__COUNT &&
-			    (ret = push_marker(s, n, walkerr_native_marker(smp->uerr))) < 0)
-				return ret;
-			break;
-		}
-	}
-	return 0;
-}
-
-static void came_back(struct session *s, uint32_t tid, uint64_t out_ns, uint64_t in_ns);
-
-/* The time between two cpu-clock samples of a running thread. */
-static uint64_t sample_period_ns(const struct session *s)
-{
-	return 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
-}
-
-/* Away thread a was seen on the CPU by a cpu-clock sample at a->ran_ns, and
- * its return never came (ring full): it came back within a sampling period
- * before that sample, which ends its time away. */
-static void came_back_seen(struct session *s, struct away *a)
-{
-	uint64_t period = sample_period_ns(s);
-	uint64_t in_ns = a->ran_ns > a->out_ns + period ? a->ran_ns - period : a->out_ns;
-	s->st.offcpu_seen_back++;
-	came_back(s, a->tid, a->out_ns, in_ns);
-}
-
-/* A cpu-clock sample of thread tid at time_ns: if it is away, it is back. */
-static void seen_running(struct session *s, uint32_t tid, uint64_t time_ns)
-{
-	struct away *a;
-	HASH_FIND(hh, s->away, &tid, sizeof(tid), a);
-	if (a && !a->ran_ns && time_ns > a->out_ns)
-		a->ran_ns = time_ns;
-}
-
-/* Thread smp->tid left the CPU with the stack s->ids[0 .. n): the stack goes
- * into the profile with a count of 0, and gets its count and time when the
- * thread runs again (came_back). */
-static int went_away(struct session *s, const struct tp_sample *smp, const struct prof_labels *lb,
-		     uint32_t n)
-{
-	struct away *a;
-	HASH_FIND(hh, s->away, &smp->tid, sizeof(smp->tid), a);
-	if (a && a->ran_ns) {
-		/* Its return was lost (ring full), but a sample saw it run. */
-		came_back_seen(s, a);
-		a = NULL;
-	}
-	if (a) {
-		/* Its return was lost (ring full): how long it was away is
-		 * not known. */
-		s->st.offcpu_unended++;
-	}
-	if (!a) {
-		if (!(a = calloc(1, sizeof(*a))))
-			return -ENOMEM;
-		a->tid = smp->tid;
-		HASH_ADD(hh, s->away, tid, sizeof(a->tid), a);
-	}
-	a->out_ns = a->from_ns = smp->time_ns;
-	int ret = profile_add_at(s->prof, s->ids, n, lb, 0, 0, &a->index);
-	if (ret) {
-		HASH_DEL(s->away, a);
-		free(a);
-	}
-	return ret;
-}
-
-/* Thread tid, away since out_ns, runs again at in_ns (or the recording
- * ended then): its stack weighs the time, unless the whole stretch is
- * shorter than --min-block. */
-static void came_back(struct session *s, uint32_t tid, uint64_t out_ns, uint64_t in_ns)
-{
-	struct away *a;
-	HASH_FIND(hh, s->away, &tid, sizeof(tid), a);
-	if (!a || a->out_ns != out_ns)
-		return; /* its stack was lost (ring full), or that of a process forgotten */
-	if (in_ns - out_ns < s->opts.min_block_ns) {
-		s->st.offcpu_short++;
-	} else {
-		s->st.offcpu++;
-		profile_bump(s->prof, a->index, 1, in_ns > a->from_ns ? in_ns - a->from_ns : 0);
-	}
-	HASH_DEL(s->away, a);
-	free(a);
-}
-
-/* Time off the CPU that began before a process was recognised and ended
- * after (BPF adds it to the process's tp_unknown at the return): into the
- * profile at the end of a window and of the recording. */
-static void collect_early(struct session *s)
-{
-	struct sproc *p, *tmp;
-	if (s->opts.mode == PROF_MODE_CPU)
-		return;
-	HASH_ITER(hh, s->procs, p, tmp)
-	if (p->state == SP_PYTHON)
-		account_early(s, p);
-}
-
-/* The recording ended at end_ns with threads still away: each weighs the
- * time until then. */
-static void end_away(struct session *s, uint64_t end_ns)
-{
-	struct away *a, *tmp;
-	collect_early(s);
-	HASH_ITER(hh, s->away, a, tmp)
-	{
-		if (a->ran_ns) {
-			came_back_seen(s, a);
-			continue;
-		}
-		s->st.offcpu_open++;
-		came_back(s, a->tid, a->out_ns, end_ns > a->out_ns ? end_ns : a->out_ns);
-	}
-}
-
-/* How many of the innermost kernel frames of off-CPU sample smp are the
- * tracepoint's way into the BPF program (bpf_trace_run4, the program
- * itself): the stack a user wants ends in __schedule. A negative errno when
- * out of memory. */
-static int tracer_frames(struct session *s, const struct tp_sample *smp)
-{
-	int k = 0;
-	for (; k < (int)smp->nkstack && k < 4; k++) {
-		int id = kernel_frame(s, smp->kstack[k]);
-		if (id < 0)
-			return id;
-		const char *name = profile_frame(s->prof, (uint32_t)id)->name;
-		if (strncmp(name, "bpf_", 4) && strncmp(name, "__bpf_", 6) &&
-		    strncmp(name, "__traceiter_", 12))
-			break;
-	}
-	return k;
-}
-
-static int on_sample(struct session *s, const struct tp_sample *smp, size_t size)
+int on_sample(struct session *s, const struct tp_sample *smp, size_t size)
 {
 	size_t need = __builtin_offsetof(struct tp_sample, frames) +
 		      (size_t)smp->nframes * sizeof(struct tp_frame);
@@ -839,7 +283,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 	if (!offcpu && s->opts.mode == PROF_MODE_OFFCPU)
 		return 0; /* the cpu-clock samples find the processes, and go */
 	struct sproc *p = sproc_get(s, (pid_t)smp->pid);
-	if (!p || p->state != SP_PYTHON) {
+	if (!p || p->state != SP_RUNTIME) {
 		/* Exited and dropped, or re-exec'd: counted, never guessed. */
 		s->dropped++;
 		/* A layout that BPF has and we do not (a fork event lost with
@@ -854,88 +298,31 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 		s->st.gil_unknown += smp->gil == TP_GIL_UNKNOWN;
 		return 0;
 	}
-	bool native = (smp->flags & TP_SF_NATIVE) && s->native;
-	bool take_gil = false; /* take_gil is in its native stack */
-	if (ensure_ids(s, (size_t)smp->nframes + smp->nkstack + (native ? smp->nustack : 0) + 6))
-		return -ENOMEM;
-	uint32_t n = 0;
-	int id;
-	if (smp->err != TP_ERR_NONE) {
-		if (smp->err < TP_ERR__COUNT)
-			s->st.walk_errors[smp->err]++;
-		if (walkerr_is_cut(smp->err))
-			s->st.truncated++;
-		/* The frames we have are the innermost; what is missing is
-		 * above them, so the marker is the root. */
-		if ((id = marker(s, walkerr_marker(smp->err))) < 0)
-			return id;
-		s->ids[n++] = (uint32_t)id;
-	} else if (!smp->nframes) {
-		/* A Python thread between frames: the interpreter starting or
-		 * finalizing, or C code called with no Python frame running.
-		 * Its native and kernel frames follow. */
-		s->st.no_python++;
-		if ((id = marker(s, SESSION_MARKER_NO_PYTHON)) < 0)
-			return id;
-		s->ids[n++] = (uint32_t)id;
-	}
-	if (native && smp->uerr == TP_UERR_UNMAPPED && getenv("TAIPAN_DBG_UNMAPPED")) {
-		uint64_t a = smp->nustack ? smp->ustack[smp->nustack - 1] : 0;
-		const struct native_map *m = native_find(&p->np, a);
-		fprintf(stderr, "UNMAPPED pid %d n=%u ip=0x%llx known=%d %s\n", p->pid,
-			smp->nustack, (unsigned long long)a, m != NULL,
-			m && m->file ? native_file_path(m->file) : "-");
-	}
-	if (native) {
-		if (smp->uerr < TP_UERR__COUNT)
-			s->st.native_errors[smp->uerr]++;
-		if ((id = push_merged(s, p, smp, &n, &take_gil)) < 0)
-			return id;
-	} else {
-		if ((id = push_python(s, p, smp, &n, (int)smp->nframes - 1, 0)) < 0)
-			return id;
-	}
-	name_kernel_addrs(s, smp->kstack, smp->nkstack);
-	int kskip = offcpu ? tracer_frames(s, smp) : 0;
-	if (kskip < 0)
-		return kskip;
-	for (int i = (int)smp->nkstack - 1; i >= kskip; i--) {
-		if ((id = kernel_frame(s, smp->kstack[i])) < 0)
-			return id;
-		s->ids[n++] = (uint32_t)id;
-	}
-	/* The Python name of the thread, else its OS name. */
-	char thread[TP_COMM_LEN + 1];
-	memcpy(thread, smp->comm, TP_COMM_LEN);
-	thread[TP_COMM_LEN] = 0;
-	if (!p->threads)
-		p->threads = pythreads_new(); /* none: OS names */
-	const char *pyname =
-	    pythreads_name(p->threads, &p->pp, smp->tid, smp->tstate, clock_ns(CLOCK_MONOTONIC));
-	struct prof_labels lb = {
-	    .pid = smp->pid,
-	    .tid = smp->tid,
-	    .ns_pid = p->pp.ns_pid,
-	    .thread_name = pyname ? pyname : thread,
-	    .comm = p->pp.comm,
-	    .python_version = p->pp.version,
+	struct stacks_proc sp = {
+	    .pid = p->pid,
+	    .rt = p->rt,
+	    .rp = p->rp,
+	    .f = &p->f,
 	    .cgroup = p->cg.path,
-	    .container_id = p->cg.container,
-	    .state = s->opts.mode == PROF_MODE_CPU ? PROF_STATE_NONE : PROF_STATE_RUNNING,
-	    .gil = smp->gil == TP_GIL_HELD	 ? PROF_GIL_HELD
-		   : smp->gil != TP_GIL_RELEASED ? PROF_GIL_NONE
-		   : take_gil			 ? PROF_GIL_WAITING
-						 : PROF_GIL_RELEASED,
+	    .container = p->cg.container,
+	    .fcache = &p->fcache,
+	    .np = &p->np,
 	};
-	int ret;
+	const uint32_t *ids;
+	uint32_t n;
+	struct prof_labels lb;
+	int ret = stacks_build(s->stacks, &sp, smp, s->native != NULL, &ids, &n, &lb);
+	if (ret)
+		return ret;
+	lb.state = s->opts.mode == PROF_MODE_CPU ? PROF_STATE_NONE : PROF_STATE_RUNNING;
 	if (offcpu) {
 		uint8_t st = smp->state < TP_TS__COUNT ? smp->state : TP_TS_SLEEPING;
 		lb.state = (uint8_t)(PROF_STATE_RUNNING + st);
-		if ((ret = push_marker(s, &n, state_leaf[st])) < 0)
+		if ((ret = stacks_push_marker(s->stacks, &n, stacks_state_leaf(st))) < 0)
 			return ret;
-		ret = went_away(s, smp, &lb, n);
+		ret = went_away(s, smp, ids, n, &lb);
 	} else {
-		ret = profile_add(s->prof, s->ids, n, &lb, 1);
+		ret = profile_add(s->prof, ids, n, &lb, 1);
 		if (s->away)
 			seen_running(s, smp->tid, smp->time_ns);
 	}
@@ -959,7 +346,7 @@ static int on_sample(struct session *s, const struct tp_sample *smp, size_t size
 static void forked(struct session *s, pid_t child, pid_t parent, uint64_t time_ns)
 {
 	struct sproc *pp = sproc_get(s, parent), *c = sproc_get(s, child);
-	if (!pp || pp->state != SP_PYTHON) {
+	if (!pp || pp->state != SP_RUNTIME) {
 		/* Not ours to vouch for (the parent exec'd meanwhile, say):
 		 * BPF forgets the copy and announces the child. */
 		if (!c)
@@ -970,29 +357,25 @@ static void forked(struct session *s, pid_t child, pid_t parent, uint64_t time_n
 		sproc_drop(s, c); /* an exited process whose pid came round again */
 	if (!(c = sproc_new(s, child)))
 		return;
-	c->pp = pp->pp;
-	c->pp.pid = child;
-	if (pp->pp.ns_pid) {
-		pid_t ns;
-		c->pp.ns_pid = procfs_ns_pid(child, 0, &ns) ? 0 : (uint32_t)ns;
-	}
 	c->cg = pp->cg;
-	c->sz = symbolizer_new(&c->pp);
-	if (c->sz)
-		symbolizer_set_budget(c->sz, &s->budget);
-	if (!c->sz) {
+	if (!pp->rt->fork(pp->rp, child, &c->rp)) {
+		c->rt = pp->rt;
+		c->rt->facts(c->rp, &c->f);
+		c->rt->set_budget(c->rp, &s->budget);
+	}
+	if (!c->rt) {
 		sproc_drop(s, c);
 		s->sm.ops->del_proc(s->sm.impl, (uint32_t)child);
 		return;
 	}
-	c->state = SP_PYTHON;
+	c->state = SP_RUNTIME;
 	if (s->native && native_fork(s->native, child, &pp->np, &c->np))
 		native_rescan(s, c);
 	/* As of the fork: an exec after it, read later, still forgets it. */
 	c->classified_ns = time_ns;
 	s->st.processes++;
-	log_debug("pid %d (%s): forked by %d, Python %s like its parent", child, c->pp.comm, parent,
-		  c->pp.version);
+	log_debug("pid %d (%s): forked by %d, %s %s like its parent", child, c->f.comm, parent,
+		  c->rt->title, c->f.version);
 }
 
 static int on_event(void *ctx, void *data, size_t size)
@@ -1013,8 +396,7 @@ static int on_event(void *ctx, void *data, size_t size)
 	case TP_EV_CODE: {
 		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
 		s->st.codes_described++;
-		if (size >= sizeof(struct tp_code_ev) && p && p->state == SP_PYTHON && p->sz &&
-		    symbolizer_describe(p->sz, data) == -ENOMEM)
+		if (p && p->state == SP_RUNTIME && p->rt->describe(p->rp, data, size) == -ENOMEM)
 			return -ENOMEM;
 		break;
 	}
@@ -1029,7 +411,7 @@ static int on_event(void *ctx, void *data, size_t size)
 		 * several pieces in a row): read them again once the events
 		 * waiting now are handled, once however many came. */
 		struct sproc *p = sproc_get(s, (pid_t)ev->pid);
-		if (p && p->state == SP_PYTHON && !p->exited_ns)
+		if (p && p->state == SP_RUNTIME && !p->exited_ns)
 			p->rescan = s->rescans = true;
 		break;
 	}
@@ -1055,7 +437,7 @@ static int on_event(void *ctx, void *data, size_t size)
 			 * ring behind this event: keep the symbols a little. */
 			p->exited_ns = clock_ns(CLOCK_MONOTONIC);
 		}
-		if (p && p->state == SP_PYTHON)
+		if (p && p->state == SP_RUNTIME)
 			account_early(s, p);
 		else
 			s->sm.ops->take_unknown(s->sm.impl, ev->pid, NULL);
@@ -1075,10 +457,13 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 		return -ENOMEM;
 	}
 	s->opts = *o;
-	s->epoch = 1;
 	s->budget.limit = o->max_memory ? o->max_memory : BUDGET_DEFAULT;
-	s->cache = pyproc_cache_new();
-	if (!s->cache) {
+	bool caches = true;
+	for (size_t i = 0; runtimes[i]; i++)
+		caches &= (s->caches[i] = runtimes[i]->cache_new()) != NULL;
+	if (!caches) {
+		for (size_t i = 0; runtimes[i]; i++)
+			runtimes[i]->cache_free(s->caches[i]);
 		profile_free(s->prof);
 		free(s);
 		snprintf(err, errlen, "out of memory");
@@ -1099,9 +484,6 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 		session_free(s);
 		return ret;
 	}
-	/* A run naming no address tells whether the kernel can. */
-	s->bpf_ksyms = o->kernel_stacks && s->sm.ops->kernel_names &&
-		       !s->sm.ops->kernel_names(s->sm.impl, NULL, 0, NULL);
 	if (o->native != SESSION_NATIVE_NONE && s->sm.ops->put_table) {
 		s->native = native_new(&s->sm, &s->budget);
 		s->nsyms = nativesym_new();
@@ -1112,6 +494,15 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 			snprintf(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
+	}
+	struct stacks_opts so = {
+	    .filtered = o->native == SESSION_NATIVE_FILTERED,
+	    .sm = o->kernel_stacks ? &s->sm : NULL,
+	};
+	if (!(s->stacks = stacks_new(&so, s->prof, s->nsyms))) {
+		session_free(s);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
 	*out = s;
 	return 0;
@@ -1125,16 +516,13 @@ void session_free(struct session *s)
 	HASH_ITER(hh, s->procs, p, tmp)
 	sproc_drop(s, p);
 	native_free(s->native);
+	stacks_free(s->stacks);
 	nativesym_free(s->nsyms);
-	free(s->ncache);
 	if (s->sm.ops)
 		s->sm.ops->free(s->sm.impl);
-	pyproc_cache_free(s->cache);
+	for (size_t i = 0; runtimes[i]; i++)
+		runtimes[i]->cache_free(s->caches[i]);
 	profile_free(s->prof);
-	take_bg_ksyms(s);
-	ksyms_free(s->ksyms);
-	free_knames(s);
-	free(s->ids);
 	struct away *a, *atmp;
 	HASH_ITER(hh, s->away, a, atmp)
 	{
@@ -1190,169 +578,13 @@ static void scan_proc(struct session *s)
  * learns when it left (set_away), so that its return comes as any other's.
  * Nothing is stopped: a thread whose CPU time moved while it was read is
  * left out, and BPF sees it leave the CPU again. */
-struct asleep_pre {
-	pid_t pid;
-	struct tp_thread_snap *v; /* its threads before BPF watched */
-	size_t n;
-};
-
-/* include/linux/sched.h */
-#define TASK_INTERRUPTIBLE 0x0001
-#define TASK_UNINTERRUPTIBLE 0x0002
-#define TASK_STOPPED_OR_TRACED 0x000c
-#define TASK_NOLOAD 0x0400
-
-/* Why a thread that is not running is off the CPU, as on_switch names it;
- * -1: it is running, or about to. */
-static int asleep_state(const struct tp_thread_snap *t)
-{
-	if (t->on_cpu ||
-	    !(t->state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE | TASK_STOPPED_OR_TRACED)))
-		return -1;
-	if ((t->state & (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)) == TASK_UNINTERRUPTIBLE)
-		return TP_TS_BLOCKED;
-	return TP_TS_SLEEPING;
-}
-
-static const struct tp_thread_snap *snap_find(const struct tp_thread_snap *v, size_t n,
-					      uint32_t tid)
-{
-	for (size_t i = 0; i < n; i++)
-		if (v[i].tid == tid)
-			return &v[i];
-	return NULL;
-}
-
-/* The Python processes known now and their threads, before BPF watches;
- * *out and *n, NULL when the sampler cannot tell (--mode cpu). */
-static void asleep_before(struct session *s, struct asleep_pre **out, size_t *n)
-{
-	struct sproc *p, *tmp;
-	*out = NULL;
-	*n = 0;
-	if (s->opts.mode == PROF_MODE_CPU || !s->sm.ops->snap_threads || !s->sm.ops->set_away)
-		return;
-	size_t cap = HASH_COUNT(s->procs);
-	struct asleep_pre *v = calloc(cap ? cap : 1, sizeof(*v));
-	if (!v)
-		return;
-	HASH_ITER(hh, s->procs, p, tmp)
-	{
-		if (p->state != SP_PYTHON || *n == cap)
-			continue;
-		if (s->sm.ops->snap_threads(s->sm.impl, (uint32_t)p->pid, &v[*n].v, &v[*n].n))
-			continue;
-		v[(*n)++].pid = p->pid;
-	}
-	*out = v;
-}
-
-/* The stack of thread t of p as BPF would take it leaving the CPU, into
- * smp. Returns 0 or -ENOMEM. */
-static int asleep_stack(struct session *s, struct sproc *p, struct nwalk *nw,
-			const struct tp_thread_snap *t, int state, struct tp_sample *smp)
-{
-	uint64_t id = (uint64_t)(uint32_t)p->pid << 32 | t->tid;
-	int ret = pywalk_sample(&p->pp, id, t->fsbase, smp);
-	if (ret)
-		return ret;
-	if (nw)
-		nwalk_regs(nw, t->ip, t->sp, t->bp, smp);
-	smp->kind = TP_EV_SAMPLE;
-	smp->flags |= TP_SF_OFFCPU;
-	smp->state = (uint8_t)state;
-	memcpy(smp->comm, t->comm, sizeof(smp->comm));
-	if (s->opts.kernel_stacks) {
-		smp->nkstack = t->nkstack < TP_KSTACK_MAX ? t->nkstack : TP_KSTACK_MAX;
-		memcpy(smp->kstack, t->kstack, smp->nkstack * sizeof(smp->kstack[0]));
-	}
-	return 0;
-}
-
-/* Process pre->pid's threads that are asleep now: their stacks, each away
- * since the start if it has not run since pre was taken, else since now. */
-static int asleep_proc(struct session *s, const struct asleep_pre *pre)
-{
-	struct sproc *p = sproc_get(s, pre->pid);
-	struct tp_thread_snap *a = NULL, *b = NULL;
-	struct tp_sample *smp = NULL;
-	struct nwalk *nw = NULL;
-	size_t na = 0, nb = 0, k = 0;
-	int ret = 0;
-	if (!p || p->state != SP_PYTHON)
-		return 0;
-	uint64_t now = clock_ns(CLOCK_MONOTONIC);
-	if (s->sm.ops->snap_threads(s->sm.impl, (uint32_t)p->pid, &a, &na))
-		return 0;
-	int *state = calloc(na ? na : 1, sizeof(*state));
-	if (!state) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < na; i++)
-		if ((state[i] = asleep_state(&a[i])) >= 0)
-			k++;
-	if (!k)
-		goto out;
-	if (!(smp = calloc(k, sizeof(*smp)))) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	if (s->native && nwalk_new(&p->pp, &nw) == -ENOMEM) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	k = 0;
-	for (size_t i = 0; i < na && !ret; i++)
-		if (state[i] >= 0)
-			ret = asleep_stack(s, p, nw, &a[i], state[i], &smp[k++]);
-	if (ret || s->sm.ops->snap_threads(s->sm.impl, (uint32_t)p->pid, &b, &nb))
-		goto out;
-	size_t nasleep = k, before = s->st.offcpu_asleep;
-	k = 0;
-	for (size_t i = 0; i < na && !ret; i++) {
-		if (state[i] < 0)
-			continue;
-		struct tp_sample *sm = &smp[k++];
-		const struct tp_thread_snap *then = snap_find(b, nb, a[i].tid);
-		if (!then || then->ran_ns != a[i].ran_ns || asleep_state(then) < 0) {
-			s->st.offcpu_asleep_ran++;
-			continue;
-		}
-		const struct tp_thread_snap *first = snap_find(pre->v, pre->n, a[i].tid);
-		uint64_t out_ns = first && first->ran_ns == a[i].ran_ns ? s->start_ns : now;
-		int r = s->sm.ops->set_away(s->sm.impl, a[i].tid, out_ns, a[i].ran_ns);
-		if (r) {
-			if (r != -EEXIST)
-				log_debug("pid %d, thread %u: asleep at the start, but BPF cannot "
-					  "be told: %s; it is seen from its first wake-up",
-					  p->pid, a[i].tid, strerror(-r));
-			continue;
-		}
-		sm->time_ns = out_ns;
-		ret = on_sample(s, sm, sizeof(*sm));
-		if (!ret)
-			s->st.offcpu_asleep++;
-	}
-	log_debug("pid %d: %zu of %zu threads asleep at the start, %llu of them read in %.1f ms",
-		  p->pid, nasleep, na, (unsigned long long)(s->st.offcpu_asleep - before),
-		  (double)(clock_ns(CLOCK_MONOTONIC) - now) / 1e6);
-out:
-	nwalk_free(nw);
-	free(smp);
-	free(state);
-	free(a);
-	free(b);
-	return ret == -ENOMEM ? ret : 0;
-}
-
 int session_start(struct session *s, char *err, size_t errlen)
 {
 	/* Now rather than at the first kernel frame, which would stop the
 	 * ring's reader while it fills; in a thread, so that sampling starts
 	 * without waiting for it. */
-	if (s->opts.kernel_stacks && !s->bpf_ksyms)
-		start_ksyms(s);
+	if (s->opts.kernel_stacks)
+		stacks_start_ksyms(s->stacks);
 	if (s->opts.system_wide)
 		scan_proc(s);
 	/* Here, after `record -- CMD` forked CMD, which keeps its priority;
@@ -1373,14 +605,10 @@ int session_start(struct session *s, char *err, size_t errlen)
 	s->start_ns = clock_ns(CLOCK_MONOTONIC);
 	profile_set_timing(s->prof, sample_period_ns(s), clock_ns(CLOCK_REALTIME), 0);
 	int ret = s->sm.ops->start(s->sm.impl, err, errlen);
-	for (size_t i = 0; i < npre; i++) {
-		if (!ret && asleep_proc(s, &pre[i]) == -ENOMEM) {
-			snprintf(err, errlen, "out of memory");
-			ret = -ENOMEM;
-		}
-		free(pre[i].v);
+	if (asleep_after(s, pre, npre, !ret) == -ENOMEM && !ret) {
+		snprintf(err, errlen, "out of memory");
+		ret = -ENOMEM;
 	}
-	free(pre);
 	return ret;
 }
 
@@ -1469,9 +697,9 @@ int session_poll(struct session *s, int timeout_ms)
 		s->rescans = false;
 		HASH_ITER(hh, s->procs, p, tmp)
 		{
-			if (p->rescan && p->state == SP_PYTHON && !p->exited_ns)
+			if (p->rescan && p->state == SP_RUNTIME && !p->exited_ns)
 				native_rescan(s, p);
-			again |= p->rescan && p->state == SP_PYTHON && !p->exited_ns;
+			again |= p->rescan && p->state == SP_RUNTIME && !p->exited_ns;
 		}
 		s->rescans = again;
 	}
@@ -1501,37 +729,26 @@ struct profile *session_take_profile(struct session *s)
 	profile_set_timing(fresh, profile_period_ns(old),
 			   profile_start_ns(old) + (now - s->start_ns), 0);
 	profile_set_mode(fresh, profile_mode(old));
-	collect_early(s);
-	/* A thread away across the boundary weighs in both windows: here
-	 * until now, in the next from now. */
-	struct away *a, *tmp;
-	HASH_ITER(hh, s->away, a, tmp)
-	{
-		size_t idx;
-		if (a->ran_ns) {
-			came_back_seen(s, a); /* into old, s->prof still */
-			continue;
-		}
-		if (profile_copy_stack(fresh, old, a->index, &idx)) {
-			s->st.offcpu_unended++;
-			HASH_DEL(s->away, a);
-			free(a);
-			continue;
-		}
-		if (now - a->out_ns >= s->opts.min_block_ns)
-			profile_bump(old, a->index, 1, now > a->from_ns ? now - a->from_ns : 0);
-		a->index = idx;
-		a->from_ns = now;
-	}
+	away_cut(s, old, fresh, now);
 	s->start_ns = now;
 	s->prof = fresh;
-	s->epoch++;
+	stacks_set_profile(s->stacks, fresh);
 	return old;
 }
 
 void session_stats(struct session *s, struct session_stats *st)
 {
 	uint64_t c[TP_STAT__COUNT];
+	struct stacks_counts sc;
+	stacks_get_counts(s->stacks, &sc);
+	s->st.bad_frames = sc.bad_frames;
+	s->st.freed_frames = sc.freed_frames;
+	s->st.snapped_codes = sc.snapped_codes;
+	s->st.no_python = sc.no_frame;
+	s->st.merge_failures = sc.merge_failures;
+	s->st.truncated = sc.truncated;
+	memcpy(s->st.walk_errors, sc.walk_errors, sizeof(s->st.walk_errors));
+	memcpy(s->st.native_errors, sc.native_errors, sizeof(s->st.native_errors));
 	if (!s->sm.ops->stats(s->sm.impl, c)) {
 		s->st.lost_ring = c[TP_STAT_RING_FULL];
 		s->st.bpf_samples = c[TP_STAT_SAMPLES];
@@ -1567,10 +784,13 @@ void session_stats(struct session *s, struct session_stats *st)
 	struct sproc *p, *tmp;
 	HASH_ITER(hh, s->procs, p, tmp)
 	{
-		if (!p->sz)
+		uint64_t snapped, shared;
+		size_t bytes;
+		if (!p->rt)
 			continue;
-		s->st.code_bytes += symbolizer_bytes(p->sz);
-		s->st.lines_shared += symbolizer_lines_shared(p->sz);
+		p->rt->counts(p->rp, &snapped, &bytes, &shared);
+		s->st.code_bytes += bytes;
+		s->st.lines_shared += shared;
 	}
 	s->st.memory_limit = s->budget.limit;
 	s->st.memory_used = __atomic_load_n(&s->budget.used, __ATOMIC_RELAXED);
@@ -1588,7 +808,7 @@ unsigned int session_live_targets(struct session *s)
 		/* EPERM: alive, but another user's (a non-root taipan with
 		 * CAP_SYS_PTRACE may profile it). */
 		struct procfs_status ps;
-		if (p->state != SP_PYTHON || p->exited_ns || (kill(p->pid, 0) && errno != EPERM))
+		if (p->state != SP_RUNTIME || p->exited_ns || (kill(p->pid, 0) && errno != EPERM))
 			continue;
 		/* A zombie has exited: its exit may predate the tracepoints. */
 		if (!procfs_status(p->pid, &ps) && (ps.state == 'Z' || ps.state == 'X'))

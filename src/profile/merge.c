@@ -2,22 +2,6 @@
 #include <string.h>
 
 #include "profile/merge.h"
-#include "profile/nativesym.h"
-
-enum merge_nkind merge_native_kind(const char *name, const char *module, const char *interp_binary,
-				   const char *version)
-{
-	if (!name)
-		return MERGE_NK_OTHER;
-	/* The eval loop: _PyEval_EvalFrameDefault on 3.x, where
-	 * PyEval_EvalFrameEx is only a wrapper around it. */
-	if (nativesym_is_eval_loop(name) &&
-	    (version[0] == '2' || strncmp(name, "PyEval_EvalFrameEx", 18)))
-		return MERGE_NK_EVAL;
-	if (nativesym_is_call_machinery(name, nativesym_is_interpreter(module, interp_binary)))
-		return MERGE_NK_MACHINERY;
-	return MERGE_NK_OTHER;
-}
 
 /* Python frames [leaf, root], root first. */
 static size_t put_python(struct merge_step *out, size_t n, int root, int leaf)
@@ -90,7 +74,7 @@ size_t merge_stack(const struct merge_in *in, int *gend, struct merge_step *out)
 }
 
 struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkind,
-				uint32_t layout_flags, bool filtered)
+				bool interp_frames, bool filtered)
 {
 	return (struct merge_in){
 	    .nkind = nkind,
@@ -98,7 +82,7 @@ struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkin
 	    .frames = smp->frames,
 	    .nframes = smp->nframes,
 	    .top_shim = smp->flags & TP_SF_TOP_SHIM,
-	    .interp_frames = layout_flags & TP_LF_INTERP_FRAME,
+	    .interp_frames = interp_frames,
 	    .py_cut = smp->err != TP_ERR_NONE,
 	    .nat_cut = smp->uerr != TP_UERR_NONE,
 	    .filtered = filtered,

@@ -17,7 +17,7 @@
 enum merge_nkind {
 	MERGE_NK_OTHER = 0, /* anything else: shown */
 	MERGE_NK_EVAL,	    /* the eval loop: its Python frames go in its place */
-	MERGE_NK_MACHINERY, /* the interpreter's call machinery (nativesym_is_call_machinery()) */
+	MERGE_NK_MACHINERY, /* the interpreter's call machinery (a runtime's rules) */
 };
 
 /* One step of a merged stack. */
@@ -46,10 +46,10 @@ struct merge_in {
 };
 
 /* The merge_in of sample smp, whose native frames have the kinds nkind[0 ..
- * smp->nustack), for a process whose layout flags are layout_flags
- * (struct tp_py_offsets.flags). */
+ * smp->nustack), for a runtime whose eval-loop calls each run frames up to
+ * an entry frame (interp_frames) or one frame each. */
 struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkind,
-				uint32_t layout_flags, bool filtered);
+				bool interp_frames, bool filtered);
 
 /* Room merge_stack() needs in out: every frame and one marker. */
 #define MERGE_STEPS_MAX(nnative, nframes) ((size_t)(nnative) + (nframes) + 1)
@@ -59,11 +59,5 @@ struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkin
  * counts cannot match, the first step is MERGE_MARK_DISAGREE and the Python
  * frames then the native ones follow, never a guess. */
 size_t merge_stack(const struct merge_in *in, int *gend, struct merge_step *out);
-
-/* The merge kind of a named native frame: name (NULL: unnamed) in module,
- * for an interpreter whose code is in interp_binary (struct pyproc's binary)
- * and whose version string is version. */
-enum merge_nkind merge_native_kind(const char *name, const char *module, const char *interp_binary,
-				   const char *version);
 
 #endif /* TAIPAN_MERGE_H */

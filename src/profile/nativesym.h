@@ -108,30 +108,4 @@ int nativesym_vaddr(struct nativesym *ns, const struct nativesym_file *f, uint64
  * of s->module. Returns snprintf()'s value. */
 int nativesym_format(const struct nativesym_sym *s, char *buf, size_t size);
 
-/* Whether a function name is CPython's eval loop, the frame that runs
- * Python frames: _PyEval_EvalFrameDefault (3.6+), PyEval_EvalFrameEx
- * (2.7), and their compiler-split parts and clones (".cold", ".part.N",
- * ".constprop.N", ...). */
-bool nativesym_is_eval_loop(const char *name);
-
-/* Whether module (as the process names it) is the interpreter: equal to
- * interp_binary (struct pyproc's binary: the executable or libpython that
- * holds the interpreter) when that is given, else by name, a base name
- * "libpython*" or "python*" (which misses renamed interpreters). */
-bool nativesym_is_interpreter(const char *module, const char *interp_binary);
-
-/* Whether a named native frame is the interpreter's own call machinery, the
- * frames that only get a call from one Python frame to the next or into a
- * builtin. The rule: the frame is in the interpreter (in_interpreter, from
- * nativesym_is_interpreter()), it is named, it is not the eval loop, and its
- * name is a C-API or private entry point ("Py*", "_Py*": PyObject_Vectorcall,
- * _PyFunction_Vectorcall, _PyEval_Vector, ...) or one of the static
- * trampolines of Objects/ and Python/ (cfunction_*, method_vectorcall_*,
- * call_function, ...). A builtin's implementation (list_sort,
- * sre_ucs1_match, time_sleep) is not machinery; neither is an unnamed frame
- * (a stripped interpreter's statics): what cannot be identified is shown.
- * The filtered view hides machinery frames that lie between an eval loop and
- * the next frame that is not machinery. */
-bool nativesym_is_call_machinery(const char *name, bool in_interpreter);
-
 #endif /* TAIPAN_NATIVESYM_H */

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cpython/rules.h"
 #include "profile/nativesym.h"
 #include "proc/elfsym.h"
 
@@ -54,8 +55,8 @@ static void native_names(struct elf_file *ef)
 		}
 		nativesym_lookup(ns, &f, UINT64_MAX, &s);
 		if (s.name)
-			sink += strlen(s.name) + nativesym_is_eval_loop(s.name) +
-				nativesym_is_call_machinery(s.name, true);
+			sink += strlen(s.name) + cpython_is_eval_loop(s.name) +
+				cpython_is_call_machinery(s.name, true);
 	}
 	nativesym_free(ns);
 }

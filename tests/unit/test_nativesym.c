@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "cpython/rules.h"
 #include "profile/nativesym.h"
 #include "proc/elfsym.h"
 
@@ -258,7 +259,7 @@ static void test_python311_stripped(void **state)
 	assert_string_equal(s.name, "_PyEval_EvalFrameDefault");
 	assert_int_equal(s.offset, 100);
 	assert_int_equal(s.source, NATIVESYM_SRC_DYNSYM);
-	assert_true(nativesym_is_eval_loop(s.name));
+	assert_true(cpython_is_eval_loop(s.name));
 
 	/* The middle of gaps of 4 KiB between .dynsym functions, the first
 	 * of which .eh_frame says holds a function. */
@@ -300,10 +301,10 @@ static void test_libpython312_cold(void **state)
 	assert_non_null(s.name);
 	assert_string_equal(s.name, "_PyEval_EvalFrameDefault.cold");
 	assert_int_equal(s.source, NATIVESYM_SRC_SYMTAB);
-	assert_true(nativesym_is_eval_loop(s.name));
+	assert_true(cpython_is_eval_loop(s.name));
 	lookup_ok(ns, LIBPY312, hot.value + hot.size - 1, &s);
 	assert_string_equal(s.name, "_PyEval_EvalFrameDefault");
-	assert_true(nativesym_is_eval_loop(s.name));
+	assert_true(cpython_is_eval_loop(s.name));
 	nativesym_free(ns);
 }
 
@@ -522,35 +523,35 @@ static void test_vaddr(void **state)
 static void test_classify(void **state)
 {
 	(void)state;
-	assert_true(nativesym_is_eval_loop("_PyEval_EvalFrameDefault"));
-	assert_true(nativesym_is_eval_loop("_PyEval_EvalFrameDefault.cold"));
-	assert_true(nativesym_is_eval_loop("_PyEval_EvalFrameDefault.constprop.0"));
-	assert_true(nativesym_is_eval_loop("PyEval_EvalFrameEx"));
-	assert_false(nativesym_is_eval_loop("_PyEval_EvalFrameDefaultX"));
-	assert_false(nativesym_is_eval_loop("_PyEval_EvalFrame"));
-	assert_false(nativesym_is_eval_loop("PyEval_EvalFrame"));
-	assert_false(nativesym_is_eval_loop(NULL));
+	assert_true(cpython_is_eval_loop("_PyEval_EvalFrameDefault"));
+	assert_true(cpython_is_eval_loop("_PyEval_EvalFrameDefault.cold"));
+	assert_true(cpython_is_eval_loop("_PyEval_EvalFrameDefault.constprop.0"));
+	assert_true(cpython_is_eval_loop("PyEval_EvalFrameEx"));
+	assert_false(cpython_is_eval_loop("_PyEval_EvalFrameDefaultX"));
+	assert_false(cpython_is_eval_loop("_PyEval_EvalFrame"));
+	assert_false(cpython_is_eval_loop("PyEval_EvalFrame"));
+	assert_false(cpython_is_eval_loop(NULL));
 
-	assert_true(nativesym_is_interpreter("/usr/lib/libpython3.12.so.1.0", NULL));
-	assert_true(nativesym_is_interpreter("/usr/bin/python3.11", NULL));
-	assert_false(nativesym_is_interpreter("/usr/lib/x86_64-linux-gnu/libc.so.6", NULL));
+	assert_true(cpython_is_interpreter("/usr/lib/libpython3.12.so.1.0", NULL));
+	assert_true(cpython_is_interpreter("/usr/bin/python3.11", NULL));
+	assert_false(cpython_is_interpreter("/usr/lib/x86_64-linux-gnu/libc.so.6", NULL));
 	/* A renamed interpreter is known by what pyproc found. */
-	assert_true(nativesym_is_interpreter("/tmp/renamed", "/tmp/renamed"));
-	assert_false(nativesym_is_interpreter("/usr/bin/python3.11", "/tmp/renamed"));
+	assert_true(cpython_is_interpreter("/tmp/renamed", "/tmp/renamed"));
+	assert_false(cpython_is_interpreter("/usr/bin/python3.11", "/tmp/renamed"));
 
-	assert_true(nativesym_is_call_machinery("PyObject_Vectorcall", true));
-	assert_true(nativesym_is_call_machinery("_PyFunction_Vectorcall", true));
-	assert_true(nativesym_is_call_machinery("cfunction_vectorcall_FASTCALL_KEYWORDS", true));
-	assert_true(nativesym_is_call_machinery("method_vectorcall_O.cold", true));
-	assert_true(nativesym_is_call_machinery("call_function", true));
-	assert_true(nativesym_is_call_machinery("slot_tp_call", true));
+	assert_true(cpython_is_call_machinery("PyObject_Vectorcall", true));
+	assert_true(cpython_is_call_machinery("_PyFunction_Vectorcall", true));
+	assert_true(cpython_is_call_machinery("cfunction_vectorcall_FASTCALL_KEYWORDS", true));
+	assert_true(cpython_is_call_machinery("method_vectorcall_O.cold", true));
+	assert_true(cpython_is_call_machinery("call_function", true));
+	assert_true(cpython_is_call_machinery("slot_tp_call", true));
 	/* Builtins' own code, the eval loop, other modules, unnamed frames. */
-	assert_false(nativesym_is_call_machinery("list_sort_impl", true));
-	assert_false(nativesym_is_call_machinery("sre_ucs1_match", true));
-	assert_false(nativesym_is_call_machinery("time_sleep", true));
-	assert_false(nativesym_is_call_machinery("_PyEval_EvalFrameDefault", true));
-	assert_false(nativesym_is_call_machinery("PyObject_Vectorcall", false));
-	assert_false(nativesym_is_call_machinery(NULL, true));
+	assert_false(cpython_is_call_machinery("list_sort_impl", true));
+	assert_false(cpython_is_call_machinery("sre_ucs1_match", true));
+	assert_false(cpython_is_call_machinery("time_sleep", true));
+	assert_false(cpython_is_call_machinery("_PyEval_EvalFrameDefault", true));
+	assert_false(cpython_is_call_machinery("PyObject_Vectorcall", false));
+	assert_false(cpython_is_call_machinery(NULL, true));
 }
 
 int main(void)

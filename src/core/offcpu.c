@@ -1,0 +1,309 @@
+/* offcpu.c - time off the CPU (--mode wall, off-cpu): each thread's stack
+ * as it leaves the CPU weighs the time until it runs again
+ * (doc/DESIGN.md, "Off-CPU time"), and threads asleep when the recording
+ * starts weigh from the start. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "core/nwalk.h"
+#include "core/session_int.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+/* Away thread a was seen on the CPU by a cpu-clock sample at a->ran_ns, and
+ * its return never came (ring full): it came back within a sampling period
+ * before that sample, which ends its time away. */
+static void came_back_seen(struct session *s, struct away *a)
+{
+	uint64_t period = sample_period_ns(s);
+	uint64_t in_ns = a->ran_ns > a->out_ns + period ? a->ran_ns - period : a->out_ns;
+	s->st.offcpu_seen_back++;
+	came_back(s, a->tid, a->out_ns, in_ns);
+}
+
+/* A cpu-clock sample of thread tid at time_ns: if it is away, it is back. */
+void seen_running(struct session *s, uint32_t tid, uint64_t time_ns)
+{
+	struct away *a;
+	HASH_FIND(hh, s->away, &tid, sizeof(tid), a);
+	if (a && !a->ran_ns && time_ns > a->out_ns)
+		a->ran_ns = time_ns;
+}
+
+/* Thread smp->tid left the CPU with the stack ids[0 .. n): the stack goes
+ * into the profile with a count of 0, and gets its count and time when the
+ * thread runs again (came_back). */
+int went_away(struct session *s, const struct tp_sample *smp, const uint32_t *ids, uint32_t n,
+	      const struct prof_labels *lb)
+{
+	struct away *a;
+	HASH_FIND(hh, s->away, &smp->tid, sizeof(smp->tid), a);
+	if (a && a->ran_ns) {
+		/* Its return was lost (ring full), but a sample saw it run. */
+		came_back_seen(s, a);
+		a = NULL;
+	}
+	if (a) {
+		/* Its return was lost (ring full): how long it was away is
+		 * not known. */
+		s->st.offcpu_unended++;
+	}
+	if (!a) {
+		if (!(a = calloc(1, sizeof(*a))))
+			return -ENOMEM;
+		a->tid = smp->tid;
+		HASH_ADD(hh, s->away, tid, sizeof(a->tid), a);
+	}
+	a->out_ns = a->from_ns = smp->time_ns;
+	int ret = profile_add_at(s->prof, ids, n, lb, 0, 0, &a->index);
+	if (ret) {
+		HASH_DEL(s->away, a);
+		free(a);
+	}
+	return ret;
+}
+
+/* Thread tid, away since out_ns, runs again at in_ns (or the recording
+ * ended then): its stack weighs the time, unless the whole stretch is
+ * shorter than --min-block. */
+void came_back(struct session *s, uint32_t tid, uint64_t out_ns, uint64_t in_ns)
+{
+	struct away *a;
+	HASH_FIND(hh, s->away, &tid, sizeof(tid), a);
+	if (!a || a->out_ns != out_ns)
+		return; /* its stack was lost (ring full), or that of a process forgotten */
+	if (in_ns - out_ns < s->opts.min_block_ns) {
+		s->st.offcpu_short++;
+	} else {
+		s->st.offcpu++;
+		profile_bump(s->prof, a->index, 1, in_ns > a->from_ns ? in_ns - a->from_ns : 0);
+	}
+	HASH_DEL(s->away, a);
+	free(a);
+}
+
+/* Time off the CPU that began before a process was recognised and ended
+ * after (BPF adds it to the process's tp_unknown at the return): into the
+ * profile at the end of a window and of the recording. */
+static void collect_early(struct session *s)
+{
+	struct sproc *p, *tmp;
+	if (s->opts.mode == PROF_MODE_CPU)
+		return;
+	HASH_ITER(hh, s->procs, p, tmp)
+	if (p->state == SP_RUNTIME)
+		account_early(s, p);
+}
+
+/* The recording ended at end_ns with threads still away: each weighs the
+ * time until then. */
+void end_away(struct session *s, uint64_t end_ns)
+{
+	struct away *a, *tmp;
+	collect_early(s);
+	HASH_ITER(hh, s->away, a, tmp)
+	{
+		if (a->ran_ns) {
+			came_back_seen(s, a);
+			continue;
+		}
+		s->st.offcpu_open++;
+		came_back(s, a->tid, a->out_ns, end_ns > a->out_ns ? end_ns : a->out_ns);
+	}
+}
+
+struct asleep_pre {
+	pid_t pid;
+	struct tp_thread_snap *v; /* its threads before BPF watched */
+	size_t n;
+};
+
+/* include/linux/sched.h */
+#define TASK_INTERRUPTIBLE 0x0001
+#define TASK_UNINTERRUPTIBLE 0x0002
+#define TASK_STOPPED_OR_TRACED 0x000c
+#define TASK_NOLOAD 0x0400
+
+/* Why a thread that is not running is off the CPU, as on_switch names it;
+ * -1: it is running, or about to. */
+static int asleep_state(const struct tp_thread_snap *t)
+{
+	if (t->on_cpu ||
+	    !(t->state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE | TASK_STOPPED_OR_TRACED)))
+		return -1;
+	if ((t->state & (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)) == TASK_UNINTERRUPTIBLE)
+		return TP_TS_BLOCKED;
+	return TP_TS_SLEEPING;
+}
+
+static const struct tp_thread_snap *snap_find(const struct tp_thread_snap *v, size_t n,
+					      uint32_t tid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].tid == tid)
+			return &v[i];
+	return NULL;
+}
+
+/* The Python processes known now and their threads, before BPF watches;
+ * *out and *n, NULL when the sampler cannot tell (--mode cpu). */
+void asleep_before(struct session *s, struct asleep_pre **out, size_t *n)
+{
+	struct sproc *p, *tmp;
+	*out = NULL;
+	*n = 0;
+	if (s->opts.mode == PROF_MODE_CPU || !s->sm.ops->snap_threads || !s->sm.ops->set_away)
+		return;
+	size_t cap = HASH_COUNT(s->procs);
+	struct asleep_pre *v = calloc(cap ? cap : 1, sizeof(*v));
+	if (!v)
+		return;
+	HASH_ITER(hh, s->procs, p, tmp)
+	{
+		if (p->state != SP_RUNTIME || *n == cap)
+			continue;
+		if (s->sm.ops->snap_threads(s->sm.impl, (uint32_t)p->pid, &v[*n].v, &v[*n].n))
+			continue;
+		v[(*n)++].pid = p->pid;
+	}
+	*out = v;
+}
+
+/* The stack of thread t of p as BPF would take it leaving the CPU, into
+ * smp. Returns 0 or -ENOMEM. */
+static int asleep_stack(struct session *s, struct sproc *p, struct nwalk *nw,
+			const struct tp_thread_snap *t, int state, struct tp_sample *smp)
+{
+	uint64_t id = (uint64_t)(uint32_t)p->pid << 32 | t->tid;
+	int ret = p->rt->walk_thread(p->rp, id, t->fsbase, smp);
+	if (ret)
+		return ret;
+	if (nw)
+		nwalk_regs(nw, t->ip, t->sp, t->bp, smp);
+	smp->kind = TP_EV_SAMPLE;
+	smp->flags |= TP_SF_OFFCPU;
+	smp->state = (uint8_t)state;
+	memcpy(smp->comm, t->comm, sizeof(smp->comm));
+	if (s->opts.kernel_stacks) {
+		smp->nkstack = t->nkstack < TP_KSTACK_MAX ? t->nkstack : TP_KSTACK_MAX;
+		memcpy(smp->kstack, t->kstack, smp->nkstack * sizeof(smp->kstack[0]));
+	}
+	return 0;
+}
+
+/* Process pre->pid's threads that are asleep now: their stacks, each away
+ * since the start if it has not run since pre was taken, else since now. */
+static int asleep_proc(struct session *s, const struct asleep_pre *pre)
+{
+	struct sproc *p = sproc_get(s, pre->pid);
+	struct tp_thread_snap *a = NULL, *b = NULL;
+	struct tp_sample *smp = NULL;
+	struct nwalk *nw = NULL;
+	size_t na = 0, nb = 0, k = 0;
+	int ret = 0;
+	if (!p || p->state != SP_RUNTIME)
+		return 0;
+	uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	if (s->sm.ops->snap_threads(s->sm.impl, (uint32_t)p->pid, &a, &na))
+		return 0;
+	int *state = calloc(na ? na : 1, sizeof(*state));
+	if (!state) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < na; i++)
+		if ((state[i] = asleep_state(&a[i])) >= 0)
+			k++;
+	if (!k)
+		goto out;
+	if (!(smp = calloc(k, sizeof(*smp)))) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (s->native && nwalk_new(p->pid, p->rt, p->rp, &nw) == -ENOMEM) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	k = 0;
+	for (size_t i = 0; i < na && !ret; i++)
+		if (state[i] >= 0)
+			ret = asleep_stack(s, p, nw, &a[i], state[i], &smp[k++]);
+	if (ret || s->sm.ops->snap_threads(s->sm.impl, (uint32_t)p->pid, &b, &nb))
+		goto out;
+	size_t nasleep = k, before = s->st.offcpu_asleep;
+	k = 0;
+	for (size_t i = 0; i < na && !ret; i++) {
+		if (state[i] < 0)
+			continue;
+		struct tp_sample *sm = &smp[k++];
+		const struct tp_thread_snap *then = snap_find(b, nb, a[i].tid);
+		if (!then || then->ran_ns != a[i].ran_ns || asleep_state(then) < 0) {
+			s->st.offcpu_asleep_ran++;
+			continue;
+		}
+		const struct tp_thread_snap *first = snap_find(pre->v, pre->n, a[i].tid);
+		uint64_t out_ns = first && first->ran_ns == a[i].ran_ns ? s->start_ns : now;
+		int r = s->sm.ops->set_away(s->sm.impl, a[i].tid, out_ns, a[i].ran_ns);
+		if (r) {
+			if (r != -EEXIST)
+				log_debug("pid %d, thread %u: asleep at the start, but BPF cannot "
+					  "be told: %s; it is seen from its first wake-up",
+					  p->pid, a[i].tid, strerror(-r));
+			continue;
+		}
+		sm->time_ns = out_ns;
+		ret = on_sample(s, sm, sizeof(*sm));
+		if (!ret)
+			s->st.offcpu_asleep++;
+	}
+	log_debug("pid %d: %zu of %zu threads asleep at the start, %llu of them read in %.1f ms",
+		  p->pid, nasleep, na, (unsigned long long)(s->st.offcpu_asleep - before),
+		  (double)(clock_ns(CLOCK_MONOTONIC) - now) / 1e6);
+out:
+	nwalk_free(nw);
+	free(smp);
+	free(state);
+	free(a);
+	free(b);
+	return ret == -ENOMEM ? ret : 0;
+}
+
+int asleep_after(struct session *s, struct asleep_pre *pre, size_t n, bool started)
+{
+	int ret = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (started && !ret)
+			ret = asleep_proc(s, &pre[i]);
+		free(pre[i].v);
+	}
+	free(pre);
+	return ret;
+}
+
+void away_cut(struct session *s, struct profile *old, struct profile *fresh, uint64_t now)
+{
+	collect_early(s);
+	/* A thread away across the boundary weighs in both windows: here
+	 * until now, in the next from now. */
+	struct away *a, *tmp;
+	HASH_ITER(hh, s->away, a, tmp)
+	{
+		size_t idx;
+		if (a->ran_ns) {
+			came_back_seen(s, a); /* into old, s->prof still */
+			continue;
+		}
+		if (profile_copy_stack(fresh, old, a->index, &idx)) {
+			s->st.offcpu_unended++;
+			HASH_DEL(s->away, a);
+			free(a);
+			continue;
+		}
+		if (now - a->out_ns >= s->opts.min_block_ns)
+			profile_bump(old, a->index, 1, now > a->from_ns ? now - a->from_ns : 0);
+		a->index = idx;
+		a->from_ns = now;
+	}
+}

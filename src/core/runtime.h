@@ -1,0 +1,114 @@
+/* runtime.h - an interpreter taipan reads, as a table of operations.
+ *
+ * The session, the stacks it builds and the commands name no interpreter:
+ * each one taipan knows (src/cpython/ for CPython) fills in a struct
+ * runtime_ops, and the session keeps, for each process, the runtime that
+ * recognised it and that runtime's data (struct rt_proc, opaque here).
+ * Adding a runtime is a wing of its own, a row in runtimes.c, and its BPF
+ * walker (doc/DESIGN.md, "Adding a runtime").
+ *
+ * The shape is the OpenTelemetry profiler's interpreter interface: a
+ * loader that recognises a process (detect), the data of a process
+ * (struct rt_proc), and what it answers of that process's frames.
+ */
+#ifndef TAIPAN_RUNTIME_H
+#define TAIPAN_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "profile/profile.h"
+#include "taipan_abi.h"
+
+struct budget;
+struct rt_proc;
+
+/* What every runtime says of a process it recognised: labels and logs. */
+struct rt_facts {
+	const char *version; /* "3.12.1", "3.13.15t" */
+	const char *comm;    /* its command name as the runtime read it */
+	uint32_t ns_pid;     /* its pid in its own namespace; 0: the same */
+	const char *binary;  /* the file that holds the interpreter, as it sees it */
+	const char *how; /* how it was recognised, for -v: "version from ..., offsets from ..." */
+};
+
+/* What the merge of native and interpreted frames needs to know of a
+ * native frame of a process (profile/merge.h's enum merge_nkind). */
+typedef int (*rt_native_kind_fn)(const struct rt_proc *rp, const char *name, const char *module);
+
+/* Frame naming's answer for a frame the runtime runs on its own behalf,
+ * left out of stacks as BPF leaves out the others (CPython's __init__
+ * shim). */
+#define RT_FRAME_SKIP 1
+
+struct runtime_ops {
+	/* The runtime label ("python"), and its name in messages
+	 * ("Python"). */
+	const char *name;
+	const char *title;
+
+	/* A cache of what is learnt from interpreter files, shared by the
+	 * processes of one session; NULL when out of memory. */
+	void *(*cache_new)(void);
+	void (*cache_free)(void *cache);
+
+	/* Whether pid runs this interpreter: 0 with *out; -ENOEXEC: not this
+	 * runtime's (nothing of it is mapped); -ENOTSUP: its, but a version or
+	 * build it cannot read; -ESRCH: gone; another negative errno. msg
+	 * always gets a line naming the pid and what to do. */
+	int (*detect)(void *cache, pid_t pid, struct rt_proc **out, char *msg, size_t msglen);
+	/* The data of child, a fork of parent's process: the same layout,
+	 * without a look at /proc (a short child may be gone). 0 or -ENOMEM. */
+	int (*fork)(const struct rt_proc *parent, pid_t child, struct rt_proc **out);
+	void (*free)(struct rt_proc *rp);
+
+	/* What BPF gets for the process (its walker, offsets, flags). */
+	const struct tp_proc *(*bpf_proc)(const struct rt_proc *rp);
+	void (*facts)(const struct rt_proc *rp, struct rt_facts *out);
+	/* Charges what is kept of the process to b from now on. */
+	void (*set_budget)(struct rt_proc *rp, struct budget *b);
+
+	/* BPF's first look at a code object of the process (the runtime's
+	 * event payload, size bytes). 0 or a negative errno. */
+	int (*describe)(struct rt_proc *rp, const void *ev, size_t size);
+	/* Names an interpreted frame: 0 with *out, RT_FRAME_SKIP, -ESTALE
+	 * (the code the sample ran was freed since: out is a marker), or
+	 * another negative errno (out is the "[unknown]" marker). The strings
+	 * of out live as long as rp. */
+	int (*frame)(struct rt_proc *rp, const struct tp_frame *f, struct prof_frame *out);
+	/* The name the program gave thread tid (whose thread state BPF read
+	 * at tstate), or NULL: then its OS name. now_ns: CLOCK_MONOTONIC. */
+	const char *(*thread_name)(struct rt_proc *rp, uint32_t tid, uint64_t tstate,
+				   uint64_t now_ns);
+	/* The merge kind of a named native frame (NULL name: unnamed). */
+	rt_native_kind_fn native_kind;
+	/* Whether the process's eval-loop calls each run frames up to an
+	 * entry frame (CPython 3.11+), for the merge. */
+	bool (*interp_frames)(const struct rt_proc *rp);
+	/* A native function whose frame in a thread's stack says the thread
+	 * waits for the interpreter's lock ("take_gil"), or NULL. */
+	const char *lock_wait_function;
+
+	/* The walk BPF does, from user space, over the live process: the
+	 * interpreted frames of the thread whose pid_tgid is id and whose fs
+	 * base is fsbase (walk_thread), or of the thread state tstate that
+	 * the runtime found for a thread (walk_tstate), into *out (frames,
+	 * tstate, lock state, err, flags). 0 or -ENOMEM; read failures are in
+	 * out->err. */
+	int (*walk_thread)(const struct rt_proc *rp, uint64_t id, uint64_t fsbase,
+			   struct tp_sample *out);
+	int (*walk_tstate)(const struct rt_proc *rp, uint64_t tstate, struct tp_sample *out);
+
+	/* Counters of the process's naming, added to the session's. */
+	void (*counts)(const struct rt_proc *rp, uint64_t *snapshots_used, size_t *bytes,
+		       uint64_t *lines_shared);
+};
+
+/* Every runtime taipan reads, NULL-terminated, in the order they are tried
+ * (runtimes.c); at most RT_MAX. */
+#define RT_MAX 4
+extern const struct runtime_ops *const runtimes[];
+
+#endif /* TAIPAN_RUNTIME_H */

@@ -1,0 +1,179 @@
+/* runtime.c - CPython as a runtime of the session (core/runtime.h): the
+ * operations, each done by the module of the wing that owns it. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/runtime.h"
+#include "cpython/pyproc.h"
+#include "cpython/pythreads.h"
+#include "cpython/pywalk.h"
+#include "cpython/rules.h"
+#include "cpython/runtime.h"
+#include "cpython/symbolize.h"
+#include "proc/procfs.h"
+
+_Static_assert(RT_FRAME_SKIP == SYMBOLIZER_SKIP, "frame naming's skip");
+
+struct rt_proc {
+	struct pyproc pp;
+	struct symbolizer *sz;	   /* its code objects */
+	struct pythreads *threads; /* its threads' Python names, made at the first */
+	char how[160];
+};
+
+static void *cache_new(void)
+{
+	return pyproc_cache_new();
+}
+
+static void cache_free(void *cache)
+{
+	pyproc_cache_free(cache);
+}
+
+/* A process's data around pp, its symbolizer made. NULL when out of memory. */
+static struct rt_proc *proc_new(const struct pyproc *pp)
+{
+	struct rt_proc *rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		return NULL;
+	rp->pp = *pp;
+	rp->sz = symbolizer_new(&rp->pp);
+	if (!rp->sz) {
+		free(rp);
+		return NULL;
+	}
+	snprintf(rp->how, sizeof(rp->how), "version from %s, offsets from %s",
+		 pp->version_source ? pp->version_source : "its parent",
+		 pp->layout_source ? pp->layout_source : "its parent");
+	return rp;
+}
+
+static int detect(void *cache, pid_t pid, struct rt_proc **out, char *msg, size_t msglen)
+{
+	struct pyproc pp;
+	int ret = pyproc_inspect_cached(cache, pid, &pp, msg, msglen);
+	if (ret)
+		return ret;
+	*out = proc_new(&pp);
+	return *out ? 0 : -ENOMEM;
+}
+
+static int fork_proc(const struct rt_proc *parent, pid_t child, struct rt_proc **out)
+{
+	struct pyproc pp = parent->pp;
+	pp.pid = child;
+	if (parent->pp.ns_pid) {
+		pid_t ns;
+		pp.ns_pid = procfs_ns_pid(child, 0, &ns) ? 0 : (uint32_t)ns;
+	}
+	*out = proc_new(&pp);
+	return *out ? 0 : -ENOMEM;
+}
+
+static void proc_free(struct rt_proc *rp)
+{
+	if (!rp)
+		return;
+	symbolizer_free(rp->sz);
+	pythreads_free(rp->threads);
+	free(rp);
+}
+
+static const struct tp_proc *bpf_proc(const struct rt_proc *rp)
+{
+	return &rp->pp.tp;
+}
+
+static void facts(const struct rt_proc *rp, struct rt_facts *out)
+{
+	*out = (struct rt_facts){
+	    .version = rp->pp.version,
+	    .comm = rp->pp.comm,
+	    .ns_pid = rp->pp.ns_pid,
+	    .binary = rp->pp.binary,
+	    .how = rp->how,
+	};
+}
+
+static void set_budget(struct rt_proc *rp, struct budget *b)
+{
+	symbolizer_set_budget(rp->sz, b);
+}
+
+static int describe(struct rt_proc *rp, const void *ev, size_t size)
+{
+	if (size < sizeof(struct tp_code_ev))
+		return -EINVAL;
+	return symbolizer_describe(rp->sz, ev);
+}
+
+static int frame(struct rt_proc *rp, const struct tp_frame *f, struct prof_frame *out)
+{
+	return symbolizer_frame(rp->sz, f, out);
+}
+
+static const char *thread_name(struct rt_proc *rp, uint32_t tid, uint64_t tstate, uint64_t now_ns)
+{
+	if (!rp->threads)
+		rp->threads = pythreads_new(); /* none: OS names */
+	return pythreads_name(rp->threads, &rp->pp, tid, tstate, now_ns);
+}
+
+static int native_kind(const struct rt_proc *rp, const char *name, const char *module)
+{
+	return cpython_native_kind(name, module, rp->pp.binary, rp->pp.version);
+}
+
+static bool interp_frames(const struct rt_proc *rp)
+{
+	return rp->pp.tp.off.flags & TP_LF_INTERP_FRAME;
+}
+
+static int walk_thread(const struct rt_proc *rp, uint64_t id, uint64_t fsbase,
+		       struct tp_sample *out)
+{
+	return pywalk_sample(&rp->pp, id, fsbase, out);
+}
+
+static int walk_tstate(const struct rt_proc *rp, uint64_t tstate, struct tp_sample *out)
+{
+	return pywalk_tstate(&rp->pp, tstate, out);
+}
+
+static void counts(const struct rt_proc *rp, uint64_t *snapshots_used, size_t *bytes,
+		   uint64_t *lines_shared)
+{
+	*snapshots_used = symbolizer_snapshots_used(rp->sz);
+	*bytes = symbolizer_bytes(rp->sz);
+	*lines_shared = symbolizer_lines_shared(rp->sz);
+}
+
+const struct pyproc *cpython_proc(const struct rt_proc *rp)
+{
+	return &rp->pp;
+}
+
+const struct runtime_ops cpython_runtime = {
+    .name = "python",
+    .title = "Python",
+    .cache_new = cache_new,
+    .cache_free = cache_free,
+    .detect = detect,
+    .fork = fork_proc,
+    .free = proc_free,
+    .bpf_proc = bpf_proc,
+    .facts = facts,
+    .set_budget = set_budget,
+    .describe = describe,
+    .frame = frame,
+    .thread_name = thread_name,
+    .native_kind = native_kind,
+    .interp_frames = interp_frames,
+    .walk_thread = walk_thread,
+    .walk_tstate = walk_tstate,
+    .lock_wait_function = "take_gil",
+    .counts = counts,
+};
