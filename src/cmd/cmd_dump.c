@@ -14,15 +14,11 @@
 #include "cmd/commands.h"
 #include "util/log.h"
 #include "proc/procfs.h"
-#include "cpython/pyproc.h"
-#include "cpython/runtime.h"
-#include "cpython/pythreads.h"
-#include "cpython/pywalk.h"
 #include "core/nwalk.h"
+#include "core/runtime.h"
 #include "core/session.h"
+#include "core/stacks.h"
 #include "core/walkerr.h"
-#include "profile/merge.h"
-#include "cpython/symbolize.h"
 #include "util/strutil.h"
 #include "util/clock.h"
 
@@ -40,9 +36,9 @@ void cmd_dump_usage(FILE *out)
 		"process. A thread that cannot be paused (another tracer, Yama's ptrace_scope,\n"
 		"or uninterruptible sleep for over 1 s: a vfork parent, a D-state system call)\n"
 		"keeps its Python stack and a note says why.\n"
-		"A thread that holds the GIL says so, and one that waits for it (in\n"
-		"take_gil: seen with native frames only); 2.7, 3.6 and free-threaded builds\n"
-		"have no GIL to read.\n"
+		"A thread that holds the GIL says so, and one that waits for it (seen with\n"
+		"native frames only: its C stack is in the function that takes the GIL);\n"
+		"2.7, 3.6 and free-threaded builds have no GIL to read.\n"
 		"Each thread shows its OS thread id and its name: the Python one\n"
 		"(threading.Thread(name=...), \"MainThread\"), else the OS one\n"
 		"(/proc/PID/task/TID/comm).\n"
@@ -130,12 +126,6 @@ static int parse_args(int argc, char **argv, struct dump_args *a)
 	return 0;
 }
 
-/* The Python names of the threads, read once. */
-struct names {
-	struct pythread_name *v;
-	size_t n;
-};
-
 /* The OS name of thread tid, or "" when it is gone or unknown (tid 0). */
 static void os_name(pid_t pid, pid_t tid, char *buf, size_t len)
 {
@@ -144,31 +134,10 @@ static void os_name(pid_t pid, pid_t tid, char *buf, size_t len)
 		procfs_comm(pid, tid, buf, len);
 }
 
-/* A thread's name: its Python name, else its OS name; NULL with neither. */
-static const char *thread_name(const struct names *nm, const struct pywalk_thread *t,
-			       const char *os)
-{
-	const char *py = pythreads_find(nm->v, nm->n, t->thread_id);
-	return py ? py : t->tid ? os : NULL;
-}
-
 /* What JSON says of a walk that stopped short: its key, or null. */
 static json_t *walk_err_json(int err)
 {
 	return err ? json_string(walkerr_key((unsigned int)err)) : json_null();
-}
-
-/* Threads by OS tid, the main thread first; those without one last, in the
- * interpreter's order. */
-static int by_tid(const void *x, const void *y)
-{
-	const struct pywalk_thread *a = *(const struct pywalk_thread *const *)x;
-	const struct pywalk_thread *b = *(const struct pywalk_thread *const *)y;
-	if (a->tid && b->tid)
-		return a->tid < b->tid ? -1 : a->tid > b->tid;
-	if (a->tid || b->tid)
-		return a->tid ? -1 : 1;
-	return a < b ? -1 : a > b;
 }
 
 /* s on stdout as text (str_escape): the names in a dump are the target's to
@@ -186,82 +155,81 @@ static void put_esc(const char *s)
 	free(all);
 }
 
-/* A thread's stack with its native frames, read while it was stopped. */
-struct nthread {
-	struct tp_sample *smp;	  /* NULL: the Python frames of the pywalk only */
-	struct nwalk_sym *syms;	  /* of smp->ustack[] */
-	struct merge_step *steps; /* root first */
-	size_t nsteps;
-	char note[320]; /* why it has no native frames; "" when it needs no note */
-};
-
-static void nthreads_free(struct nthread *nt, size_t n)
+/* A JSON string, or null when s is not valid UTF-8 (a file name can be). */
+static json_t *jstr(const char *s)
 {
-	for (size_t i = 0; nt && i < n; i++) {
-		free(nt[i].smp);
-		free(nt[i].syms);
-		free(nt[i].steps);
-	}
-	free(nt);
+	json_t *j = s ? json_string(s) : NULL;
+	return j ? j : json_null();
 }
 
-/* Stops each thread in turn for its registers and stacks, then (every
- * thread running again) names the native frames and merges them. Returns 0
- * or -ENOMEM; a thread that cannot be read gets a note. The names live as
- * *nwp does (the caller frees it, also on failure). */
-static int read_native(const struct rt_proc *rp, bool filtered, struct pywalk_thread *const *th,
-		       size_t n, struct nthread *nt, struct nwalk **nwp)
+/* A thread to print: the runtime's, its stack as a sample (with its native
+ * frames when they were read, while it was stopped), and that stack named
+ * and merged by the stacks every command shares. */
+struct dthread {
+	const struct rt_thread *t;
+	struct tp_sample *smp; /* NULL when it could not be made */
+	bool native;	       /* smp holds native frames */
+	char note[320];	       /* why it has no native frames; "" when it needs no note */
+	char os[TP_COMM_LEN + 1];
+	const uint32_t *ids; /* its stack, root first, in the dump's profile */
+	struct stacks_origin *from;
+	uint32_t n;
+	const char *name; /* its name: the program's, else its OS one; NULL with neither */
+	int gil;	  /* enum prof_gil */
+};
+
+/* Threads by OS tid, the main thread first; those without one last, in the
+ * runtime's order. */
+static int by_tid(const void *x, const void *y)
 {
-	const struct pyproc *pp = cpython_proc(rp);
+	const struct rt_thread *a = ((const struct dthread *)x)->t;
+	const struct rt_thread *b = ((const struct dthread *)y)->t;
+	if (a->tid && b->tid)
+		return a->tid < b->tid ? -1 : a->tid > b->tid;
+	if (a->tid || b->tid)
+		return a->tid ? -1 : 1;
+	return a < b ? -1 : a > b;
+}
+
+static void dthreads_free(struct dthread *d, size_t n)
+{
+	for (size_t i = 0; d && i < n; i++) {
+		free(d[i].smp);
+		free(d[i].from);
+		free((void *)d[i].ids);
+	}
+	free(d);
+}
+
+/* Stops each thread in turn for its registers and stacks (nwalk), its
+ * interpreted frames read meanwhile by its runtime. Returns 0 or -ENOMEM;
+ * a thread that cannot be read gets a note, and its frames as listed. */
+static int read_native(pid_t pid, const struct runtime_ops *rt, const struct rt_proc *rp,
+		       struct dthread *d, size_t n, struct nwalk **nwp)
+{
 	struct nwalk *nw = NULL;
 	char err[256];
-	int ret = nwalk_new(pp->pid, &cpython_runtime, rp, &nw);
+	int ret = nwalk_new(pid, rt, rp, &nw);
 	if (ret) {
 		if (ret == -ENOMEM)
 			return ret;
 		for (size_t i = 0; i < n; i++)
-			snprintf(nt[i].note, sizeof(nt[i].note),
-				 "[no native frames: cannot read /proc/%d/maps: %s]", pp->pid,
+			snprintf(d[i].note, sizeof(d[i].note),
+				 "[no native frames: cannot read /proc/%d/maps: %s]", pid,
 				 strerror(-ret));
 		return 0;
 	}
 	*nwp = nw;
 	for (size_t i = 0; i < n; i++) {
-		if (!th[i]->tid)
+		if (!d[i].t->tid)
 			continue; /* no OS thread to stop */
-		nt[i].smp = malloc(sizeof(*nt[i].smp));
-		if (!nt[i].smp)
-			return -ENOMEM;
-		ret = nwalk_thread(nw, th[i]->tid, th[i]->tstate, nt[i].smp, err, sizeof(err));
+		ret = nwalk_thread(nw, d[i].t->tid, d[i].t->tstate, d[i].smp, err, sizeof(err));
 		if (ret == -ENOMEM)
 			return ret;
-		if (ret) {
-			snprintf(nt[i].note, sizeof(nt[i].note), "[no native frames: %s]", err);
-			free(nt[i].smp);
-			nt[i].smp = NULL;
-		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct tp_sample *smp = nt[i].smp;
-		if (!smp)
-			continue;
-		uint32_t nat = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack;
-		uint8_t kind[TP_USTACK_MAX];
-		int *gend = malloc(((size_t)smp->nframes + 1) * sizeof(*gend));
-		nt[i].syms = calloc(nat ? nat : 1, sizeof(*nt[i].syms));
-		nt[i].steps = malloc(MERGE_STEPS_MAX(nat, smp->nframes) * sizeof(*nt[i].steps));
-		if (!gend || !nt[i].syms || !nt[i].steps) {
-			free(gend);
-			return -ENOMEM;
-		}
-		for (uint32_t k = 0; k < nat; k++) {
-			nwalk_name(nw, smp->ustack[k], k == 0, &nt[i].syms[k]);
-			kind[k] = nt[i].syms[k].kind;
-		}
-		struct merge_in in =
-		    merge_in_sample(smp, kind, pp->tp.off.flags & TP_LF_INTERP_FRAME, filtered);
-		nt[i].nsteps = merge_stack(&in, gend, nt[i].steps);
-		free(gend);
+		if (ret)
+			snprintf(d[i].note, sizeof(d[i].note), "[no native frames: %s]", err);
+		else
+			d[i].native = true;
 	}
 	struct nwalk_stats st;
 	nwalk_get_stats(nw, &st);
@@ -272,204 +240,186 @@ static int read_native(const struct rt_proc *rp, bool filtered, struct pywalk_th
 	return 0;
 }
 
-/* What thread t had of the GIL: "held", "waiting" (released, and in
- * take_gil: only seen with its native frames), "released", or NULL where
- * the build's GIL cannot be read (2.7, 3.6, free-threaded). Read while the
- * thread was stopped when its native frames were. */
-static const char *gil_name(const struct pywalk_thread *t, const struct nthread *nt)
+/* Thread d as a sample of its frames as listed (no native frames). */
+static void sample_of(pid_t pid, struct dthread *d)
 {
-	int gil = nt && nt->smp ? nt->smp->gil : t->gil;
-	if (gil == TP_GIL_HELD)
+	const struct rt_thread *t = d->t;
+	struct tp_sample *smp = d->smp;
+	uint32_t n = t->nframes < TP_MAX_FRAMES ? t->nframes : TP_MAX_FRAMES;
+	memset(smp, 0, offsetof(struct tp_sample, frames));
+	smp->pid = (uint32_t)pid;
+	smp->tid = (uint32_t)t->tid;
+	smp->tstate = t->tstate;
+	smp->err = (uint16_t)t->err;
+	smp->gil = (uint8_t)t->lock;
+	smp->nframes = n;
+	memcpy(smp->frames, t->frames, n * sizeof(*smp->frames));
+}
+
+/* Names and merges thread d's stack through the stacks (the same as
+ * record's): its frame ids, their origins, its name and its lock label. */
+static int name_stack(struct stacks *st, const struct stacks_proc *sp, struct dthread *d)
+{
+	const uint32_t *ids;
+	struct prof_labels lb;
+	memcpy(d->smp->comm, d->os, TP_COMM_LEN);
+	int ret = stacks_build(st, sp, d->smp, d->native, &ids, &d->n, &lb);
+	if (ret)
+		return ret;
+	uint32_t *own = malloc((d->n ? d->n : 1) * sizeof(*own));
+	d->from = malloc((d->n ? d->n : 1) * sizeof(*d->from));
+	if (!own || !d->from) {
+		free(own);
+		return -ENOMEM;
+	}
+	memcpy(own, ids, d->n * sizeof(*own));
+	memcpy(d->from, stacks_origins(st), d->n * sizeof(*d->from));
+	d->ids = own;
+	d->name = lb.thread_name && *lb.thread_name ? lb.thread_name : NULL;
+	d->gil = lb.gil;
+	return 0;
+}
+
+static const char *gil_name(int gil)
+{
+	switch (gil) {
+	case PROF_GIL_HELD:
 		return "held";
-	if (gil != TP_GIL_RELEASED)
+	case PROF_GIL_WAITING:
+		return "waiting";
+	case PROF_GIL_RELEASED:
+		return "released";
+	default:
 		return NULL;
-	for (uint32_t k = 0; nt && nt->smp && nt->syms && k < nt->smp->nustack && k < TP_USTACK_MAX;
-	     k++)
-		if (!strcmp(nt->syms[k].name, "take_gil"))
-			return "waiting";
-	return "released";
-}
-
-static void print_py_frame(struct symbolizer *sz, const struct tp_frame *fr)
-{
-	struct prof_frame f;
-	int err = symbolizer_frame(sz, fr, &f);
-	if (err == SYMBOLIZER_SKIP)
-		return;
-	if (err) {
-		if (err == -ESTALE)
-			printf("  %s\n", f.name);
-		else
-			printf("  [code object 0x%llx unreadable]\n", (unsigned long long)fr->code);
-		return;
 	}
-	printf("  File \"");
-	put_esc(f.file);
-	printf("\", line %d, in ", f.line);
-	put_esc(f.name);
-	putchar('\n');
 }
 
-/* The merged stack, innermost first. */
-static void print_merged(struct symbolizer *sz, const struct nthread *nt)
+static void print_frame(const struct profile *prof, const struct dthread *d, uint32_t k)
 {
-	const struct tp_sample *smp = nt->smp;
-	for (size_t i = nt->nsteps; i-- > 0;) {
-		const struct merge_step *st = &nt->steps[i];
-		switch (st->op) {
-		case MERGE_PYTHON:
-			print_py_frame(sz, &smp->frames[st->index]);
-			break;
-		case MERGE_NATIVE:
-			printf("  ");
-			put_esc(nt->syms[st->index].name);
-			printf(" (");
-			put_esc(nt->syms[st->index].module);
-			printf(")\n");
-			break;
-		case MERGE_MARK_DISAGREE:
-			printf("  [native and Python stacks disagree]\n");
-			break;
-		case MERGE_MARK_NATIVE_CUT:
-			printf("  %s %s\n", walkerr_native_marker(smp->uerr),
-			       walkerr_native_desc(smp->uerr));
-			break;
+	const struct prof_frame *f = profile_frame(prof, d->ids[k]);
+	const struct stacks_origin *o = &d->from[k];
+	switch (o->from) {
+	case STACKS_FROM_INTERP:
+		if (f->kind != PROF_FRAME_PYTHON) {
+			if (strcmp(f->name, "[unknown]"))
+				printf("  %s\n", f->name);
+			else
+				printf("  [code object 0x%llx unreadable]\n",
+				       (unsigned long long)d->smp->frames[o->index].code);
+			return;
 		}
+		printf("  File \"");
+		put_esc(f->file);
+		printf("\", line %d, in ", f->line);
+		put_esc(f->name);
+		putchar('\n');
+		return;
+	case STACKS_FROM_NATIVE:
+		printf("  ");
+		put_esc(f->name);
+		printf(" (");
+		put_esc(f->module);
+		printf(")\n");
+		return;
+	case STACKS_FROM_NATIVE_CUT:
+		printf("  %s %s\n", walkerr_native_marker(d->smp->uerr),
+		       walkerr_native_desc(d->smp->uerr));
+		return;
+	case STACKS_FROM_WALK_ERR:
+		if (walkerr_is_cut(d->smp->err))
+			printf("  [truncated after %u frames]\n", d->smp->nframes);
+		else
+			printf("  %s %s\n", walkerr_marker(d->smp->err), walkerr_desc(d->smp->err));
+		return;
+	default:
+		printf("  %s\n", f->name);
+		return;
 	}
 }
 
-static void print_text(const struct pyproc *pp, struct symbolizer *sz, const struct names *nm,
-		       struct pywalk_thread *const *th, const struct nthread *nts, size_t n,
-		       int list_err)
+static void print_text(const struct rt_facts *rf, const char *title, pid_t pid,
+		       const struct profile *prof, const struct dthread *d, size_t n, int list_err)
 {
-	printf("Process %d (", pp->pid);
-	put_esc(pp->comm);
-	printf("): Python %s, %zu thread%s\n", pp->version, n, n == 1 ? "" : "s");
+	printf("Process %d (", pid);
+	put_esc(rf->comm);
+	printf("): %s %s, %zu thread%s\n", title, rf->version, n, n == 1 ? "" : "s");
 	if (list_err)
 		printf("[thread list cut short: %s; threads may be missing]\n",
 		       walkerr_desc((unsigned int)list_err));
 	for (size_t i = 0; i < n; i++) {
-		const struct pywalk_thread *t = th[i];
-		char os[TP_COMM_LEN + 1];
-		os_name(pp->pid, t->tid, os, sizeof(os));
-		const char *name = thread_name(nm, t, os);
+		const struct rt_thread *t = d[i].t;
 		printf("\n");
 		if (t->tid)
 			printf("Thread %d", t->tid);
 		else
 			printf("Thread 0x%llx", (unsigned long long)t->thread_id);
-		if (name) {
+		if (d[i].name) {
 			printf(" \"");
-			put_esc(name);
+			put_esc(d[i].name);
 			putchar('"');
 		}
 		if (!t->tid)
 			printf(" (no OS thread found)");
 		if (t->interp)
 			printf(" in interpreter %u", t->interp);
-		const struct nthread *nt = nts ? &nts[i] : NULL;
-		const char *gil = gil_name(t, nt);
+		const char *gil = gil_name(d[i].gil);
 		if (gil && strcmp(gil, "released"))
 			printf(", %s the GIL", !strcmp(gil, "held") ? "holding" : "waiting for");
 		printf(" (most recent call first):\n");
-		int err = t->err;
-		uint32_t nframes = t->nframes;
-		if (nt && nt->note[0]) {
+		if (d[i].note[0]) {
 			printf("  ");
-			put_esc(nt->note);
+			put_esc(d[i].note);
 			putchar('\n');
 		}
-		if (nt && nt->smp) {
-			print_merged(sz, nt);
-			err = nt->smp->err;
-			nframes = nt->smp->nframes;
-		} else {
-			for (uint32_t k = 0; k < t->nframes; k++)
-				print_py_frame(sz, &t->frames[k]);
-		}
-		if (walkerr_is_cut((unsigned int)err))
-			printf("  [truncated after %u frames]\n", nframes);
-		else if (err)
-			printf("  %s %s\n", walkerr_marker((unsigned int)err),
-			       walkerr_desc((unsigned int)err));
-		else if (!nframes)
-			printf("  " SESSION_MARKER_NO_PYTHON "\n");
+		for (uint32_t k = d[i].n; k-- > 0;)
+			print_frame(prof, &d[i], k);
 	}
 }
 
-/* A JSON string, or null when s is not valid UTF-8 (a file name can be). */
-static json_t *jstr(const char *s)
+/* Frame k of d as JSON; NULL: out of memory, or *skip set for a marker
+ * that JSON says elsewhere (the walk's error, the thread's "error"). */
+static json_t *json_frame(const struct profile *prof, const struct dthread *d, uint32_t k,
+			  bool *skip)
 {
-	json_t *j = s ? json_string(s) : NULL;
-	return j ? j : json_null();
-}
-
-/* Python frame fr as JSON, or NULL: out of memory, or *skip set for a frame
- * that stacks leave out (SYMBOLIZER_SKIP). */
-static json_t *json_py_frame(struct symbolizer *sz, const struct tp_frame *fr, bool *skip)
-{
-	struct prof_frame f;
-	int err = symbolizer_frame(sz, fr, &f);
-	*skip = err == SYMBOLIZER_SKIP;
-	if (*skip)
+	const struct prof_frame *f = profile_frame(prof, d->ids[k]);
+	const struct stacks_origin *o = &d->from[k];
+	*skip = false;
+	switch (o->from) {
+	case STACKS_FROM_INTERP:
+		if (f->kind != PROF_FRAME_PYTHON)
+			return json_pack("{s:s, s:n, s:n, s:n, s:n, s:I}", "kind", "python", "name",
+					 "file", "line", "first_line", "code",
+					 (json_int_t)d->smp->frames[o->index].code);
+		return json_pack("{s:s, s:o, s:o, s:i, s:i}", "kind", "python", "name",
+				 jstr(f->name), "file", jstr(f->file), "line", f->line,
+				 "first_line", f->first_line);
+	case STACKS_FROM_NATIVE:
+		return json_pack("{s:s, s:o, s:o, s:o}", "kind", "native", "name", jstr(f->name),
+				 "module", jstr(f->module), "build_id",
+				 f->build_id ? jstr(f->build_id) : json_null());
+	case STACKS_FROM_WALK_ERR:
+	case STACKS_FROM_NO_FRAME:
+		*skip = true;
 		return NULL;
-	if (err)
-		return json_pack("{s:s, s:n, s:n, s:n, s:n, s:I}", "kind", "python", "name", "file",
-				 "line", "first_line", "code", (json_int_t)fr->code);
-	return json_pack("{s:s, s:o, s:o, s:i, s:i}", "kind", "python", "name", jstr(f.name),
-			 "file", jstr(f.file), "line", f.line, "first_line", f.first_line);
-}
-
-/* The merged stack, innermost first, appended to frames. */
-static int json_merged(struct symbolizer *sz, const struct nthread *nt, json_t *frames)
-{
-	const struct tp_sample *smp = nt->smp;
-	for (size_t i = nt->nsteps; i-- > 0;) {
-		const struct merge_step *st = &nt->steps[i];
-		const struct nwalk_sym *sym = &nt->syms[st->index];
-		json_t *jf = NULL;
-		bool skip = false;
-		switch (st->op) {
-		case MERGE_PYTHON:
-			jf = json_py_frame(sz, &smp->frames[st->index], &skip);
-			if (skip)
-				continue;
-			break;
-		case MERGE_NATIVE:
-			jf = json_pack("{s:s, s:o, s:o, s:o}", "kind", "native", "name",
-				       jstr(sym->name), "module", jstr(sym->module), "build_id",
-				       sym->build_id[0] ? jstr(sym->build_id) : json_null());
-			break;
-		case MERGE_MARK_DISAGREE:
-			jf = json_pack("{s:s, s:s}", "kind", "marker", "name",
-				       "[native and Python stacks disagree]");
-			break;
-		case MERGE_MARK_NATIVE_CUT:
-			jf = json_pack("{s:s, s:s}", "kind", "marker", "name",
-				       walkerr_native_marker(smp->uerr));
-			break;
-		}
-		if (!jf || json_array_append_new(frames, jf))
-			return -ENOMEM;
+	default:
+		return json_pack("{s:s, s:s}", "kind", "marker", "name", f->name);
 	}
-	return 0;
 }
 
 /* What JSON says of a thread's native frames: null when all is well. */
-static json_t *native_err_json(const struct nthread *nt)
+static json_t *native_err_json(const struct dthread *d, bool native_wanted)
 {
-	if (!nt)
+	if (!native_wanted)
 		return json_null();
-	if (nt->note[0])
-		return jstr(nt->note);
-	if (nt->smp && nt->smp->uerr != TP_UERR_NONE)
-		return json_string(walkerr_native_key(nt->smp->uerr));
+	if (d->note[0])
+		return jstr(d->note);
+	if (d->native && d->smp->uerr != TP_UERR_NONE)
+		return json_string(walkerr_native_key(d->smp->uerr));
 	return json_null();
 }
 
-static int print_json(const struct pyproc *pp, struct symbolizer *sz, const struct names *nm,
-		      struct pywalk_thread *const *th, const struct nthread *nts, size_t n,
-		      int list_err)
+static int print_json(const struct rt_facts *rf, pid_t pid, const struct profile *prof,
+		      const struct dthread *d, size_t n, int list_err, bool native_wanted)
 {
 	json_t *root = NULL, *threads = NULL;
 	int ret = -ENOMEM;
@@ -478,23 +428,14 @@ static int print_json(const struct pyproc *pp, struct symbolizer *sz, const stru
 	if (!threads)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		const struct pywalk_thread *t = th[i];
-		char os[TP_COMM_LEN + 1], tid_hex[32];
+		const struct rt_thread *t = d[i].t;
+		char tid_hex[32];
 		json_t *frames = json_array(), *jt;
 		if (!frames)
 			goto out;
-		const struct nthread *nt = nts ? &nts[i] : NULL;
-		int err = t->err;
-		if (nt && nt->smp) {
-			err = nt->smp->err;
-			if (json_merged(sz, nt, frames)) {
-				json_decref(frames);
-				goto out;
-			}
-		}
-		for (uint32_t k = 0; !(nt && nt->smp) && k < t->nframes; k++) {
+		for (uint32_t k = d[i].n; k-- > 0;) {
 			bool skip;
-			json_t *jf = json_py_frame(sz, &t->frames[k], &skip);
+			json_t *jf = json_frame(prof, &d[i], k, &skip);
 			if (skip)
 				continue;
 			if (!jf || json_array_append_new(frames, jf)) {
@@ -502,22 +443,21 @@ static int print_json(const struct pyproc *pp, struct symbolizer *sz, const stru
 				goto out;
 			}
 		}
-		os_name(pp->pid, t->tid, os, sizeof(os));
-		const char *name = thread_name(nm, t, os);
 		snprintf(tid_hex, sizeof(tid_hex), "0x%llx", (unsigned long long)t->thread_id);
-		const char *gil = gil_name(t, nt);
+		const char *gil = gil_name(d[i].gil);
 		jt = json_pack("{s:o, s:o, s:o, s:s, s:i, s:o, s:o, s:o, s:o}", "tid",
 			       t->tid ? json_integer(t->tid) : json_null(), "name",
-			       name ? jstr(name) : json_null(), "os_name",
-			       t->tid ? jstr(os) : json_null(), "thread_id", tid_hex, "interpreter",
-			       (int)t->interp, "gil", gil ? json_string(gil) : json_null(), "error",
-			       walk_err_json(err), "native_error", native_err_json(nt), "frames",
-			       frames);
+			       d[i].name ? jstr(d[i].name) : json_null(), "os_name",
+			       t->tid ? jstr(d[i].os) : json_null(), "thread_id", tid_hex,
+			       "interpreter", (int)t->interp, "gil",
+			       gil ? json_string(gil) : json_null(), "error",
+			       walk_err_json(d[i].smp->err), "native_error",
+			       native_err_json(&d[i], native_wanted), "frames", frames);
 		if (!jt || json_array_append_new(threads, jt))
 			goto out;
 	}
-	root = json_pack("{s:i, s:o, s:s, s:o, s:o}", "pid", (int)pp->pid, "comm", jstr(pp->comm),
-			 "python_version", pp->version, "thread_list_error",
+	root = json_pack("{s:i, s:o, s:s, s:o, s:o}", "pid", (int)pid, "comm", jstr(rf->comm),
+			 "python_version", rf->version, "thread_list_error",
 			 walk_err_json(list_err), "threads", threads);
 	threads = NULL; /* root owns it now, or json_pack freed it */
 	if (!root)
@@ -536,13 +476,14 @@ out:
 int cmd_dump(int argc, char **argv)
 {
 	struct dump_args a = {0};
+	const struct runtime_ops *rt = NULL;
 	struct rt_proc *rp = NULL;
-	struct pywalk w = {0};
-	struct symbolizer *sz = NULL;
-	struct pywalk_thread **th = NULL;
-	struct names nm = {0};
-	struct nthread *nt = NULL;
+	struct rt_threads ts = {0};
+	struct dthread *d = NULL;
 	struct nwalk *nw = NULL;
+	struct profile *prof = NULL;
+	struct stacks *st = NULL;
+	struct stacks_fcache *fcache = NULL;
 	char err[512];
 	int ret, status = 1;
 
@@ -550,20 +491,16 @@ int cmd_dump(int argc, char **argv)
 		return 2;
 	cli_raise_fd_limit();
 	double t0 = (mono_seconds() * 1e3);
-	ret = cpython_runtime.detect(NULL, a.pid, &rp, err, sizeof(err));
+	ret = runtime_detect(NULL, a.pid, &rt, &rp, err, sizeof(err));
 	if (ret) {
 		log_error("%s", ret == -ENOMEM ? "out of memory" : err);
 		return 1;
 	}
-	const struct pyproc pp = *cpython_proc(rp);
-	log_debug("pid %d (%s): Python %s (version from %s, offsets from %s), %s", pp.pid, pp.comm,
-		  pp.version, pp.version_source, pp.layout_source, pp.binary);
-	sz = symbolizer_new(&pp);
-	if (!sz) {
-		log_error("out of memory");
-		goto out;
-	}
-	ret = pywalk_read(&pp, &w);
+	struct rt_facts rf;
+	rt->facts(rp, &rf);
+	log_debug("pid %d (%s): %s %s (%s), %s", a.pid, rf.comm, rt->title, rf.version, rf.how,
+		  rf.binary);
+	ret = rt->threads(rp, &ts, err, sizeof(err));
 	if (ret == -ESRCH) {
 		log_error("pid %d: no such process (it exited)", a.pid);
 		goto out;
@@ -571,70 +508,77 @@ int cmd_dump(int argc, char **argv)
 		log_error("out of memory");
 		goto out;
 	} else if (ret) {
-		log_error("pid %d: cannot read the interpreter list at 0x%llx: %s (is the process "
-			  "starting or exiting?)",
-			  a.pid, (unsigned long long)pp.tp.interp_head_addr, strerror(-ret));
+		log_error("%s", err);
 		goto out;
 	}
-	/* Names are a nicety: without them threads keep their OS names. */
-	if ((nm.v = calloc(PYTHREADS_MAX, sizeof(*nm.v)))) {
-		int n = pythreads_read(&pp, nm.v, PYTHREADS_MAX);
-		if (n < 0)
-			log_debug("pid %d: no Python thread names: %s", pp.pid,
-				  n == -ENOENT ? "the threading module is not imported"
-					       : strerror(-n));
-		nm.n = n > 0 ? (size_t)n : 0;
-	}
 	double t_walk = (mono_seconds() * 1e3);
-	if (w.nthreads) {
-		th = calloc(w.nthreads, sizeof(*th));
-		if (!th) {
+	prof = profile_new();
+	struct stacks_opts so = {.filtered = a.native == SESSION_NATIVE_FILTERED};
+	st = prof ? stacks_new(&so, prof, NULL) : NULL;
+	d = calloc(ts.n ? ts.n : 1, sizeof(*d));
+	if (!st || !d) {
+		log_error("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < ts.n; i++) {
+		d[i].t = &ts.v[i];
+		if (!(d[i].smp = malloc(sizeof(*d[i].smp)))) {
 			log_error("out of memory");
 			goto out;
 		}
+		os_name(a.pid, ts.v[i].tid, d[i].os, sizeof(d[i].os));
 	}
-	for (size_t i = 0; i < w.nthreads; i++)
-		th[i] = &w.threads[i];
-	if (w.nthreads)
-		qsort(th, w.nthreads, sizeof(*th), by_tid);
-	if (a.native != SESSION_NATIVE_NONE && w.nthreads) {
-		nt = calloc(w.nthreads, sizeof(*nt));
-		if (!nt ||
-		    read_native(rp, a.native == SESSION_NATIVE_FILTERED, th, w.nthreads, nt, &nw)) {
+	qsort(d, ts.n, sizeof(*d), by_tid);
+	if (a.native != SESSION_NATIVE_NONE && ts.n &&
+	    read_native(a.pid, rt, rp, d, ts.n, &nw) == -ENOMEM) {
+		log_error("out of memory");
+		goto out;
+	}
+	struct stacks_proc sp = {
+	    .pid = a.pid,
+	    .rt = rt,
+	    .rp = rp,
+	    .f = &rf,
+	    .cgroup = "",
+	    .container = "",
+	    .fcache = &fcache,
+	    .nw = nw,
+	};
+	for (size_t i = 0; i < ts.n; i++) {
+		if (!d[i].native)
+			sample_of(a.pid, &d[i]);
+		if (name_stack(st, &sp, &d[i])) {
 			log_error("out of memory");
 			goto out;
 		}
 	}
 	if (a.json) {
-		ret = print_json(&pp, sz, &nm, th, nt, w.nthreads, w.err);
+		ret =
+		    print_json(&rf, a.pid, prof, d, ts.n, ts.err, a.native != SESSION_NATIVE_NONE);
 		if (ret) {
 			log_error("cannot write JSON: %s", strerror(-ret));
 			goto out;
 		}
 	} else {
-		print_text(&pp, sz, &nm, th, nt, w.nthreads, w.err);
+		print_text(&rf, rt->title, a.pid, prof, d, ts.n, ts.err);
 	}
 	if (fflush(stdout) == EOF) {
 		log_error("cannot write the output: %s", strerror(errno));
 		goto out;
 	}
-	static const char *const tid_sources[] = {"none found", "PyThreadState.native_thread_id",
-						  "the tid in struct pthread"};
-	if (w.tid_source == PYWALK_TID_PTHREAD)
-		log_debug("threads matched with OS threads through %s at offset %d",
-			  tid_sources[w.tid_source], w.pthread_tid_off);
-	else
-		log_debug("threads matched with OS threads through %s", tid_sources[w.tid_source]);
-	log_debug("%zu threads read in %.1f ms, printed in %.1f ms", w.nthreads, t_walk - t0,
+	log_debug("%zu threads read in %.1f ms, printed in %.1f ms", ts.n, t_walk - t0,
 		  (mono_seconds() * 1e3) - t_walk);
 	status = 0;
 out:
-	nthreads_free(nt, w.nthreads);
+	dthreads_free(d, ts.n);
+	stacks_free(st);
+	stacks_fcache_free(fcache);
+	profile_free(prof);
 	nwalk_free(nw);
-	free(th);
-	free(nm.v);
-	pywalk_free(&w);
-	symbolizer_free(sz);
-	cpython_runtime.free(rp);
+	if (rt) {
+		if (rt->threads_free)
+			rt->threads_free(&ts);
+		rt->free(rp);
+	}
 	return status;
 }

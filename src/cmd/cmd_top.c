@@ -16,7 +16,7 @@
 
 #include "cmd/commands.h"
 #include "util/log.h"
-#include "cpython/pyproc.h"
+#include "core/runtime.h"
 #include "cmd/cli.h"
 #include "core/session.h"
 #include "util/strutil.h"
@@ -187,7 +187,9 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 /* What the screen shows besides the rows. */
 struct view {
 	const struct top_args *args;
-	const struct pyproc *pp;
+	pid_t pid;		      /* the one process shown, 0 with -a */
+	const struct runtime_ops *rt; /* its runtime, */
+	struct rt_facts f;	      /* and what that says of it */
 	enum top_sort sort;
 	uint32_t tid;	   /* 0: every thread */
 	const char *tname; /* the shown thread's name */
@@ -286,9 +288,9 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 	else
 		snprintf(span, sizeof(span), "%s %.0fs",
 			 v->was_reset ? "since reset" : "since start", mono_seconds() - v->since);
-	if (v->pp)
-		put(0, w, "taipan top - pid %d (%s), Python %s, %s, %u Hz, %s%s", v->pp->pid,
-		    esc(e1, sizeof(e1), v->pp->comm), v->pp->version,
+	if (v->pid)
+		put(0, w, "taipan top - pid %d (%s), %s %s, %s, %u Hz, %s%s", v->pid,
+		    esc(e1, sizeof(e1), v->f.comm), v->rt->title, v->f.version,
 		    prof_mode_name((enum prof_mode)v->args->mode), v->args->rate, span,
 		    v->exited ? " - the process exited" : "");
 	else
@@ -400,7 +402,8 @@ static void cycle_thread(struct view *v, struct topstats *ts, int dir)
 int cmd_top(int argc, char **argv)
 {
 	struct top_args a = {0};
-	struct pyproc pp;
+	const struct runtime_ops *rt = NULL;
+	struct rt_proc *rp = NULL;
 	struct session *s = NULL;
 	struct topstats *ts = NULL;
 	SCREEN *scr = NULL;
@@ -411,9 +414,9 @@ int cmd_top(int argc, char **argv)
 		return 2;
 	cli_raise_fd_limit();
 	/* The version for the header, and a clear error before BPF loads. */
-	ret = a.all ? 0 : pyproc_inspect(a.pid, &pp, err, sizeof(err));
+	ret = a.all ? 0 : runtime_detect(NULL, a.pid, &rt, &rp, err, sizeof(err));
 	if (ret) {
-		log_error("%s", err);
+		log_error("%s", ret == -ENOMEM ? "out of memory" : err);
 		return 1;
 	}
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
@@ -424,7 +427,7 @@ int cmd_top(int argc, char **argv)
 			log_error("top needs a terminal; to write a profile instead, use 'taipan "
 				  "record -p %d'",
 				  a.pid);
-		return 1;
+		goto out;
 	}
 	ts = topstats_new(a.window);
 	if (!ts) {
@@ -470,10 +473,13 @@ int cmd_top(int argc, char **argv)
 	curs_set(0);
 
 	struct view v = {.args = &a,
-			 .pp = a.all ? NULL : &pp,
+			 .pid = a.all ? 0 : a.pid,
+			 .rt = rt,
 			 .sort = TOP_SORT_OWN,
 			 .since = mono_seconds(),
 			 .wall = a.mode != PROF_MODE_CPU};
+	if (rt)
+		rt->facts(rp, &v.f);
 	double next = mono_seconds() + 1.0;
 	bool dirty = true;
 	while (!stop_requested) {
@@ -546,5 +552,7 @@ out:
 	}
 	session_free(s);
 	topstats_free(ts);
+	if (rt)
+		rt->free(rp);
 	return status;
 }

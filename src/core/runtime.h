@@ -34,6 +34,27 @@ struct rt_facts {
 	const char *how; /* how it was recognised, for -v: "version from ..., offsets from ..." */
 };
 
+/* A thread of a process as its runtime lists it, with its interpreted
+ * frames as BPF would walk them (dump). */
+struct rt_thread {
+	uint64_t tstate;	       /* the runtime's thread state */
+	uint64_t thread_id;	       /* its pthread_t */
+	pid_t tid;		       /* its OS thread id, 0 when not found */
+	unsigned int interp;	       /* its interpreter, 0 = the main one */
+	int err;		       /* enum tp_walk_err: why its stack is incomplete */
+	int lock;		       /* enum tp_gil_state, as its frames were read */
+	uint32_t nframes;	       /* interpreted frames in frames[] */
+	const struct tp_frame *frames; /* innermost first */
+};
+
+/* Every thread of a process (rt_thread), in the runtime's order. */
+struct rt_threads {
+	struct rt_thread *v;
+	size_t n;
+	int err;    /* enum tp_walk_err: the thread list itself was cut short */
+	void *priv; /* the runtime's */
+};
+
 /* What the merge of native and interpreted frames needs to know of a
  * native frame of a process (profile/merge.h's enum merge_nkind). */
 typedef int (*rt_native_kind_fn)(const struct rt_proc *rp, const char *name, const char *module);
@@ -88,7 +109,7 @@ struct runtime_ops {
 	 * entry frame (CPython 3.11+), for the merge. */
 	bool (*interp_frames)(const struct rt_proc *rp);
 	/* A native function whose frame in a thread's stack says the thread
-	 * waits for the interpreter's lock ("take_gil"), or NULL. */
+	 * waits for the interpreter's lock (CPython's GIL), or NULL. */
 	const char *lock_wait_function;
 
 	/* The walk BPF does, from user space, over the live process: the
@@ -100,6 +121,12 @@ struct runtime_ops {
 	int (*walk_thread)(const struct rt_proc *rp, uint64_t id, uint64_t fsbase,
 			   struct tp_sample *out);
 	int (*walk_tstate)(const struct rt_proc *rp, uint64_t tstate, struct tp_sample *out);
+	/* Every thread of the live process with its frames, into *out (free
+	 * it with threads_free, in every case). 0; -ESRCH: gone; -ENOMEM;
+	 * another negative errno with msg saying why the list cannot be
+	 * read. */
+	int (*threads)(const struct rt_proc *rp, struct rt_threads *out, char *msg, size_t msglen);
+	void (*threads_free)(struct rt_threads *t);
 
 	/* Counters of the process's naming, added to the session's. */
 	void (*counts)(const struct rt_proc *rp, uint64_t *snapshots_used, size_t *bytes,
@@ -110,5 +137,12 @@ struct runtime_ops {
  * (runtimes.c); at most RT_MAX. */
 #define RT_MAX 4
 extern const struct runtime_ops *const runtimes[];
+
+/* Asks each runtime in turn whether pid is one of its own (caches: one per
+ * runtime, in runtimes[]'s order, or NULL): 0 with *rt and *rp; else the
+ * first answer that is not -ENOEXEC (not that runtime's), or -ENOEXEC, with
+ * msg saying why. */
+int runtime_detect(void *const *caches, pid_t pid, const struct runtime_ops **rt,
+		   struct rt_proc **rp, char *msg, size_t msglen);
 
 #endif /* TAIPAN_RUNTIME_H */

@@ -141,28 +141,15 @@ static void mark_not_ours(struct session *s, pid_t pid)
  * (not that runtime's), or -ENOEXEC with the first runtime's message. */
 static int detect(struct session *s, struct sproc *p, char *msg, size_t msglen)
 {
-	char other[512];
 	if (p->rt) { /* an earlier look's */
 		p->rt->free(p->rp);
 		p->rt = NULL;
 		p->rp = NULL;
 	}
-	for (size_t i = 0; runtimes[i]; i++) {
-		const struct runtime_ops *rt = runtimes[i];
-		int ret = rt->detect(s->caches[i], p->pid, &p->rp, i ? other : msg,
-				     i ? sizeof(other) : msglen);
-		if (!ret) {
-			p->rt = rt;
-			rt->facts(p->rp, &p->f);
-			return 0;
-		}
-		if (ret != -ENOEXEC) {
-			if (i)
-				snprintf(msg, msglen, "%s", other);
-			return ret;
-		}
-	}
-	return -ENOEXEC;
+	int ret = runtime_detect(s->caches, p->pid, &p->rt, &p->rp, msg, msglen);
+	if (!ret)
+		p->rt->facts(p->rp, &p->f);
+	return ret;
 }
 
 /* Classifies pid and tells BPF. Returns 0 when it is now known (Python or

@@ -63,8 +63,9 @@ struct stacks {
 	struct profile *prof;
 	uint64_t epoch; /* of prof: frame ids cached before another are void */
 	struct nativesym *nsyms;
-	struct ncache_ent *ncache; /* NCACHE_SIZE entries, or NULL: no cache */
-	uint32_t *ids;		   /* the stack being built */
+	struct ncache_ent *ncache;  /* NCACHE_SIZE entries, or NULL: no cache */
+	uint32_t *ids;		    /* the stack being built */
+	struct stacks_origin *from; /* where each of its frames comes from */
 	size_t ids_cap;
 	int gend[TP_MAX_FRAMES + 1]; /* scratch: where each eval loop's frames end */
 	struct merge_step steps[MERGE_STEPS_MAX(TP_USTACK_MAX, TP_MAX_FRAMES)]; /* scratch */
@@ -135,6 +136,7 @@ void stacks_free(struct stacks *st)
 	free_knames(st);
 	free(st->ncache);
 	free(st->ids);
+	free(st->from);
 	free(st);
 }
 
@@ -162,12 +164,29 @@ static int ensure_ids(struct stacks *st, size_t n)
 	while (cap < n)
 		cap *= 2;
 	uint32_t *v = realloc(st->ids, cap * sizeof(*v));
-	if (!v)
+	if (v)
+		st->ids = v;
+	struct stacks_origin *o = v ? realloc(st->from, cap * sizeof(*o)) : NULL;
+	if (!o)
 		return -ENOMEM;
-	st->ids = v;
+	st->from = o;
 	st->ids_cap = cap;
 	return 0;
 }
+
+/* Appends frame id, from from[index]. */
+static void push(struct stacks *st, uint32_t *n, int id, enum stacks_from from, uint32_t index)
+{
+	st->from[*n] = (struct stacks_origin){.from = (uint8_t)from, .index = index};
+	st->ids[(*n)++] = (uint32_t)id;
+}
+
+const struct stacks_origin *stacks_origins(const struct stacks *st)
+{
+	return st->from;
+}
+
+static int push_mark(struct stacks *st, uint32_t *n, const char *text, enum stacks_from from);
 
 int stacks_marker(struct stacks *st, const char *text)
 {
@@ -175,12 +194,18 @@ int stacks_marker(struct stacks *st, const char *text)
 	return profile_intern_frame(st->prof, &f);
 }
 
-int stacks_push_marker(struct stacks *st, uint32_t *n, const char *text)
+/* Appends marker text, from from. */
+static int push_mark(struct stacks *st, uint32_t *n, const char *text, enum stacks_from from)
 {
 	int id = stacks_marker(st, text);
 	if (id >= 0)
-		st->ids[(*n)++] = (uint32_t)id;
+		push(st, n, id, from, 0);
 	return id < 0 ? id : 0;
+}
+
+int stacks_push_marker(struct stacks *st, uint32_t *n, const char *text)
+{
+	return push_mark(st, n, text, STACKS_FROM_CALLER);
 }
 
 /* --- kernel frames ------------------------------------------------------------ */
@@ -464,7 +489,7 @@ static int push_interp(struct stacks *st, const struct stacks_proc *p, const str
 		if (id < 0)
 			return id;
 		if (id != FRAME_SKIP)
-			st->ids[(*n)++] = (uint32_t)id;
+			push(st, n, id, STACKS_FROM_INTERP, (uint32_t)i);
 	}
 	return 0;
 }
@@ -472,7 +497,7 @@ static int push_interp(struct stacks *st, const struct stacks_proc *p, const str
 /* The interpreted frames with the native ones (profile/merge.h): counts
  * that cannot match give the sample a marker and both parts, never a
  * guess. *lock_wait is set when a thread without the interpreter's lock is
- * in the runtime's function that waits for it (CPython's take_gil). */
+ * in the runtime's function that waits for it (runtime_ops.lock_wait_function). */
 static int push_merged(struct stacks *st, const struct stacks_proc *p, const struct tp_sample *smp,
 		       uint32_t *n, bool *lock_wait)
 {
@@ -498,24 +523,25 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 		const struct merge_step *step = &st->steps[i];
 		switch (step->op) {
 		case MERGE_NATIVE:
-			st->ids[(*n)++] = (uint32_t)ids[step->index];
+			push(st, n, ids[step->index], STACKS_FROM_NATIVE, step->index);
 			break;
 		case MERGE_PYTHON:
 			ret = interp_frame(st, p, &smp->frames[step->index]);
 			if (ret < 0)
 				return ret;
 			if (ret != FRAME_SKIP)
-				st->ids[(*n)++] = (uint32_t)ret;
+				push(st, n, ret, STACKS_FROM_INTERP, step->index);
 			break;
 		case MERGE_MARK_DISAGREE:
 			st->c.merge_failures++;
-			if ((ret = stacks_push_marker(st, n,
-						      "[native and Python stacks disagree]")) < 0)
+			if ((ret = push_mark(st, n, "[native and Python stacks disagree]",
+					     STACKS_FROM_DISAGREE)) < 0)
 				return ret;
 			break;
 		case MERGE_MARK_NATIVE_CUT:
 			if (smp->uerr < TP_UERR__COUNT &&
-			    (ret = stacks_push_marker(st, n, walkerr_native_marker(smp->uerr))) < 0)
+			    (ret = push_mark(st, n, walkerr_native_marker(smp->uerr),
+					     STACKS_FROM_NATIVE_CUT)) < 0)
 				return ret;
 			break;
 		}
@@ -541,14 +567,14 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 			st->c.truncated++;
 		/* The frames we have are the innermost; what is missing is
 		 * above them, so the marker is the root. */
-		if ((id = stacks_push_marker(st, &n, walkerr_marker(smp->err))) < 0)
+		if ((id = push_mark(st, &n, walkerr_marker(smp->err), STACKS_FROM_WALK_ERR)) < 0)
 			return id;
 	} else if (!smp->nframes) {
 		/* A thread between frames: the interpreter starting or
 		 * finalizing, or C code called with no interpreted frame
 		 * running. Its native and kernel frames follow. */
 		st->c.no_frame++;
-		if ((id = stacks_push_marker(st, &n, STACKS_MARKER_NO_FRAME)) < 0)
+		if ((id = push_mark(st, &n, STACKS_MARKER_NO_FRAME, STACKS_FROM_NO_FRAME)) < 0)
 			return id;
 	}
 	if (native) {
@@ -567,7 +593,7 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 	for (int i = (int)smp->nkstack - 1; i >= kskip; i--) {
 		if ((id = kernel_frame(st, smp->kstack[i])) < 0)
 			return id;
-		st->ids[n++] = (uint32_t)id;
+		push(st, &n, id, STACKS_FROM_KERNEL, (uint32_t)i);
 	}
 	/* The name the program gave the thread, else its OS name. */
 	memcpy(st->thread, smp->comm, TP_COMM_LEN);

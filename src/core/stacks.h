@@ -89,6 +89,28 @@ void stacks_start_ksyms(struct stacks *st);
 int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp_sample *smp,
 		 bool with_native, const uint32_t **ids, uint32_t *n, struct prof_labels *lb);
 
+/* Where each frame of a built stack comes from (stacks_origins()): for
+ * dump, which prints more of each than its name. */
+enum stacks_from {
+	STACKS_FROM_INTERP = 0, /* smp->frames[index] (failed: a marker frame) */
+	STACKS_FROM_NATIVE,	/* smp->ustack[index] */
+	STACKS_FROM_KERNEL,	/* smp->kstack[index] */
+	STACKS_FROM_WALK_ERR,	/* the marker of smp->err */
+	STACKS_FROM_NO_FRAME,	/* STACKS_MARKER_NO_FRAME */
+	STACKS_FROM_DISAGREE,	/* the native and interpreted stacks disagree */
+	STACKS_FROM_NATIVE_CUT, /* the marker of smp->uerr */
+	STACKS_FROM_CALLER,	/* a marker stacks_push_marker() added */
+};
+
+struct stacks_origin {
+	uint8_t from; /* enum stacks_from */
+	uint32_t index;
+};
+
+/* Where each frame of the stack the last stacks_build() returned comes
+ * from, in the same order (and as long-lived) as its ids. */
+const struct stacks_origin *stacks_origins(const struct stacks *st);
+
 /* The leaf that says why a thread was off the CPU (enum tp_thread_state):
  * "[runnable]", "[sleeping]", "[blocked]". */
 const char *stacks_state_leaf(unsigned int state);

@@ -13,6 +13,7 @@
 #include "cpython/runtime.h"
 #include "cpython/symbolize.h"
 #include "proc/procfs.h"
+#include "util/log.h"
 
 _Static_assert(RT_FRAME_SKIP == SYMBOLIZER_SKIP, "frame naming's skip");
 
@@ -143,6 +144,60 @@ static int walk_tstate(const struct rt_proc *rp, uint64_t tstate, struct tp_samp
 	return pywalk_tstate(&rp->pp, tstate, out);
 }
 
+static int threads(const struct rt_proc *rp, struct rt_threads *out, char *msg, size_t msglen)
+{
+	struct pywalk *w = calloc(1, sizeof(*w));
+	memset(out, 0, sizeof(*out));
+	if (!w)
+		return -ENOMEM;
+	out->priv = w;
+	int ret = pywalk_read(&rp->pp, w);
+	if (ret) {
+		snprintf(msg, msglen,
+			 "pid %d: cannot read the interpreter list at 0x%llx: %s (is the process "
+			 "starting or exiting?)",
+			 rp->pp.pid, (unsigned long long)rp->pp.tp.interp_head_addr,
+			 strerror(-ret));
+		return ret;
+	}
+	static const char *const tid_sources[] = {"none found", "PyThreadState.native_thread_id",
+						  "the tid in struct pthread"};
+	if (w->tid_source == PYWALK_TID_PTHREAD)
+		log_debug("threads matched with OS threads through %s at offset %d",
+			  tid_sources[w->tid_source], w->pthread_tid_off);
+	else
+		log_debug("threads matched with OS threads through %s", tid_sources[w->tid_source]);
+	out->err = w->err;
+	if (!w->nthreads)
+		return 0;
+	if (!(out->v = calloc(w->nthreads, sizeof(*out->v))))
+		return -ENOMEM;
+	for (size_t i = 0; i < w->nthreads; i++) {
+		const struct pywalk_thread *t = &w->threads[i];
+		out->v[i] = (struct rt_thread){
+		    .tstate = t->tstate,
+		    .thread_id = t->thread_id,
+		    .tid = t->tid,
+		    .interp = t->interp,
+		    .err = t->err,
+		    .lock = t->gil,
+		    .nframes = t->nframes,
+		    .frames = t->frames,
+		};
+	}
+	out->n = w->nthreads;
+	return 0;
+}
+
+static void threads_free(struct rt_threads *t)
+{
+	if (t->priv)
+		pywalk_free(t->priv);
+	free(t->priv);
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}
+
 static void counts(const struct rt_proc *rp, uint64_t *snapshots_used, size_t *bytes,
 		   uint64_t *lines_shared)
 {
@@ -174,6 +229,8 @@ const struct runtime_ops cpython_runtime = {
     .interp_frames = interp_frames,
     .walk_thread = walk_thread,
     .walk_tstate = walk_tstate,
+    .threads = threads,
+    .threads_free = threads_free,
     .lock_wait_function = "take_gil",
     .counts = counts,
 };

@@ -52,7 +52,8 @@ const char *prof_state_name(enum prof_state st);
 enum prof_gil {
 	PROF_GIL_NONE = 0, /* no GIL to tell of: 2.7, 3.6, free-threaded, no thread state */
 	PROF_GIL_HELD,	   /* the thread holds it */
-	PROF_GIL_WAITING,  /* the thread waits for it (take_gil in its native stack) */
+	PROF_GIL_WAITING,  /* the thread waits for it (its runtime's wait function in its native
+			      stack) */
 	PROF_GIL_RELEASED, /* another thread holds it, or nobody: this one runs without it */
 	PROF_GIL__COUNT
 };
