@@ -12,6 +12,7 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "cpython/pystr.h"
 #include "cpython/pythreads.h"
 #include "cpython/constants.h"
 
@@ -61,104 +62,20 @@ static uint64_t get(const uint8_t *buf, size_t len, int32_t off, size_t size)
 	return v;
 }
 
-/* Appends code point cp to out as UTF-8 if it fits in the room left;
- * returns the bytes written, 0 when it does not fit. */
-static size_t put_utf8(char *out, size_t room, uint32_t cp)
+static int rd_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
-	char b[4];
-	size_t n;
-	if (cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))
-		cp = 0xfffd;
-	if (cp < 0x80) {
-		b[0] = (char)cp;
-		n = 1;
-	} else if (cp < 0x800) {
-		b[0] = (char)(0xc0 | (cp >> 6));
-		b[1] = (char)(0x80 | (cp & 0x3f));
-		n = 2;
-	} else if (cp < 0x10000) {
-		b[0] = (char)(0xe0 | (cp >> 12));
-		b[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		b[2] = (char)(0x80 | (cp & 0x3f));
-		n = 3;
-	} else {
-		b[0] = (char)(0xf0 | (cp >> 18));
-		b[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-		b[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		b[3] = (char)(0x80 | (cp & 0x3f));
-		n = 4;
-	}
-	if (n > room)
-		return 0;
-	memcpy(out, b, n);
-	return n;
+	return rdm(ctx, addr, buf, len);
 }
 
 /* Reads the str at obj (a bytes str on 2.7) as UTF-8 into buf (cap bytes,
- * NUL-terminated), cut at a character when longer. Returns its length, or
- * -1 when obj is not a readable compact str; *cut says whether it was cut. */
+ * NUL-terminated), cut at a character when longer (cpython/pystr.h).
+ * Returns its length, or -1 when obj is not a readable compact str; *cut
+ * says whether it was cut. */
 static int read_str(struct rd *r, uint64_t obj, char *buf, size_t cap, bool *cut)
 {
-	const struct py_layout *l = r->l;
-	uint8_t h[HDR];
-	*cut = false;
-	if (cap < 2)
-		return -1;
-	if (l->unicode_state < 0) { /* 2.7: PyStringObject */
-		if (l->bytes_sval < 0 || l->bytes_sval > HDR ||
-		    rdm(r, obj, h, (size_t)l->bytes_sval))
-			return -1;
-		int64_t n = (int64_t)get(h, (size_t)l->bytes_sval, l->var_size, 8);
-		if (n < 0)
-			return -1;
-		if ((uint64_t)n >= cap) {
-			n = (int64_t)cap - 1;
-			*cut = true;
-		}
-		if (n && rdm(r, obj + (uint64_t)l->bytes_sval, buf, (size_t)n))
-			return -1;
-		buf[n] = 0;
-		return (int)n;
-	}
-	/* PyASCIIObject's size: every str has that much. */
-	size_t hl = (size_t)l->unicode_ascii_size;
-	if (l->unicode_ascii_size <= 0 || l->unicode_compact_size <= 0 || hl > HDR ||
-	    rdm(r, obj, h, hl))
-		return -1;
-	int64_t len = (int64_t)get(h, hl, l->unicode_length, 8);
-	uint32_t state = (uint32_t)get(h, hl, l->unicode_state, 4);
-	bool ascii;
-	unsigned int kind = pyproc_str_kind(r->pp, state, &ascii);
-	if (len < 0 || !kind)
-		return -1;
-	/* No more characters than the buffer can take: each is a byte at least. */
-	size_t nch = (uint64_t)len < cap ? (size_t)len : cap - 1;
-	uint8_t raw[PYTHREADS_NAME_MAX * 4];
-	if (nch * kind > sizeof(raw))
-		nch = sizeof(raw) / kind;
-	uint64_t data = obj + (uint64_t)(ascii ? l->unicode_ascii_size : l->unicode_compact_size);
-	if (nch && rdm(r, data, raw, nch * kind))
-		return -1;
-	size_t o = 0, i;
-	for (i = 0; i < nch; i++) {
-		uint32_t cp = 0;
-		if (kind == 1)
-			cp = raw[i];
-		else if (kind == 2)
-			cp = (uint32_t)raw[2 * i] | ((uint32_t)raw[2 * i + 1] << 8);
-		else
-			memcpy(&cp, raw + 4 * i, 4);
-		size_t w = put_utf8(buf + o, cap - 1 - o, cp);
-		if (!w)
-			break;
-		o += w;
-	}
-	buf[o] = 0;
-	*cut = i < (size_t)len;
-	return (int)o;
+	return pystr_read(r->pp, rd_read, r, obj, cap - 1, buf, cap, cut);
 }
 
-/* Whether the str at obj is exactly one of names (NULL-terminated). */
 static bool str_is(struct rd *r, uint64_t obj, const char *const *names)
 {
 	char buf[64];

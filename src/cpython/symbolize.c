@@ -12,6 +12,7 @@
 #include <uthash.h>
 
 #include "cpython/linetable.h"
+#include "cpython/pystr.h"
 #include "proc/memread.h"
 #include "cpython/symbolize.h"
 #include "util/budget.h"
@@ -262,89 +263,20 @@ static int rd(const struct symbolizer *sz, uint64_t addr, void *buf, size_t len)
 	return pyproc_read(&sz->pp, addr, buf, len);
 }
 
-/* Appends code point cp as UTF-8. */
-static size_t put_utf8(char *out, uint32_t cp)
+static int sz_read(void *ctx, uint64_t addr, void *buf, size_t len)
 {
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xc0 | (cp >> 6));
-		out[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xe0 | (cp >> 12));
-		out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		out[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	if (cp > 0x10ffff)
-		cp = 0xfffd;
-	out[0] = (char)(0xf0 | (cp >> 18));
-	out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	out[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
+	return rd(ctx, addr, buf, len);
 }
 
-/* Reads a str (a bytes str on 2.7) as a new UTF-8 string, or NULL. Only the
- * compact forms are read: code objects' names and file names are always
- * compact. */
+/* Reads a str (a bytes str on 2.7) as a new UTF-8 string of MAX_STR
+ * characters at most, or NULL (cpython/pystr.h). */
 static char *read_str(const struct symbolizer *sz, uint64_t obj)
 {
-	const struct py_layout *l = &sz->pp.layout;
-	if (!obj)
+	char buf[MAX_STR * 4 + 1];
+	bool cut;
+	if (pystr_read(&sz->pp, sz_read, (void *)sz, obj, MAX_STR, buf, sizeof(buf), &cut) < 0)
 		return NULL;
-	if (l->unicode_state < 0) { /* 2.7: PyStringObject */
-		int64_t n = 0;
-		if (rd(sz, obj + (uint64_t)l->var_size, &n, 8) || n < 0)
-			return NULL;
-		if (n >= MAX_STR)
-			n = MAX_STR - 1;
-		char *s = malloc((size_t)n + 1);
-		if (!s || rd(sz, obj + (uint64_t)l->bytes_sval, s, (size_t)n)) {
-			free(s);
-			return NULL;
-		}
-		s[n] = 0;
-		return s;
-	}
-	int64_t len = 0;
-	uint32_t state = 0;
-	if (rd(sz, obj + (uint64_t)l->unicode_length, &len, 8) ||
-	    rd(sz, obj + (uint64_t)l->unicode_state, &state, 4) || len < 0)
-		return NULL;
-	if (len > MAX_STR)
-		len = MAX_STR;
-	bool ascii;
-	unsigned int kind = pyproc_str_kind(&sz->pp, state, &ascii);
-	if (!kind)
-		return NULL;
-	uint64_t data = obj + (uint64_t)(ascii ? l->unicode_ascii_size : l->unicode_compact_size);
-	size_t nbytes = (size_t)len * kind;
-	uint8_t *raw = malloc(nbytes + 1);
-	char *s = malloc((size_t)len * 4 + 1);
-	if (!raw || !s || rd(sz, data, raw, nbytes)) {
-		free(raw);
-		free(s);
-		return NULL;
-	}
-	size_t o = 0;
-	for (int64_t i = 0; i < len; i++) {
-		uint32_t cp;
-		if (kind == 1)
-			cp = raw[i];
-		else if (kind == 2)
-			cp = (uint32_t)raw[2 * i] | ((uint32_t)raw[2 * i + 1] << 8);
-		else
-			memcpy(&cp, raw + 4 * i, 4);
-		o += put_utf8(s + o, cp);
-	}
-	s[o] = 0;
-	free(raw);
-	return s;
+	return strdup(buf);
 }
 
 /* Reads a bytes object's contents (a str on 2.7: the same layout), if it

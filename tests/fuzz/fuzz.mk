@@ -22,7 +22,7 @@ FUZZ_CFLAGS = -O1 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-omit-fr
 	      -Isrc -Itests/fuzz -MMD -MP
 # Only the modules that parse what targets control, and what they need.
 FUZZ_LIB_SRCS := $(addprefix src/proc/,elfsym.c procfs.c procmaps.c safeopen.c memread.c unwtab.c) \
-		 $(addprefix src/cpython/,linetable.c debugoffsets.c pyproc.c pyoffsets.c pywalk.c rules.c \
+		 $(addprefix src/cpython/,linetable.c debugoffsets.c pyproc.c pyoffsets.c pywalk.c rules.c pystr.c \
 		   symbolize.c gen/debugoffsets_table.c gen/pyoffsets_table.c) \
 		 $(addprefix src/,profile/ksyms.c profile/nativesym.c util/strutil.c util/log.c \
 		   util/budget.c)
