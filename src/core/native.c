@@ -19,6 +19,7 @@
 #include "proc/memread.h"
 #include "proc/procfs.h"
 #include "proc/procmaps.h"
+#include "proc/mapfile.h"
 #include "proc/safeopen.h"
 #include "proc/unwtab.h"
 #include "util/clock.h"
@@ -26,7 +27,6 @@
 
 /* The vDSO is one image per kernel: one entry, whatever its device says. */
 #define VDSO_KEY_INODE UINT64_MAX
-#define VDSO_MAX (1 << 20)
 #define MAX_IDLE_FILES 256
 /* Descriptors kept open, the most recently used files': one per file, for
  * naming frames after their processes exit. Far under any RLIMIT_NOFILE
@@ -272,58 +272,6 @@ static void file_load(struct native *n, struct native_file *f, int fd)
 	unwtab_free(&t);
 }
 
-/* Opens what the mapping maps: through map_files, which reaches the very
- * file even in another mount namespace or after it was deleted, else
- * through the process's root. The vDSO is copied out of the process into
- * a memfd. */
-static int open_mapping(pid_t pid, const struct map_entry *me)
-{
-	char p[4096 + 64];
-	if (!strcmp(me->path, "[vdso]")) {
-		size_t len = me->end - me->start;
-		if (len > VDSO_MAX)
-			return -E2BIG;
-		void *buf = malloc(len);
-		if (!buf)
-			return -ENOMEM;
-		int fd = mem_read(pid, me->start, buf, len);
-		if (!fd) {
-			fd = memfd_create("vdso", MFD_CLOEXEC);
-			if (fd < 0)
-				fd = -errno;
-		}
-		if (fd >= 0 && write(fd, buf, len) != (ssize_t)len) {
-			close(fd);
-			fd = -EIO;
-		}
-		free(buf);
-		return fd;
-	}
-	snprintf(p, sizeof(p), "/proc/%d/map_files/%llx-%llx", pid, (unsigned long long)me->start,
-		 (unsigned long long)me->end);
-	int fd = safe_open(p);
-	if (fd >= 0 || fd == -ENOEXEC)
-		return fd;
-	/* Without map_files (CAP_CHECKPOINT_RESTORE): the path inside the
-	 * process's root, resolved there and nowhere else, and only if it
-	 * is still the file mapped. */
-	fd = safe_open_in_proc_root(pid, me->path);
-	if (fd < 0)
-		return fd;
-	struct stat st;
-	if (fstat(fd, &st) || st.st_ino != me->inode || major(st.st_dev) != me->dev_major ||
-	    minor(st.st_dev) != me->dev_minor) {
-		close(fd);
-		return -ESTALE;
-	}
-	return fd;
-}
-
-static bool is_vdso(const struct map_entry *me)
-{
-	return !strcmp(me->path, "[vdso]");
-}
-
 static void idle_sweep(struct native *n);
 
 /* The file behind me if taipan has it already (a hold is taken), else
@@ -363,7 +311,7 @@ static struct native_file *file_get(struct native *n, pid_t pid, const struct ma
 {
 	struct file_key k = {0};
 	*built = false;
-	if (is_vdso(me)) {
+	if (mapfile_is_vdso(me)) {
 		k.inode = VDSO_KEY_INODE;
 	} else {
 		if (!me->inode || me->path[0] != '/')
@@ -376,7 +324,7 @@ static struct native_file *file_get(struct native *n, pid_t pid, const struct ma
 	HASH_FIND(hh, n->files, &k, sizeof(k), f);
 	/* A file some process maps holds its inode; an idle one whose
 	 * descriptor was closed may have lost it to another file. */
-	if (f && !f->refs && f->fd < 0 && !is_vdso(me) && !still_same(pid, me, f)) {
+	if (f && !f->refs && f->fd < 0 && !mapfile_is_vdso(me) && !still_same(pid, me, f)) {
 		HASH_DEL(n->files, f);
 		file_free(n, f);
 		n->nidle--;
@@ -389,7 +337,7 @@ static struct native_file *file_get(struct native *n, pid_t pid, const struct ma
 	}
 	if (n->nidle > MAX_IDLE_FILES || !n->nfree)
 		idle_sweep(n);
-	int fd = open_mapping(pid, me);
+	int fd = mapfile_open(pid, me);
 	if (fd < 0) {
 		log_debug("pid %d: cannot open %s: %s: its frames are followed by frame pointer",
 			  pid, me->path, strerror(-fd));
@@ -505,9 +453,9 @@ static struct native_map map_new(struct native *n, pid_t pid, const struct map_e
 	};
 	m.bias = me->start - me->offset;
 	*built = false;
-	m.file = may_build || is_vdso(me) ? file_get(n, pid, me, built) : file_find(n, me);
+	m.file = may_build || mapfile_is_vdso(me) ? file_get(n, pid, me, built) : file_find(n, me);
 	if (m.file) {
-		if (is_vdso(me))
+		if (mapfile_is_vdso(me))
 			m.bias = me->start;
 		else
 			map_bias(m.file, me->start, me->offset, &m.bias);

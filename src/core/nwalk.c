@@ -17,12 +17,11 @@
 #include "profile/nativesym.h"
 #include "proc/procmaps.h"
 #include "proc/memread.h"
-#include "proc/safeopen.h"
+#include "proc/mapfile.h"
 #include "proc/unwtab.h"
 #include "util/clock.h"
 #include "util/log.h"
 
-#define VDSO_MAX (1 << 20)
 /* The most of a thread's stack copied while it is stopped; the native walk
  * reads what lies beyond from the running process. */
 #define STACK_COPY_MAX (1 << 20)
@@ -34,7 +33,8 @@ struct nw_file {
 	bool vdso;
 	int built;	      /* 0: not yet; 1: entries hold its table; -1: none (frame pointers) */
 	const char *module;   /* the path as the process names it (in pm) */
-	char open_path[96];   /* where taipan opens it */
+	int fd;		      /* open (proc/mapfile.h), or -1: it cannot be */
+	char open_path[32];   /* "/proc/self/fd/FD", or "" */
 	struct tp_ufile info; /* of its table */
 	struct tp_urow *entries; /* page index, then rows */
 };
@@ -144,14 +144,12 @@ static int map_file(struct nwalk *nw, const struct map_entry *me)
 			      .dev_minor = me->dev_minor,
 			      .vdso = vdso,
 			      .module = me->path};
-	if (!vdso) {
-		/* map_files reaches the very file, in another mount namespace
-		 * or deleted; else the process's root. */
-		snprintf(f->open_path, sizeof(f->open_path), "/proc/%d/map_files/%llx-%llx",
-			 nw->pid, (unsigned long long)me->start, (unsigned long long)me->end);
-		if (access(f->open_path, R_OK))
-			snprintf(f->open_path, sizeof(f->open_path), "%s", "");
-	}
+	/* As native unwinding for BPF opens it (proc/mapfile.h). */
+	f->fd = mapfile_open(nw->pid, me);
+	if (f->fd >= 0)
+		snprintf(f->open_path, sizeof(f->open_path), "/proc/self/fd/%d", f->fd);
+	else
+		f->fd = -1;
 	return m->file = (int)nw->nfiles++;
 }
 
@@ -164,20 +162,9 @@ static bool file_table(struct nwalk *nw, struct nw_file *f, const struct map_ent
 	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
 	int ret;
 	f->built = -1;
-	if (f->vdso) {
-		size_t len = me->end - me->start;
-		void *img = len <= VDSO_MAX ? malloc(len) : NULL;
-		ret = img ? mem_read(nw->pid, me->start, img, len) : -ENOMEM;
-		if (!ret)
-			ret = unwtab_build_mem(img, len, &t);
-		free(img);
-	} else if (f->open_path[0]) {
-		ret = unwtab_build(f->open_path, &t);
-	} else {
-		/* Inside the process's root, resolved there and nowhere else. */
-		int fd = safe_open_in_proc_root(nw->pid, f->module);
-		ret = fd < 0 ? fd : unwtab_build_fd(fd, &t);
-	}
+	(void)me;
+	int fd = f->fd >= 0 ? dup(f->fd) : -1;
+	ret = fd < 0 ? -ENOENT : unwtab_build_fd(fd, &t);
 	nw->stats.build_ns += clock_ns(CLOCK_MONOTONIC) - t0;
 	if (ret) {
 		log_debug("%s: no unwind table (%s): its frames are followed by frame pointer",
@@ -355,8 +342,11 @@ void nwalk_free(struct nwalk *nw)
 		return;
 	release_stuck(nw);
 	free(nw->stuck);
-	for (size_t i = 0; i < nw->nfiles; i++)
+	for (size_t i = 0; i < nw->nfiles; i++) {
 		free(nw->files[i].entries);
+		if (nw->files[i].fd >= 0)
+			close(nw->files[i].fd);
+	}
 	free(nw->files);
 	free(nw->maps);
 	free(nw->ranges);
@@ -537,18 +527,17 @@ void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym 
 	struct nw_file *f = &nw->files[fi];
 	uint64_t bias;
 	out->module = f->module;
-	if (f->vdso || !map_bias(nw, me, at, &bias)) {
+	if (!map_bias(nw, me, at, &bias)) {
 		snprintf(out->name, sizeof(out->name), "%s+0x%llx", f->module,
 			 (unsigned long long)(at - me->start));
 		return;
 	}
 	struct nativesym_file nf;
-	struct nativesym_sym sym;
+	struct prof_frame pf;
 	sym_file(nw, f, &nf);
-	nativesym_lookup(nw->ns, &nf, at - bias, &sym);
-	nativesym_format(&sym, out->name, sizeof(out->name));
-	snprintf(out->build_id, sizeof(out->build_id), "%s", sym.build_id ? sym.build_id : "");
-	out->kind = (uint8_t)nw->rt->native_kind(nw->rp, sym.name, f->module);
+	const char *fn = nativesym_frame(nw->ns, &nf, at - bias, out->name, sizeof(out->name), &pf);
+	snprintf(out->build_id, sizeof(out->build_id), "%s", pf.build_id ? pf.build_id : "");
+	out->kind = (uint8_t)nw->rt->native_kind(nw->rp, fn, f->module);
 }
 
 void nwalk_get_stats(const struct nwalk *nw, struct nwalk_stats *out)

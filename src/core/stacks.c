@@ -458,14 +458,11 @@ static int native_frame(struct stacks *st, const struct stacks_proc *p, uint64_t
 		    .dev = (uint64_t)m->dev_major << 32 | m->dev_minor,
 		    .ino = m->inode,
 		};
-		struct nativesym_sym sym;
+		const char *fn = nativesym_frame(st->nsyms, &nf, addr - !sampled - m->bias, buf,
+						 sizeof(buf), &f);
 		/* The same function in every process, whatever its load address. */
 		f.addr = addr - m->bias;
-		nativesym_lookup(st->nsyms, &nf, addr - !sampled - m->bias, &sym);
-		nativesym_format(&sym, buf, sizeof(buf));
-		f.module = native_file_path(m->file);
-		f.build_id = sym.build_id && *sym.build_id ? sym.build_id : NULL;
-		*kind = (uint8_t)p->rt->native_kind(p->rp, sym.name, f.module);
+		*kind = (uint8_t)p->rt->native_kind(p->rp, fn, f.module);
 	} else if (m) {
 		f.module = "[anonymous]";
 	}

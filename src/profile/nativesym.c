@@ -27,6 +27,7 @@
 #define uthash_nonfatal_oom(ent) ((ent)->oom = true)
 #include <uthash.h>
 
+#include "profile/profile.h"
 #include "proc/elfsym.h"
 #include "proc/safeopen.h"
 #include "util/budget.h"
@@ -776,4 +777,17 @@ int nativesym_format(const struct nativesym_sym *s, char *buf, size_t size)
 	base = s->module ? strrchr(s->module, '/') : NULL;
 	base = base ? base + 1 : s->module ? s->module : "?";
 	return snprintf(buf, size, "%s+0x%" PRIx64, base, s->vaddr);
+}
+
+const char *nativesym_frame(struct nativesym *ns, const struct nativesym_file *f, uint64_t vaddr,
+			    char *buf, size_t len, struct prof_frame *out)
+{
+	struct nativesym_sym sym;
+	nativesym_lookup(ns, f, vaddr, &sym);
+	nativesym_format(&sym, buf, len);
+	out->kind = PROF_FRAME_NATIVE;
+	out->name = buf;
+	out->module = module_of(f);
+	out->build_id = sym.build_id && *sym.build_id ? sym.build_id : NULL;
+	return sym.name;
 }

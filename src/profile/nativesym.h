@@ -108,4 +108,15 @@ int nativesym_vaddr(struct nativesym *ns, const struct nativesym_file *f, uint64
  * of s->module. Returns snprintf()'s value. */
 int nativesym_format(const struct nativesym_sym *s, char *buf, size_t size);
 
+struct prof_frame;
+/* Names link-time address vaddr of file f as a native frame of a profile:
+ * out's name (written into buf, len bytes: the function, else
+ * "MODULE+0xVADDR"), module (f as the process names it) and build-id; the
+ * caller sets its addr. The one naming of a native frame, for the session's
+ * stacks and dump's walker alike. Returns the function's name as the
+ * symbol table has it (for the merge's kind), or NULL when unnamed. The
+ * strings live as nativesym_lookup()'s do. */
+const char *nativesym_frame(struct nativesym *ns, const struct nativesym_file *f, uint64_t vaddr,
+			    char *buf, size_t len, struct prof_frame *out);
+
 #endif /* TAIPAN_NATIVESYM_H */
