@@ -147,6 +147,38 @@ int cli_comm(const char *arg, const char **comms, int *n)
 	return 0;
 }
 
+void cli_help(FILE *out, int column, const char *lead, const char *text)
+{
+	int at = fprintf(out, "%s", lead);
+	bool empty = true; /* nothing on this line past the indentation */
+	do
+		fputc(' ', out);
+	while (++at < column);
+	for (const char *p = text; *p;) {
+		size_t w = strcspn(p, " \n");
+		if (*p == ' ') {
+			p++;
+			continue;
+		}
+		if (*p == '\n' || (!empty && at + 1 + (int)w > CLI_HELP_WIDTH)) {
+			fprintf(out, "\n%*s", column, "");
+			at = column;
+			empty = true;
+			p += *p == '\n';
+			continue;
+		}
+		if (!empty) {
+			fputc(' ', out);
+			at++;
+		}
+		fwrite(p, 1, w, out);
+		at += (int)w;
+		empty = false;
+		p += w;
+	}
+	fputc('\n', out);
+}
+
 void cli_on_stop_signals(void (*handler)(int), bool hup)
 {
 	struct sigaction sa = {.sa_handler = handler};

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* Parses the argument of -p/--pid. Returns 0, or -EINVAL after logging
@@ -50,6 +51,17 @@ int cli_nice(const char *arg, int *out);
  * last one is for the NULL that ends the list. Returns 0, or -EINVAL after
  * logging that there are too many. */
 int cli_comm(const char *arg, const char **comms, int *n);
+
+/* The width of --help texts, and the column where record's and top's
+ * option texts start. */
+#define CLI_HELP_WIDTH 79
+#define CLI_HELP_COLUMN 23
+
+/* Prints one option of a --help text: lead ("  -r, --rate HZ"), then text
+ * from column (one space after a longer lead), its lines wrapped at
+ * CLI_HELP_WIDTH and indented to column; a newline in text ends a line
+ * there as well. */
+void cli_help(FILE *out, int column, const char *lead, const char *text);
 
 struct option;
 

@@ -535,7 +535,7 @@ static int encode(const struct profile *p, char **out, size_t *len)
 	FILE *f = open_memstream(&buf, &n);
 	if (!f)
 		return -errno;
-	int err = output_write_pprof(p, f);
+	int err = output_write_pprof(p, f, NULL);
 	if (fclose(f) && !err)
 		err = -ENOMEM;
 	if (err) {

@@ -36,6 +36,26 @@ static void on_signal(int sig)
 	stop_requested++;
 }
 
+/* The format of -o - and of the file record names itself. */
+#define DEFAULT_FORMAT "folded"
+
+/* -o and -f in --help, from the formats' table. */
+static void output_help(FILE *out)
+{
+	const struct output_format_desc *def = output_format_from_name(DEFAULT_FORMAT);
+	char summary[512], names[256], text[1024];
+	snprintf(text, sizeof(text),
+		 "where to write (default taipan-YYYYmmdd-HHMMSS%s);\n"
+		 "the extension picks the format: %s. '-' is standard output (%s unless\n"
+		 "--format says otherwise). Checked before recording;\n"
+		 "only a regular file of yours is replaced",
+		 def->extensions[0], output_format_summary(summary, sizeof(summary)), def->name);
+	cli_help(out, CLI_HELP_COLUMN, "  -o, --output FILE", text);
+	snprintf(text, sizeof(text), "%s, whatever the\nextension says",
+		 output_format_names(names, sizeof(names)));
+	cli_help(out, CLI_HELP_COLUMN, "  -f, --format FMT", text);
+}
+
 void cmd_record_usage(FILE *out)
 {
 	fprintf(out,
@@ -74,15 +94,9 @@ void cmd_record_usage(FILE *out)
 		"                       the CPU shorter than TIME (e.g. 500us, 2ms; default 0)\n"
 		"      --gil            only samples of threads that hold the GIL: who uses\n"
 		"                       it. Every sample of a GIL build (3.7+) carries a gil\n"
-		"                       label anyway (pprof: held, waiting or released)\n"
-		"  -o, --output FILE    where to write (default taipan-YYYYmmdd-HHMMSS.folded);\n"
-		"                       the extension picks the format: .html/.htm flame graph,\n"
-		"                       .json speedscope, .pb.gz/.pprof pprof, .folded/.txt\n"
-		"                       folded stacks. '-' is standard output (folded unless\n"
-		"                       --format says otherwise). Checked before recording;\n"
-		"                       only a regular file of yours is replaced\n"
-		"  -f, --format FMT     html, speedscope, pprof or folded, whatever the\n"
-		"                       extension says\n"
+		"                       label anyway (pprof: held, waiting or released)\n");
+	output_help(out);
+	fprintf(out,
 		"      --no-kernel      leave out kernel frames\n"
 		"      --native MODE    native (C) frames: filtered (the default) hides the\n"
 		"                       interpreter's own call machinery between Python frames\n"
@@ -127,7 +141,7 @@ struct record_args {
 	double duration;
 	unsigned int rate;
 	const char *output;
-	enum output_format format;
+	const struct output_format_desc *format;
 	struct output_opts oo;
 	bool kernel, stats, subprocesses;
 	int native; /* enum session_native */
@@ -228,10 +242,10 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			break;
 		case 'f':
 			a->format = output_format_from_name(optarg);
-			if (a->format == OUTPUT_UNKNOWN) {
-				log_error(
-				    "unknown --format '%s' (use html, speedscope, pprof or folded)",
-				    optarg);
+			if (!a->format) {
+				char names[256];
+				log_error("unknown --format '%s' (use %s)", optarg,
+					  output_format_names(names, sizeof(names)));
 				return -EINVAL;
 			}
 			break;
@@ -574,12 +588,14 @@ static int command_exit_status(const struct command *c)
 	return 0;
 }
 
-static void default_output(char *buf, size_t len)
+/* taipan-YYYYmmdd-HHMMSS with the extension of format f. */
+static void default_output(char *buf, size_t len, const struct output_format_desc *f)
 {
 	time_t t = time(NULL);
 	struct tm tm;
 	localtime_r(&t, &tm);
-	strftime(buf, len, "taipan-%Y%m%d-%H%M%S.folded", &tm);
+	size_t n = strftime(buf, len, "taipan-%Y%m%d-%H%M%S", &tm);
+	snprintf(buf + n, len - n, "%s", f->extensions[0]);
 }
 
 int cmd_record(int argc, char **argv)
@@ -594,17 +610,17 @@ int cmd_record(int argc, char **argv)
 	if (parse_args(argc, argv, &a))
 		return 2;
 	cli_raise_fd_limit();
+	const struct output_format_desc *def = output_format_from_name(DEFAULT_FORMAT);
 	if (!a.output) {
-		default_output(outbuf, sizeof(outbuf));
+		default_output(outbuf, sizeof(outbuf), def);
 		a.output = outbuf;
 	}
-	if (a.format == OUTPUT_UNKNOWN)
-		a.format =
-		    strcmp(a.output, "-") ? output_format_from_path(a.output) : OUTPUT_FOLDED;
-	if (a.format == OUTPUT_UNKNOWN) {
-		log_error("cannot tell the format of '%s' from its extension; use .html, .json, "
-			  ".pb.gz, .pprof, .folded or .txt, or --format",
-			  a.output);
+	if (!a.format)
+		a.format = strcmp(a.output, "-") ? output_format_from_path(a.output) : def;
+	if (!a.format) {
+		char exts[256];
+		log_error("cannot tell the format of '%s' from its extension; use %s, or --format",
+			  a.output, output_format_extensions(exts, sizeof(exts)));
 		return 2;
 	}
 	/* Before anything is recorded: a profile that cannot be written is
@@ -766,7 +782,7 @@ int cmd_record(int argc, char **argv)
 		goto out;
 	}
 	log_info("%s: wrote %s (%s): %llu samples from %u Python process%s, %llu lost", why,
-		 strcmp(a.output, "-") ? a.output : "standard output", output_format_name(a.format),
+		 strcmp(a.output, "-") ? a.output : "standard output", a.format->name,
 		 (unsigned long long)st.samples, st.processes, st.processes == 1 ? "" : "es",
 		 (unsigned long long)st.lost);
 	if (!st.samples && st.unsupported && !st.processes) {
@@ -777,12 +793,16 @@ int cmd_record(int argc, char **argv)
 	} else if (!st.samples) {
 		log_warn("no samples: the targets did not run Python on a CPU while recorded");
 	}
-	if (a.mode != PROF_MODE_CPU)
+	if (a.mode != PROF_MODE_CPU) {
+		char note[128] = "";
+		if (a.format->time_unit)
+			snprintf(note, sizeof(note), "; %s values are %s", a.format->name,
+				 a.format->time_unit);
 		log_info("%s profile: %.3f s of thread time, with %llu stretches off the CPU%s",
 			 prof_mode_name((enum prof_mode)a.mode),
 			 (double)profile_total_value(session_profile(s)) / 1e9,
-			 (unsigned long long)st.offcpu,
-			 a.format == OUTPUT_FOLDED ? "; folded values are microseconds" : "");
+			 (unsigned long long)st.offcpu, note);
+	}
 	if (a.gil && st.gil_unknown)
 		log_warn("--gil: %llu samples left out of processes whose GIL taipan cannot read "
 			 "(Python 2.7, 3.6, free-threaded builds)",

@@ -300,8 +300,9 @@ static const char *const markers[NPARTS] = {
     [PART_JS] = "/*TAIPAN:JS*/",
 };
 
-int output_write_html(const struct profile *p, FILE *out)
+int output_write_html(const struct profile *p, FILE *out, const struct output_opts *o)
 {
+	(void)o; /* no options */
 	if (!p || !out)
 		return -EINVAL;
 	struct html h = {.out = out};

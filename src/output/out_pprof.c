@@ -534,8 +534,9 @@ static int write_gzip(const ProtobufCMessage *msg, FILE *out)
 	return err;
 }
 
-int output_write_pprof(const struct profile *p, FILE *out)
+int output_write_pprof(const struct profile *p, FILE *out, const struct output_opts *o)
 {
+	(void)o; /* no options */
 	if (!p || !out)
 		return -EINVAL;
 

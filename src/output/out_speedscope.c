@@ -249,8 +249,9 @@ static int build(const struct profile *p, json_t *root, struct threads *t)
 	return 0;
 }
 
-int output_write_speedscope(const struct profile *p, FILE *out)
+int output_write_speedscope(const struct profile *p, FILE *out, const struct output_opts *o)
 {
+	(void)o; /* no options */
 	if (!p || !out)
 		return -EINVAL;
 	struct threads t = {0};

@@ -31,68 +31,105 @@
 
 #include "output/output.h"
 
-struct format_suffix {
-	const char *suffix;
-	enum output_format format;
-};
-
-/* Longer suffixes first: ".pb.gz" must win over any future ".gz". */
-static const struct format_suffix suffixes[] = {
-    {".pb.gz", OUTPUT_PPROF},
-    {".pprof", OUTPUT_PPROF},
-    {".folded", OUTPUT_FOLDED},
-    {".txt", OUTPUT_FOLDED},
-    {".html", OUTPUT_HTML},
-    {".htm", OUTPUT_HTML},
+/* The formats. Extensions are matched whole and without case, the longest
+ * first, so a ".gz" of some later format would not take ".pb.gz". */
+const struct output_format_desc output_formats[] = {
+    {.name = "html",
+     .extensions = {".html", ".htm"},
+     .suggested = 1,
+     .help = "flame graph",
+     .write = output_write_html},
     /* .json alone is speedscope: the only JSON profile format taipan writes */
-    {".json", OUTPUT_SPEEDSCOPE},
+    {.name = "speedscope",
+     .extensions = {".json"},
+     .suggested = 1,
+     .help = "speedscope",
+     .write = output_write_speedscope},
+    {.name = "pprof",
+     .extensions = {".pb.gz", ".pprof"},
+     .suggested = 2,
+     .help = "pprof",
+     .binary = "gzip",
+     .write = output_write_pprof},
+    {.name = "folded",
+     .extensions = {".folded", ".txt"},
+     .suggested = 2,
+     .help = "folded stacks",
+     .time_unit = "microseconds",
+     .write = output_write_folded},
+    {0},
 };
 
-enum output_format output_format_from_path(const char *path)
+const struct output_format_desc *output_format_from_path(const char *path)
 {
+	const struct output_format_desc *best = NULL;
+	size_t best_len = 0;
 	if (!path)
-		return OUTPUT_UNKNOWN;
+		return NULL;
 	size_t len = strlen(path);
-	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
-		size_t slen = strlen(suffixes[i].suffix);
-		/* A bare ".txt" is a hidden file with no extension, not a format. */
-		if (len > slen && strcasecmp(path + len - slen, suffixes[i].suffix) == 0 &&
-		    path[len - slen - 1] != '/')
-			return suffixes[i].format;
-	}
-	return OUTPUT_UNKNOWN;
+	for (const struct output_format_desc *f = output_formats; f->name; f++)
+		for (const char *const *e = f->extensions; *e; e++) {
+			size_t elen = strlen(*e);
+			/* A bare ".txt" is a hidden file with no extension, not a
+			 * format. */
+			if (len > elen && elen > best_len &&
+			    strcasecmp(path + len - elen, *e) == 0 && path[len - elen - 1] != '/') {
+				best = f;
+				best_len = elen;
+			}
+		}
+	return best;
 }
 
-enum output_format output_format_from_name(const char *name)
+const struct output_format_desc *output_format_from_name(const char *name)
 {
 	if (!name)
-		return OUTPUT_UNKNOWN;
-	if (strcmp(name, "folded") == 0)
-		return OUTPUT_FOLDED;
-	if (strcmp(name, "pprof") == 0)
-		return OUTPUT_PPROF;
-	if (strcmp(name, "html") == 0)
-		return OUTPUT_HTML;
-	if (strcmp(name, "speedscope") == 0)
-		return OUTPUT_SPEEDSCOPE;
-	return OUTPUT_UNKNOWN;
+		return NULL;
+	for (const struct output_format_desc *f = output_formats; f->name; f++)
+		if (strcmp(name, f->name) == 0)
+			return f;
+	return NULL;
 }
 
-const char *output_format_name(enum output_format f)
+/* Appends item to the list in buf: "a, b or c" once the last is in. */
+static void list_add(char *buf, size_t len, const char *item, bool last)
 {
-	switch (f) {
-	case OUTPUT_FOLDED:
-		return "folded";
-	case OUTPUT_PPROF:
-		return "pprof";
-	case OUTPUT_HTML:
-		return "html";
-	case OUTPUT_SPEEDSCOPE:
-		return "speedscope";
-	case OUTPUT_UNKNOWN:
-		break;
+	size_t n = strlen(buf);
+	if (n + 1 < len)
+		snprintf(buf + n, len - n, "%s%s", !n ? "" : last ? " or " : ", ", item);
+}
+
+const char *output_format_names(char *buf, size_t len)
+{
+	buf[0] = '\0';
+	for (const struct output_format_desc *f = output_formats; f->name; f++)
+		list_add(buf, len, f->name, !f[1].name);
+	return buf;
+}
+
+const char *output_format_extensions(char *buf, size_t len)
+{
+	buf[0] = '\0';
+	for (const struct output_format_desc *f = output_formats; f->name; f++)
+		for (unsigned int i = 0; i < f->suggested && f->extensions[i]; i++)
+			list_add(buf, len, f->extensions[i], !f[1].name && i + 1 == f->suggested);
+	return buf;
+}
+
+const char *output_format_summary(char *buf, size_t len)
+{
+	buf[0] = '\0';
+	for (const struct output_format_desc *f = output_formats; f->name; f++) {
+		size_t n = strlen(buf);
+		if (n < len && f != output_formats)
+			n += (size_t)snprintf(buf + n, len - n, ", ");
+		for (const char *const *e = f->extensions; *e && n < len; e++)
+			n += (size_t)snprintf(buf + n, len - n, "%s%s",
+					      e == f->extensions ? "" : "/", *e);
+		if (n < len)
+			snprintf(buf + n, len - n, " %s", f->help);
 	}
-	return "unknown";
+	return buf;
 }
 
 /* What st is, for a message: "a symbolic link", "a FIFO", ... */
@@ -403,28 +440,9 @@ static int create_temp(int dfd, const char *prefix, const char *suffix, mode_t m
 	return -EEXIST;
 }
 
-static int encode(const struct profile *p, FILE *out, enum output_format f,
-		  const struct output_opts *o)
-{
-	static const struct output_opts defaults;
-	switch (f) {
-	case OUTPUT_FOLDED:
-		return output_write_folded(p, out, o ? o : &defaults);
-	case OUTPUT_PPROF:
-		return output_write_pprof(p, out);
-	case OUTPUT_HTML:
-		return output_write_html(p, out);
-	case OUTPUT_SPEEDSCOPE:
-		return output_write_speedscope(p, out);
-	case OUTPUT_UNKNOWN:
-		break;
-	}
-	return -EINVAL;
-}
-
 /* Encodes p into fd and closes it, whatever happens; sync: fsync it first.
  * Returns 0 or a negative errno (-ENOSPC on a full disk). */
-static int encode_fd(int fd, const struct profile *p, enum output_format f,
+static int encode_fd(int fd, const struct profile *p, const struct output_format_desc *f,
 		     const struct output_opts *o, bool sync)
 {
 	FILE *out = fdopen(fd, "w");
@@ -433,7 +451,7 @@ static int encode_fd(int fd, const struct profile *p, enum output_format f,
 		close(fd);
 		return e;
 	}
-	int err = encode(p, out, f, o);
+	int err = f->write(p, out, o);
 	errno = 0;
 	if (!err && (fflush(out) != 0 || ferror(out)))
 		err = errno ? -errno : -EIO;
@@ -445,7 +463,7 @@ static int encode_fd(int fd, const struct profile *p, enum output_format f,
 }
 
 struct output_file {
-	enum output_format format;
+	const struct output_format_desc *format;
 	char *path;	  /* as given, for messages */
 	const char *base; /* the name in dir */
 	char *dir;	  /* for messages */
@@ -474,10 +492,11 @@ void output_file_free(struct output_file *of)
  * printf) writes into the profile. */
 static int open_stdout(struct output_file *of, char *err, size_t errlen)
 {
-	if (of->format == OUTPUT_PPROF && isatty(STDOUT_FILENO)) {
+	if (of->format->binary && isatty(STDOUT_FILENO)) {
 		snprintf(err, errlen,
-			 "will not write a pprof profile to a terminal: it is binary (gzip); "
-			 "redirect it (-o - > profile.pb.gz) or pipe it");
+			 "will not write a %s profile to a terminal: it is binary (%s); "
+			 "redirect it (-o - > profile%s) or pipe it",
+			 of->format->name, of->format->binary, of->format->extensions[0]);
 		return -EINVAL;
 	}
 	of->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
@@ -494,14 +513,14 @@ static int open_stdout(struct output_file *of, char *err, size_t errlen)
 	return 0;
 }
 
-int output_file_open(const char *path, enum output_format f, struct output_file **res, char *err,
-		     size_t errlen)
+int output_file_open(const char *path, const struct output_format_desc *f, struct output_file **res,
+		     char *err, size_t errlen)
 {
 	struct output_file *of = NULL;
 	int ret;
 
 	*res = NULL;
-	if (!path || !*path || f == OUTPUT_UNKNOWN) {
+	if (!path || !*path || !f) {
 		snprintf(err, errlen, "no output file or format");
 		return -EINVAL;
 	}
@@ -619,28 +638,20 @@ fail:
 	return ret;
 }
 
-/* The usual extension of format f: its first in suffixes[], the table that
- * output_format_from_path() reads, so that the two cannot disagree. */
-static const char *suffix_of(enum output_format f)
-{
-	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
-		if (suffixes[i].format == f)
-			return suffixes[i].suffix;
-	return ".folded";
-}
-
-int output_write_rescue(const struct profile *p, enum output_format f, const struct output_opts *o,
-			char *path, size_t pathlen)
+int output_write_rescue(const struct profile *p, const struct output_format_desc *f,
+			const struct output_opts *o, char *path, size_t pathlen)
 {
 	const char *dir = getenv("TMPDIR");
 	char name[64];
+	if (!f)
+		return -EINVAL;
 	if (!dir || dir[0] != '/')
 		dir = "/tmp";
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
 	/* 0600: a shared directory, and a profile names what others run. */
-	int fd = create_temp(dfd, "taipan-rescued-", suffix_of(f), 0600, name, sizeof(name));
+	int fd = create_temp(dfd, "taipan-rescued-", f->extensions[0], 0600, name, sizeof(name));
 	if (fd < 0) {
 		close(dfd);
 		return fd;
@@ -655,7 +666,7 @@ int output_write_rescue(const struct profile *p, enum output_format f, const str
 	return ret;
 }
 
-int output_write_file(const struct profile *p, const char *path, enum output_format f,
+int output_write_file(const struct profile *p, const char *path, const struct output_format_desc *f,
 		      const struct output_opts *o)
 {
 	struct output_file *of;

@@ -28,6 +28,8 @@
 /* Allocation failures on demand: see alloc_inject.h. */
 #include "alloc_inject.h"
 
+/* A format of output_formats[] by its name. */
+#define FMT(name) output_format_from_name(name)
 #define PERIOD_NS 10000000ull /* 100 Hz */
 #define START_NS 1700000000000000000ull
 #define DURATION_NS 2000000000ull
@@ -229,7 +231,7 @@ static Perftools__Profiles__Profile *pprof_of(const struct profile *p)
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 	assert_non_null(f);
-	assert_int_equal(output_write_pprof(p, f), 0);
+	assert_int_equal(output_write_pprof(p, f, NULL), 0);
 	assert_int_equal(fclose(f), 0);
 	Perftools__Profiles__Profile *prof = unpack_gz((const uint8_t *)buf, len);
 	free(buf);
@@ -697,7 +699,7 @@ static void test_go_pprof(void **state)
 	struct profile *p = build_profile(&id);
 	char path[sizeof(dir) + 32];
 	snprintf(path, sizeof(path), "%s/test.pb.gz", dir);
-	assert_int_equal(output_write_file(p, path, OUTPUT_PPROF, NULL), 0);
+	assert_int_equal(output_write_file(p, path, FMT("pprof"), NULL), 0);
 
 	char cmd[sizeof(path) + 64];
 	snprintf(cmd, sizeof(cmd), "go tool pprof -raw '%s' 2>&1", path);
@@ -730,7 +732,7 @@ static void test_go_pprof(void **state)
 	 * unnamed location stays as taipan wrote it. */
 	uint32_t named, unnamed, other;
 	p = build_native_profile(&named, &unnamed, &other);
-	assert_int_equal(output_write_file(p, path, OUTPUT_PPROF, NULL), 0);
+	assert_int_equal(output_write_file(p, path, FMT("pprof"), NULL), 0);
 	snprintf(cmd, sizeof(cmd), "go tool pprof -symbolize=none -raw '%s' 2>&1", path);
 	raw = run(cmd);
 	const char *want[] = {
@@ -830,7 +832,7 @@ static void test_write_file(void **state)
 	size_t len;
 
 	snprintf(path, sizeof(path), "%s/out.pb.gz", dir);
-	assert_int_equal(output_write_file(p, path, OUTPUT_PPROF, NULL), 0);
+	assert_int_equal(output_write_file(p, path, FMT("pprof"), NULL), 0);
 	char *data = read_file(path, &len);
 	Perftools__Profiles__Profile *prof = unpack_gz((const uint8_t *)data, len);
 	assert_int_equal(prof->n_sample, 3);
@@ -846,7 +848,7 @@ static void test_write_file(void **state)
 	snprintf(path, sizeof(path), "%s/out.folded", dir);
 	write_text(path, "old contents\n");
 	struct output_opts o = {.folded_lines = true};
-	assert_int_equal(output_write_file(p, path, OUTPUT_FOLDED, &o), 0);
+	assert_int_equal(output_write_file(p, path, FMT("folded"), &o), 0);
 	data = read_file(path, &len);
 	assert_string_equal(
 	    data,
@@ -862,11 +864,11 @@ static void test_write_file(void **state)
 	char cwd[4096];
 	assert_non_null(getcwd(cwd, sizeof(cwd)));
 	assert_int_equal(chdir(dir), 0);
-	assert_int_equal(output_write_file(p, "rel.txt", OUTPUT_FOLDED, NULL), 0);
+	assert_int_equal(output_write_file(p, "rel.txt", FMT("folded"), NULL), 0);
 	assert_int_equal(chdir(cwd), 0);
 	assert_int_equal(dir_entries(dir), 3);
 
-	assert_int_equal(output_write_file(p, path, OUTPUT_UNKNOWN, NULL), -EINVAL);
+	assert_int_equal(output_write_file(p, path, NULL, NULL), -EINVAL);
 	profile_free(p);
 	rm_rf(dir);
 }
@@ -885,7 +887,7 @@ static void test_write_file_refuses_symlink(void **state)
 	snprintf(link, sizeof(link), "%s/link.folded", dir);
 	write_text(real, "keep\n");
 	assert_int_equal(symlink(real, link), 0);
-	assert_int_equal(output_write_file(p, link, OUTPUT_FOLDED, NULL), -EPERM);
+	assert_int_equal(output_write_file(p, link, FMT("folded"), NULL), -EPERM);
 	char *data = read_file(real, &len);
 	assert_string_equal(data, "keep\n");
 	free(data);
@@ -897,7 +899,7 @@ static void test_write_file_refuses_symlink(void **state)
 	snprintf(dangling, sizeof(dangling), "%s/dangling.pb.gz", dir);
 	snprintf(missing, sizeof(missing), "%s/target", dir);
 	assert_int_equal(symlink(missing, dangling), 0);
-	assert_int_equal(output_write_file(p, dangling, OUTPUT_PPROF, NULL), -EPERM);
+	assert_int_equal(output_write_file(p, dangling, FMT("pprof"), NULL), -EPERM);
 	assert_int_equal(access(missing, F_OK), -1);
 
 	/* Refused writes leave no temporary file. */
@@ -914,7 +916,7 @@ static int open_in(const char *dir, const char *rel, char *err, size_t errlen)
 	struct output_file *of;
 	snprintf(path, sizeof(path), "%s/%s", dir, rel);
 	err[0] = '\0';
-	int ret = output_file_open(path, OUTPUT_FOLDED, &of, err, errlen);
+	int ret = output_file_open(path, FMT("folded"), &of, err, errlen);
 	output_file_free(of);
 	return ret;
 }
@@ -943,9 +945,9 @@ static void test_open_follows_only_trusted_links(void **state)
 	assert_int_equal(symlink(q, p), 0);
 	pr = build_profile(&id);
 	snprintf(p, sizeof(p), "%s/rel/a.folded", dir);
-	assert_int_equal(output_write_file(pr, p, OUTPUT_FOLDED, NULL), 0);
+	assert_int_equal(output_write_file(pr, p, FMT("folded"), NULL), 0);
 	snprintf(p, sizeof(p), "%s/chain/./b.folded", dir);
-	assert_int_equal(output_write_file(pr, p, OUTPUT_FOLDED, NULL), 0);
+	assert_int_equal(output_write_file(pr, p, FMT("folded"), NULL), 0);
 	snprintf(p, sizeof(p), "%s/real", dir);
 	assert_int_equal(dir_entries(p), 2);
 	profile_free(pr);
@@ -1007,7 +1009,7 @@ static void test_write_file_foreign_owner(void **state)
 	snprintf(path, sizeof(path), "%s/theirs.folded", dir);
 	write_text(path, "theirs\n");
 	assert_int_equal(chown(path, 65534, 65534), 0);
-	assert_int_equal(output_write_file(p, path, OUTPUT_FOLDED, NULL), -EPERM);
+	assert_int_equal(output_write_file(p, path, FMT("folded"), NULL), -EPERM);
 	char *data = read_file(path, &len);
 	assert_string_equal(data, "theirs\n");
 	free(data);
@@ -1026,13 +1028,13 @@ static void test_write_file_errors(void **state)
 	char path[256];
 
 	snprintf(path, sizeof(path), "%s/no/such/dir/out.folded", dir);
-	assert_int_equal(output_write_file(p, path, OUTPUT_FOLDED, NULL), -ENOENT);
+	assert_int_equal(output_write_file(p, path, FMT("folded"), NULL), -ENOENT);
 	/* A directory is not a file name. */
 	snprintf(path, sizeof(path), "%s/", dir);
-	assert_int_equal(output_write_file(p, path, OUTPUT_FOLDED, NULL), -EISDIR);
+	assert_int_equal(output_write_file(p, path, FMT("folded"), NULL), -EISDIR);
 	snprintf(path, sizeof(path), "%s/sub.folded", dir);
 	assert_int_equal(mkdir(path, 0755), 0);
-	assert_int_equal(output_write_file(p, path, OUTPUT_FOLDED, NULL), -EISDIR);
+	assert_int_equal(output_write_file(p, path, FMT("folded"), NULL), -EISDIR);
 	assert_int_equal(dir_entries(dir), 1);
 
 	profile_free(p);
@@ -1044,7 +1046,7 @@ static void assert_refused(const char *path, int want_rc, const char *want)
 {
 	struct output_file *of = (struct output_file *)1;
 	char err[512] = "";
-	assert_int_equal(output_file_open(path, OUTPUT_FOLDED, &of, err, sizeof(err)), want_rc);
+	assert_int_equal(output_file_open(path, FMT("folded"), &of, err, sizeof(err)), want_rc);
 	assert_null(of);
 	if (!strstr(err, want)) {
 		print_error("%s: \"%s\" does not say \"%s\"\n", path, err, want);
@@ -1103,7 +1105,7 @@ static void test_open_then_commit(void **state)
 	size_t len;
 
 	snprintf(path, sizeof(path), "%s/out.folded", dir);
-	assert_int_equal(output_file_open(path, OUTPUT_FOLDED, &of, err, sizeof(err)), 0);
+	assert_int_equal(output_file_open(path, FMT("folded"), &of, err, sizeof(err)), 0);
 	assert_int_equal(dir_entries(dir), 1);
 	assert_int_equal(access(path, F_OK), -1);
 	assert_int_equal(output_file_commit(of, p, NULL, err, sizeof(err)), 0);
@@ -1114,13 +1116,13 @@ static void test_open_then_commit(void **state)
 	free(data);
 
 	/* Given up before the end: nothing left. */
-	assert_int_equal(output_file_open(path, OUTPUT_FOLDED, &of, err, sizeof(err)), 0);
+	assert_int_equal(output_file_open(path, FMT("folded"), &of, err, sizeof(err)), 0);
 	assert_int_equal(dir_entries(dir), 2);
 	output_file_free(of);
 	assert_int_equal(dir_entries(dir), 1);
 
 	/* The destination turned into a symlink while recording. */
-	assert_int_equal(output_file_open(path, OUTPUT_FOLDED, &of, err, sizeof(err)), 0);
+	assert_int_equal(output_file_open(path, FMT("folded"), &of, err, sizeof(err)), 0);
 	assert_int_equal(unlink(path), 0);
 	assert_int_equal(symlink("/etc/passwd", path), 0);
 	assert_int_equal(output_file_commit(of, p, NULL, err, sizeof(err)), -EPERM);
@@ -1176,7 +1178,7 @@ static void test_open_removes_stale_temps(void **state)
 
 	snprintf(path, sizeof(path), "%s/out.folded", dir);
 	char err[512];
-	assert_int_equal(output_file_open(path, OUTPUT_FOLDED, &of, err, sizeof(err)), 0);
+	assert_int_equal(output_file_open(path, FMT("folded"), &of, err, sizeof(err)), 0);
 	output_file_free(of);
 	assert_int_equal(dir_entries(dir), kept);
 	snprintf(path, sizeof(path), "%s/.taipan-%d-0123456789abcdef.tmp", dir, (int)dead);
@@ -1199,7 +1201,7 @@ static void test_rescue(void **state)
 	struct stat st;
 
 	assert_int_equal(setenv("TMPDIR", dir, 1), 0);
-	assert_int_equal(output_write_rescue(p, OUTPUT_FOLDED, NULL, path, sizeof(path)), 0);
+	assert_int_equal(output_write_rescue(p, FMT("folded"), NULL, path, sizeof(path)), 0);
 	snprintf(want, sizeof(want), "%s/taipan-rescued-%d-", dir, (int)getpid());
 	assert_true(strncmp(path, want, strlen(want)) == 0);
 	assert_string_equal(path + strlen(path) - strlen(".folded"), ".folded");
@@ -1211,7 +1213,7 @@ static void test_rescue(void **state)
 	/* A missing directory is an error, not a crash. */
 	snprintf(want, sizeof(want), "%s/missing", dir);
 	assert_int_equal(setenv("TMPDIR", want, 1), 0);
-	assert_int_equal(output_write_rescue(p, OUTPUT_PPROF, NULL, path, sizeof(path)), -ENOENT);
+	assert_int_equal(output_write_rescue(p, FMT("pprof"), NULL, path, sizeof(path)), -ENOENT);
 
 	if (saved)
 		setenv("TMPDIR", saved, 1);
@@ -1225,24 +1227,47 @@ static void test_rescue(void **state)
 static void test_format_selection(void **state)
 {
 	(void)state;
-	assert_int_equal(output_format_from_path("a.folded"), OUTPUT_FOLDED);
-	assert_int_equal(output_format_from_path("dir/a.txt"), OUTPUT_FOLDED);
-	assert_int_equal(output_format_from_path("/x/profile.pb.gz"), OUTPUT_PPROF);
-	assert_int_equal(output_format_from_path("cpu.pprof"), OUTPUT_PPROF);
-	assert_int_equal(output_format_from_path("CPU.PB.GZ"), OUTPUT_PPROF);
-	assert_int_equal(output_format_from_path("a.gz"), OUTPUT_UNKNOWN);
-	assert_int_equal(output_format_from_path("a.folded.bak"), OUTPUT_UNKNOWN);
-	assert_int_equal(output_format_from_path("noext"), OUTPUT_UNKNOWN);
-	assert_int_equal(output_format_from_path(".txt"), OUTPUT_UNKNOWN);
-	assert_int_equal(output_format_from_path("dir/.pprof"), OUTPUT_UNKNOWN);
-	assert_int_equal(output_format_from_path(""), OUTPUT_UNKNOWN);
-	assert_int_equal(output_format_from_name("folded"), OUTPUT_FOLDED);
-	assert_int_equal(output_format_from_name("pprof"), OUTPUT_PPROF);
-	assert_int_equal(output_format_from_name("html?"), OUTPUT_UNKNOWN);
-	assert_string_equal(output_format_name(OUTPUT_FOLDED), "folded");
-	assert_string_equal(output_format_name(OUTPUT_PPROF), "pprof");
-	for (enum output_format f = OUTPUT_FOLDED; f <= OUTPUT_PPROF; f++)
-		assert_int_equal(output_format_from_name(output_format_name(f)), f);
+	assert_ptr_equal(output_format_from_path("a.folded"), FMT("folded"));
+	assert_ptr_equal(output_format_from_path("dir/a.txt"), FMT("folded"));
+	assert_ptr_equal(output_format_from_path("/x/profile.pb.gz"), FMT("pprof"));
+	assert_ptr_equal(output_format_from_path("cpu.pprof"), FMT("pprof"));
+	assert_ptr_equal(output_format_from_path("CPU.PB.GZ"), FMT("pprof"));
+	assert_ptr_equal(output_format_from_path("a.gz"), NULL);
+	assert_ptr_equal(output_format_from_path("a.folded.bak"), NULL);
+	assert_ptr_equal(output_format_from_path("noext"), NULL);
+	assert_ptr_equal(output_format_from_path(".txt"), NULL);
+	assert_ptr_equal(output_format_from_path("dir/.pprof"), NULL);
+	assert_ptr_equal(output_format_from_path(""), NULL);
+	assert_string_equal(output_format_from_name("folded")->name, "folded");
+	assert_string_equal(output_format_from_name("pprof")->name, "pprof");
+	assert_ptr_equal(output_format_from_name("html?"), NULL);
+	assert_ptr_equal(output_format_from_name(NULL), NULL);
+	size_t n = 0;
+	for (const struct output_format_desc *f = output_formats; f->name; f++, n++) {
+		assert_ptr_equal(output_format_from_name(f->name), f);
+		/* Each extension picks its own format. */
+		for (const char *const *e = f->extensions; *e; e++) {
+			char path[64];
+			snprintf(path, sizeof(path), "dir/x%s", *e);
+			assert_ptr_equal(output_format_from_path(path), f);
+		}
+		assert_non_null(f->extensions[0]);
+		assert_true(f->suggested >= 1 && f->write && f->help);
+	}
+	assert_true(n >= 4);
+
+	/* The lists record's messages and --help give. */
+	char buf[512];
+	assert_string_equal(output_format_names(buf, sizeof(buf)),
+			    "html, speedscope, pprof or folded");
+	assert_string_equal(output_format_extensions(buf, sizeof(buf)),
+			    ".html, .json, .pb.gz, .pprof, .folded or .txt");
+	assert_string_equal(output_format_summary(buf, sizeof(buf)),
+			    ".html/.htm flame graph, .json speedscope, .pb.gz/.pprof pprof, "
+			    ".folded/.txt folded stacks");
+	/* Cut to fit, terminated. */
+	assert_string_equal(output_format_names(buf, 9), "html, sp");
+	assert_string_equal(output_format_summary(buf, 12), ".html/.htm ");
 }
 
 #ifdef INJECT_ALLOC_FAILURES
@@ -1268,8 +1293,8 @@ static int encode_one(int which, const struct profile *p, FILE *f, const char *p
 	if (which == 0)
 		return output_write_folded(p, f, &o);
 	if (which == 1)
-		return output_write_pprof(p, f);
-	return output_write_file(p, path, OUTPUT_PPROF, NULL);
+		return output_write_pprof(p, f, NULL);
+	return output_write_file(p, path, FMT("pprof"), NULL);
 }
 
 #endif

@@ -31,6 +31,8 @@
 /* Allocation failures on demand: see alloc_inject.h. */
 #include "alloc_inject.h"
 
+/* A format of output_formats[] by its name. */
+#define FMT(name) output_format_from_name(name)
 #define PERIOD_NS 10000000ull /* 100 Hz */
 #define START_NS 1700000000123456789ull
 #define DURATION_NS 2000000000ull
@@ -102,13 +104,13 @@ static struct profile *build_profile(struct ids *id, bool timing)
 }
 
 /* Runs an encoder into memory; returns the NUL-terminated output to free. */
-static char *encode(int (*fn)(const struct profile *, FILE *), const struct profile *p, size_t *len)
+static char *encode(output_write_fn fn, const struct profile *p, size_t *len)
 {
 	char *buf = NULL;
 	size_t n = 0;
 	FILE *f = open_memstream(&buf, &n);
 	assert_non_null(f);
-	assert_int_equal(fn(p, f), 0);
+	assert_int_equal(fn(p, f, NULL), 0);
 	assert_int_equal(fclose(f), 0);
 	if (len)
 		*len = n;
@@ -490,16 +492,14 @@ static void test_native_frames(void **state)
 static void test_format_selection(void **state)
 {
 	(void)state;
-	assert_int_equal(output_format_from_path("x.html"), OUTPUT_HTML);
-	assert_int_equal(output_format_from_path("dir/x.HTM"), OUTPUT_HTML);
-	assert_int_equal(output_format_from_path("x.json"), OUTPUT_SPEEDSCOPE);
-	assert_int_equal(output_format_from_path("dir/.json"), OUTPUT_UNKNOWN);
-	assert_int_equal(output_format_from_path("x.html.gz"), OUTPUT_UNKNOWN);
-	assert_int_equal(output_format_from_name("html"), OUTPUT_HTML);
-	assert_int_equal(output_format_from_name("speedscope"), OUTPUT_SPEEDSCOPE);
-	assert_int_equal(output_format_from_name("json"), OUTPUT_UNKNOWN);
-	assert_string_equal(output_format_name(OUTPUT_HTML), "html");
-	assert_string_equal(output_format_name(OUTPUT_SPEEDSCOPE), "speedscope");
+	assert_ptr_equal(output_format_from_path("x.html"), FMT("html"));
+	assert_ptr_equal(output_format_from_path("dir/x.HTM"), FMT("html"));
+	assert_ptr_equal(output_format_from_path("x.json"), FMT("speedscope"));
+	assert_ptr_equal(output_format_from_path("dir/.json"), NULL);
+	assert_ptr_equal(output_format_from_path("x.html.gz"), NULL);
+	assert_ptr_equal(output_format_from_name("json"), NULL);
+	assert_string_equal(FMT("html")->name, "html");
+	assert_string_equal(FMT("speedscope")->name, "speedscope");
 }
 
 /* output_write_file dispatches both formats. */
@@ -512,7 +512,7 @@ static void test_write_file(void **state)
 	struct profile *p = build_profile(&id, true);
 	const char *names[] = {"p.html", "p.json"};
 	const char *starts[] = {"<!DOCTYPE html>", "{\"$schema\":"};
-	enum output_format fmts[] = {OUTPUT_HTML, OUTPUT_SPEEDSCOPE};
+	const struct output_format_desc *fmts[] = {FMT("html"), FMT("speedscope")};
 	for (int i = 0; i < 2; i++) {
 		char path[256], buf[32] = {0};
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
@@ -535,8 +535,7 @@ static void test_alloc_failures(void **state)
 	print_message("skipping: allocation failures cannot be injected under ASan\n");
 	skip();
 #else
-	int (*const encoders[])(const struct profile *, FILE *) = {output_write_html,
-								   output_write_speedscope};
+	const output_write_fn encoders[] = {output_write_html, output_write_speedscope};
 	struct ids id;
 	struct profile *p = build_profile(&id, true);
 
@@ -553,7 +552,7 @@ static void test_alloc_failures(void **state)
 			alloc_live = 0;
 			alloc_countdown = n;
 			alloc_counting = true;
-			int rc = encoders[which](p, f);
+			int rc = encoders[which](p, f, NULL);
 			alloc_counting = false;
 			alloc_countdown = -1;
 			if (which == 0 && n == 0 && !alloc_failed) {
@@ -665,7 +664,7 @@ static int write_big(const char *path, size_t n)
 	}
 	free(ids);
 	if (!err)
-		err = output_write_file(p, path, OUTPUT_HTML, NULL);
+		err = output_write_file(p, path, FMT("html"), NULL);
 	if (!err)
 		printf("%zu distinct stacks, %" PRIu64 " samples, %" PRIu32 " frames\n",
 		       profile_sample_count(p), profile_total(p), profile_frame_count(p));
@@ -728,7 +727,7 @@ static int write_names(const char *path)
 {
 	struct ids id;
 	struct profile *p = build_profile(&id, true);
-	int err = output_write_file(p, path, OUTPUT_HTML, NULL);
+	int err = output_write_file(p, path, FMT("html"), NULL);
 	profile_free(p);
 	return err;
 }
