@@ -666,6 +666,23 @@ static void take_snapshot(struct agent *a)
 	pthread_mutex_unlock(&a->mu);
 }
 
+/* A session counter into o as key, unless key is NULL. 0 or -1. */
+static int json_counter(json_t *o, const char *key, json_int_t v)
+{
+	return key ? json_object_set_new(o, key, json_integer(v)) : 0;
+}
+
+/* A vector of them as an object under key: name(i) for i from first. */
+static int json_vector(json_t *o, const char *key, const uint64_t *v, unsigned int count,
+		       unsigned int first, const char *(*name)(unsigned int))
+{
+	json_t *vo = json_object();
+	int bad = !vo;
+	for (unsigned int i = first; vo && i < count; i++)
+		bad |= json_object_set_new(vo, name(i), json_integer((json_int_t)v[i]));
+	return bad | (!vo || json_object_set_new(o, key, vo));
+}
+
 /* GET /stats, on the server's thread: it reads only what is set before
  * the server starts, the snapshot, and the pusher's own counters. */
 static char *stats_json(void *ctx, const struct httpd_counts *hc)
@@ -688,41 +705,16 @@ static char *stats_json(void *ctx, const struct httpd_counts *hc)
 	bad |= json_object_set_new(o, "uptime_seconds", json_real(mono_seconds() - a->t0));
 	bad |= json_object_set_new(o, "rate_hz", json_integer(a->args->rate));
 	bad |= json_object_set_new(o, "window_seconds", json_real(a->args->window));
-	bad |= json_object_set_new(o, "samples", json_integer((json_int_t)sn.st.samples));
-	bad |= json_object_set_new(o, "lost_samples", json_integer((json_int_t)sn.st.lost));
-	bad |= json_object_set_new(o, "lost_ring_full", json_integer((json_int_t)sn.st.lost_ring));
-	bad |= json_object_set_new(o, "lost_unknown_process",
-				   json_integer((json_int_t)sn.st.lost_unknown));
-	bad |=
-	    json_object_set_new(o, "truncated_stacks", json_integer((json_int_t)sn.st.truncated));
-	json_t *walk = json_object();
-	for (unsigned int i = 1; walk && i < TP_ERR__COUNT; i++)
-		bad |= json_object_set_new(walk, walkerr_key(i),
-					   json_integer((json_int_t)sn.st.walk_errors[i]));
-	bad |= !walk || json_object_set_new(o, "walk_errors", walk);
-	json_t *nat = json_object();
-	for (unsigned int i = 0; nat && i < TP_UERR__COUNT; i++)
-		bad |= json_object_set_new(nat, walkerr_native_key(i),
-					   json_integer((json_int_t)sn.st.native_errors[i]));
-	bad |= !nat || json_object_set_new(o, "native_walks", nat);
-	bad |= json_object_set_new(o, "native_merge_failures",
-				   json_integer((json_int_t)sn.st.merge_failures));
-	bad |= json_object_set_new(o, "native_table_files",
-				   json_integer((json_int_t)sn.st.native_files));
-	bad |= json_object_set_new(o, "native_table_bytes",
-				   json_integer((json_int_t)sn.st.native_table_bytes));
-	bad |= json_object_set_new(o, "memory_limit_bytes",
-				   json_integer((json_int_t)sn.st.memory_limit));
-	bad |= json_object_set_new(o, "memory_used_bytes",
-				   json_integer((json_int_t)sn.st.memory_used));
-	bad |= json_object_set_new(o, "memory_peak_bytes",
-				   json_integer((json_int_t)sn.st.memory_peak));
-	bad |= json_object_set_new(o, "memory_refused",
-				   json_integer((json_int_t)sn.st.memory_refused));
-	bad |= json_object_set_new(o, "native_fds", json_integer((json_int_t)sn.st.native_fds));
+#define JSON_COUNTER(type, field, key, text) bad |= json_counter(o, key, (json_int_t)sn.st.field);
+#define JSON_VECTOR(field, count, first, name, key)                                                \
+	bad |= json_vector(o, key, sn.st.field, count, first, name);
+	SESSION_SAMPLE_COUNTERS(JSON_COUNTER, JSON_VECTOR)
+	SESSION_HELD_COUNTERS(JSON_COUNTER, JSON_VECTOR)
 	bad |= json_object_set_new(o, "processes_tracked", json_integer(sn.live));
-	bad |= json_object_set_new(o, "processes_seen", json_integer(sn.st.processes));
-	bad |= json_object_set_new(o, "processes_unsupported", json_integer(sn.st.unsupported));
+	SESSION_PROCESS_COUNTERS(JSON_COUNTER, JSON_VECTOR)
+	SESSION_OFFCPU_COUNTERS(JSON_COUNTER, JSON_VECTOR)
+#undef JSON_COUNTER
+#undef JSON_VECTOR
 	bad |= json_object_set_new(o, "windows", json_integer((json_int_t)sn.windows));
 	bad |= json_object_set_new(o, "windows_empty", json_integer((json_int_t)sn.empty_windows));
 	bad |= json_object_set_new(o, "push_enabled", json_boolean(a->push != NULL));

@@ -347,22 +347,26 @@ static void progress(struct session *s, double elapsed, bool final)
 	fflush(stderr);
 }
 
+/* One counter of --stats's first line, when it has words for it there. */
+static void stat_item(const char *text, uint64_t n, const char **sep)
+{
+	if (!text)
+		return;
+	fprintf(stderr, "%s%llu %s", *sep, (unsigned long long)n, text);
+	*sep = ", ";
+}
+
 /* st: the counters as of the stop. */
 static void print_stats(const struct session_stats *st)
 {
-	fprintf(stderr,
-		"taipan: stats: %llu perf samples in targets, %llu stacks recorded, "
-		"%llu lost (ring full), %llu lost (read after the process exited or exec'd), "
-		"%llu taken before taipan recognised the process (in the profile as a marker), "
-		"%llu of processes not profiled (not Python, filtered out, or gone before taipan "
-		"looked), %llu frames of unreadable code objects ([unknown]), %llu frames of code "
-		"objects freed before taipan read them ([code object freed]), %llu samples of "
-		"Python threads running no Python frame (" SESSION_MARKER_NO_PYTHON ")\n",
-		(unsigned long long)st->bpf_samples, (unsigned long long)st->samples,
-		(unsigned long long)st->lost_ring, (unsigned long long)(st->lost - st->lost_ring),
-		(unsigned long long)st->lost_early, (unsigned long long)st->unrecognised,
-		(unsigned long long)st->bad_frames, (unsigned long long)st->freed_frames,
-		(unsigned long long)st->no_python);
+	const char *sep = "";
+	fprintf(stderr, "taipan: stats: ");
+#define STAT_ITEM(type, field, key, text) stat_item(text, (uint64_t)st->field, &sep);
+#define STAT_VECTOR(field, count, first, name, key)
+	SESSION_COUNTERS(STAT_ITEM, STAT_VECTOR)
+#undef STAT_ITEM
+#undef STAT_VECTOR
+	fprintf(stderr, "\n");
 	fprintf(stderr,
 		"taipan: stats: %llu code objects described by BPF at first sight, %llu of them "
 		"named from that copy (gone when taipan read them), %llu left for a later sample "

@@ -727,47 +727,50 @@ void session_stats(struct session *s, struct session_stats *st)
 {
 	uint64_t c[TP_STAT__COUNT];
 	struct stacks_counts sc;
+	/* What the session counts as it goes, then what its parts say now. */
+	*st = s->st;
 	stacks_get_counts(s->stacks, &sc);
-	s->st.bad_frames = sc.bad_frames;
-	s->st.freed_frames = sc.freed_frames;
-	s->st.snapped_codes = sc.snapped_codes;
-	s->st.no_python = sc.no_frame;
-	s->st.merge_failures = sc.merge_failures;
-	s->st.truncated = sc.truncated;
-	memcpy(s->st.walk_errors, sc.walk_errors, sizeof(s->st.walk_errors));
-	memcpy(s->st.native_errors, sc.native_errors, sizeof(s->st.native_errors));
+	st->bad_frames = sc.bad_frames;
+	st->freed_frames = sc.freed_frames;
+	st->snapped_codes = sc.snapped_codes;
+	st->no_python = sc.no_frame;
+	st->merge_failures = sc.merge_failures;
+	st->truncated = sc.truncated;
+	memcpy(st->walk_errors, sc.walk_errors, sizeof(st->walk_errors));
+	memcpy(st->native_errors, sc.native_errors, sizeof(st->native_errors));
 	if (!s->sm.ops->stats(s->sm.impl, c)) {
-		s->st.lost_ring = c[TP_STAT_RING_FULL];
-		s->st.bpf_samples = c[TP_STAT_SAMPLES];
-		s->st.codes_undescribed = c[TP_STAT_CODES_UNDESCRIBED];
-		s->st.offcpu_missed = c[TP_STAT_SWITCH_IN_MISSED];
-		s->st.lost_unknown = c[TP_STAT_UNKNOWN_PROC] + s->dropped;
-		uint64_t early = s->st.lost_early + s->early_dropped;
+		st->lost_ring = c[TP_STAT_RING_FULL];
+		st->bpf_samples = c[TP_STAT_SAMPLES];
+		st->codes_undescribed = c[TP_STAT_CODES_UNDESCRIBED];
+		st->offcpu_missed = c[TP_STAT_SWITCH_IN_MISSED];
+		st->lost_unknown = c[TP_STAT_UNKNOWN_PROC] + s->dropped;
+		uint64_t early = st->lost_early + s->early_dropped;
 		/* The early counts come from the same samples, read later. */
-		s->st.unrecognised =
+		st->unrecognised =
 		    c[TP_STAT_UNKNOWN_PROC] > early ? c[TP_STAT_UNKNOWN_PROC] - early : 0;
 	}
-	s->st.lost = s->st.lost_ring + s->dropped + s->early_dropped;
+	st->lost_gone = s->dropped + s->early_dropped;
+	st->lost = st->lost_ring + st->lost_gone;
 	if (s->native) {
 		struct native_stats ns;
 		native_get_stats(s->native, &ns);
-		s->st.native_files = ns.files;
-		s->st.native_files_failed = ns.files_failed;
-		s->st.native_table_bytes = ns.table_bytes;
-		s->st.native_build_ms = ns.build_ns / 1000000;
-		s->st.native_fds = ns.fds;
-		s->st.native_maps_capped = ns.maps_capped;
-		s->st.native_builds_capped = ns.builds_capped;
-		s->st.native_over_budget = ns.files_over_budget;
-		s->st.native_scans_partial = ns.scans_partial;
+		st->native_files = ns.files;
+		st->native_files_failed = ns.files_failed;
+		st->native_table_bytes = ns.table_bytes;
+		st->native_build_ms = ns.build_ns / 1000000;
+		st->native_fds = ns.fds;
+		st->native_maps_capped = ns.maps_capped;
+		st->native_builds_capped = ns.builds_capped;
+		st->native_over_budget = ns.files_over_budget;
+		st->native_scans_partial = ns.scans_partial;
 	}
 	if (s->nsyms) {
 		size_t files;
-		nativesym_counts(s->nsyms, &files, &s->st.symbol_bytes);
-		nativesym_limited(s->nsyms, &s->st.symbols_cut, &s->st.symbols_over_budget);
+		nativesym_counts(s->nsyms, &files, &st->symbol_bytes);
+		nativesym_limited(s->nsyms, &st->symbols_cut, &st->symbols_over_budget);
 	}
-	s->st.code_bytes = 0;
-	s->st.lines_shared = 0;
+	st->code_bytes = 0;
+	st->lines_shared = 0;
 	struct sproc *p, *tmp;
 	HASH_ITER(hh, s->procs, p, tmp)
 	{
@@ -776,14 +779,13 @@ void session_stats(struct session *s, struct session_stats *st)
 		if (!p->rt)
 			continue;
 		p->rt->counts(p->rp, &snapped, &bytes, &shared);
-		s->st.code_bytes += bytes;
-		s->st.lines_shared += shared;
+		st->code_bytes += bytes;
+		st->lines_shared += shared;
 	}
-	s->st.memory_limit = s->budget.limit;
-	s->st.memory_used = __atomic_load_n(&s->budget.used, __ATOMIC_RELAXED);
-	s->st.memory_peak = __atomic_load_n(&s->budget.peak, __ATOMIC_RELAXED);
-	s->st.memory_refused = __atomic_load_n(&s->budget.refused, __ATOMIC_RELAXED);
-	*st = s->st;
+	st->memory_limit = s->budget.limit;
+	st->memory_used = __atomic_load_n(&s->budget.used, __ATOMIC_RELAXED);
+	st->memory_peak = __atomic_load_n(&s->budget.peak, __ATOMIC_RELAXED);
+	st->memory_refused = __atomic_load_n(&s->budget.refused, __ATOMIC_RELAXED);
 }
 
 unsigned int session_live_targets(struct session *s)

@@ -58,63 +58,139 @@ struct session_opts {
  * frame (doc/taipan.1, MARKERS). */
 #define SESSION_MARKER_NO_PYTHON "[no Python frame]"
 
+/* The session's counters, each named once: X(type, field, key, text) for
+ * a number, V(field, count, first, name, key) for a vector of them, by an
+ * enum (name(i), a function of core/walkerr.h, names element i, from first
+ * on). key is its name in the
+ * agent's GET /stats (NULL: not there); text says what it counts on the
+ * first line of record's --stats, after the number (NULL: a line of its own,
+ * or none). They make struct session_stats, that JSON and that line, in
+ * this order, grouped as GET /stats lists them: the samples, what is held,
+ * the processes (before which the agent says how many it tracks now), and
+ * the time off the CPU. */
+#define SESSION_SAMPLE_COUNTERS(X, V)                                                              \
+	X(uint64_t, bpf_samples, NULL, "perf samples in targets")                                  \
+	/* samples turned into stacks */                                                           \
+	X(uint64_t, samples, "samples", "stacks recorded")                                         \
+	/* samples of profiled Python processes that the profile does not hold                     \
+	 * (ring full, or read after taipan forgot the process): what record and                   \
+	 * top call "lost" */                                                                      \
+	X(uint64_t, lost, "lost_samples", NULL)                                                    \
+	X(uint64_t, lost_ring, "lost_ring_full", "lost (ring full)")                               \
+	/* read after taipan forgot the process */                                                 \
+	X(uint64_t, lost_gone, NULL, "lost (read after the process exited or exec'd)")             \
+	/* dropped: process not classified yet */                                                  \
+	X(uint64_t, lost_unknown, "lost_unknown_process", NULL)                                    \
+	/* of those, in processes later found to be Python: in the profile as                      \
+	 * "[before taipan recognised the process]" */                                             \
+	X(uint64_t, lost_early, NULL,                                                              \
+	  "taken before taipan recognised the process (in the profile as a marker)")               \
+	/* of those, in processes never profiled as Python */                                      \
+	X(uint64_t, unrecognised, NULL,                                                            \
+	  "of processes not profiled (not Python, filtered out, or gone before taipan looked)")    \
+	X(uint64_t, bad_frames, NULL, "frames of unreadable code objects ([unknown])")             \
+	X(uint64_t, freed_frames, NULL,                                                            \
+	  "frames of code objects freed before taipan read them ([code object freed])")            \
+	X(uint64_t, no_python, NULL,                                                               \
+	  "samples of Python threads running no Python frame (" SESSION_MARKER_NO_PYTHON ")")      \
+	/* stacks deeper than the walk limit */                                                    \
+	X(uint64_t, truncated, "truncated_stacks", NULL)                                           \
+	/* by enum tp_walk_err */                                                                  \
+	V(walk_errors, TP_ERR__COUNT, 1, walkerr_key, "walk_errors")                               \
+	/* native walks, by how they ended */                                                      \
+	V(native_errors, TP_UERR__COUNT, 0, walkerr_native_key, "native_walks")                    \
+	/* samples whose native and Python stacks disagreed */                                     \
+	X(uint64_t, merge_failures, "native_merge_failures", NULL)                                 \
+	/* code objects BPF described (struct tp_code_ev) */                                       \
+	X(uint64_t, codes_described, NULL, NULL)                                                   \
+	/* ... named from that copy: gone when user space looked */                                \
+	X(uint64_t, snapped_codes, NULL, NULL)                                                     \
+	/* code objects left undescribed: TP_DESCRIBE_MAX a sample */                              \
+	X(uint64_t, codes_undescribed, NULL, NULL)                                                 \
+	/* --gil: samples left out, of threads without the GIL */                                  \
+	X(uint64_t, gil_other, NULL, NULL)                                                         \
+	/* ... of them, of builds whose GIL taipan cannot read */                                  \
+	X(uint64_t, gil_unknown, NULL, NULL)
+
+#define SESSION_HELD_COUNTERS(X, V)                                                                \
+	/* files with an unwind table in BPF */                                                    \
+	X(uint64_t, native_files, "native_table_files", NULL)                                      \
+	/* of those tables */                                                                      \
+	X(uint64_t, native_table_bytes, "native_table_bytes", NULL)                                \
+	/* the budget (--max-memory) */                                                            \
+	X(size_t, memory_limit, "memory_limit_bytes", NULL)                                        \
+	/* held of it now */                                                                       \
+	X(size_t, memory_used, "memory_used_bytes", NULL)                                          \
+	/* the most held at once */                                                                \
+	X(size_t, memory_peak, "memory_peak_bytes", NULL)                                          \
+	/* what was not kept, or cut, for lack of room */                                          \
+	X(uint64_t, memory_refused, "memory_refused", NULL)                                        \
+	/* descriptors of mapped files held open now */                                            \
+	X(uint64_t, native_fds, "native_fds", NULL)                                                \
+	/* files without an unwind table: followed by frame pointer */                             \
+	X(uint64_t, native_files_failed, NULL, NULL)                                               \
+	/* spent building the tables */                                                            \
+	X(uint64_t, native_build_ms, NULL, NULL)                                                   \
+	/* executable mappings not tracked: past a process's cap */                                \
+	X(uint64_t, native_maps_capped, NULL, NULL)                                                \
+	/* files left to frame pointers: past a process's tables */                                \
+	X(uint64_t, native_builds_capped, NULL, NULL)                                              \
+	/* tables not built: the memory budget was spent */                                        \
+	X(uint64_t, native_over_budget, NULL, NULL)                                                \
+	/* reads of a process's mappings left for the next turn */                                 \
+	X(uint64_t, native_scans_partial, NULL, NULL)                                              \
+	/* native symbol indexes held */                                                           \
+	X(size_t, symbol_bytes, NULL, NULL)                                                        \
+	/* files indexed in part: past the per-file bound */                                       \
+	X(uint64_t, symbols_cut, NULL, NULL)                                                       \
+	/* files not indexed: no room in the budget */                                             \
+	X(uint64_t, symbols_over_budget, NULL, NULL)                                               \
+	/* code objects, names and line tables held */                                             \
+	X(size_t, code_bytes, NULL, NULL)                                                          \
+	/* code objects whose line table another had: kept once */                                 \
+	X(uint64_t, lines_shared, NULL, NULL)
+
+#define SESSION_PROCESS_COUNTERS(X, V)                                                             \
+	/* Python processes seen */                                                                \
+	X(unsigned int, processes, "processes_seen", NULL)                                         \
+	/* processes refused (version, layout) */                                                  \
+	X(unsigned int, unsupported, "processes_unsupported", NULL)
+
+#define SESSION_OFFCPU_COUNTERS(X, V)                                                              \
+	/* off-CPU stretches in the profile */                                                     \
+	X(uint64_t, offcpu, NULL, NULL)                                                            \
+	/* ... left out: shorter than --min-block */                                               \
+	X(uint64_t, offcpu_short, NULL, NULL)                                                      \
+	/* ... whose end was never seen (ring full): weigh 0 */                                    \
+	X(uint64_t, offcpu_unended, NULL, NULL)                                                    \
+	/* ... still off the CPU at the end: weighed until then */                                 \
+	X(uint64_t, offcpu_open, NULL, NULL)                                                       \
+	/* ... whose return no sched_switch reported: timed at its next                            \
+	 * switch-out from its CPU time (TP_SWF_RECOVERED) */                                      \
+	X(uint64_t, offcpu_missed, NULL, NULL)                                                     \
+	/* ... of processes not recognised yet: under the marker */                                \
+	X(uint64_t, offcpu_early, NULL, NULL)                                                      \
+	/* ... of threads asleep when the recording started, their stacks                          \
+	 * read then from user space */                                                            \
+	X(uint64_t, offcpu_asleep, NULL, NULL)                                                     \
+	/* threads asleep then that ran while read: left to BPF */                                 \
+	X(uint64_t, offcpu_asleep_ran, NULL, NULL)                                                 \
+	/* ... whose return was lost (ring full) but a cpu-clock sample saw                        \
+	 * it run: ended a period before that sample */                                            \
+	X(uint64_t, offcpu_seen_back, NULL, NULL)
+
+#define SESSION_COUNTERS(X, V)                                                                     \
+	SESSION_SAMPLE_COUNTERS(X, V)                                                              \
+	SESSION_HELD_COUNTERS(X, V)                                                                \
+	SESSION_PROCESS_COUNTERS(X, V)                                                             \
+	SESSION_OFFCPU_COUNTERS(X, V)
+
+#define SESSION_STATS_FIELD(type, field, key, text) type field;
+#define SESSION_STATS_VECTOR(field, count, first, name, key) uint64_t field[count];
+
 struct session_stats {
-	uint64_t samples;	  /* samples turned into stacks */
-	uint64_t lost_ring;	  /* dropped: ring buffer full */
-	uint64_t lost_unknown;	  /* dropped: process not classified yet */
-	uint64_t lost_early;	  /* of those, in processes later found to be Python: in the profile
-				   * as "[before taipan recognised the process]" */
-	uint64_t unrecognised;	  /* of those, in processes never profiled as Python: not Python,
-				   * filtered out, or gone before taipan looked */
-	uint64_t lost;		  /* samples of profiled Python processes that the profile does not
-				   * hold (ring full, or read after taipan forgot the process): what
-				   * record and top call "lost" */
-	uint64_t bad_frames;	  /* Python frames whose code object could not be read */
-	uint64_t freed_frames;	  /* Python frames whose code object was freed before it was read */
-	uint64_t no_python;	  /* samples of a Python thread running no Python frame */
-	uint64_t codes_described; /* code objects BPF described (struct tp_code_ev) */
-	uint64_t snapped_codes;	  /* ... named from that copy: gone when user space looked */
-	uint64_t codes_undescribed; /* code objects left undescribed: TP_DESCRIBE_MAX a sample */
-	uint64_t walk_errors[TP_ERR__COUNT];	/* by enum tp_walk_err */
-	uint64_t truncated;			/* stacks deeper than the walk limit */
-	uint64_t native_errors[TP_UERR__COUNT]; /* native walks, by how they ended */
-	uint64_t merge_failures;       /* samples whose native and Python stacks disagreed */
-	uint64_t native_files;	       /* files with an unwind table in BPF */
-	uint64_t native_files_failed;  /* files without one: followed by frame pointer */
-	uint64_t native_table_bytes;   /* of those tables */
-	uint64_t native_build_ms;      /* spent building them */
-	uint64_t native_fds;	       /* descriptors of mapped files held open now */
-	uint64_t native_maps_capped;   /* executable mappings not tracked: past a process's cap */
-	uint64_t native_builds_capped; /* files left to frame pointers: past a process's tables */
-	uint64_t native_over_budget;   /* tables not built: the memory budget was spent */
-	uint64_t native_scans_partial; /* reads of a process's mappings left for the next turn */
-	size_t symbol_bytes;	       /* native symbol indexes held */
-	uint64_t symbols_cut;	       /* files indexed in part: past the per-file bound */
-	uint64_t symbols_over_budget;  /* files not indexed: no room in the budget */
-	size_t code_bytes;	       /* code objects, names and line tables held */
-	uint64_t lines_shared;	       /* code objects whose line table another had: kept once */
-	size_t memory_limit;	       /* the budget (--max-memory) */
-	size_t memory_used;	       /* held of it now */
-	size_t memory_peak;	       /* the most held at once */
-	uint64_t memory_refused;       /* what was not kept, or cut, for lack of room */
-	unsigned int processes;	       /* Python processes seen */
-	unsigned int unsupported;      /* processes refused (version, layout) */
-	char refused[512];	       /* why the first of them was refused, "" if none */
-	uint64_t bpf_samples;	       /* perf samples in tracked processes */
-	uint64_t offcpu;	       /* off-CPU stretches in the profile */
-	uint64_t offcpu_short;	       /* ... left out: shorter than --min-block */
-	uint64_t offcpu_unended;       /* ... whose end was never seen (ring full): weigh 0 */
-	uint64_t offcpu_open;	       /* ... still off the CPU at the end: weighed until then */
-	uint64_t offcpu_missed;	       /* ... whose return no sched_switch reported: timed at its
-					* next switch-out from its CPU time (TP_SWF_RECOVERED) */
-	uint64_t offcpu_early;	       /* ... of processes not recognised yet: under the marker */
-	uint64_t offcpu_asleep;	       /* ... of threads asleep when the recording started, their
-					* stacks read then from user space */
-	uint64_t offcpu_asleep_ran;    /* threads asleep then that ran while read: left to BPF */
-	uint64_t offcpu_seen_back;     /* ... whose return was lost (ring full) but a cpu-clock
-					* sample saw it run: ended a period before that sample */
-	uint64_t gil_other;	       /* --gil: samples left out, of threads without the GIL */
-	uint64_t gil_unknown;	       /* ... of them, of builds whose GIL taipan cannot read */
+	SESSION_COUNTERS(SESSION_STATS_FIELD, SESSION_STATS_VECTOR)
+	char refused[512]; /* why the first unsupported one was refused, "" if none */
 };
 
 struct session;
@@ -155,6 +231,8 @@ struct profile *session_profile(struct session *s);
  * memory; the session then keeps its profile. */
 struct profile *session_take_profile(struct session *s);
 
+/* The counters as of now into *st. Reads the session and its parts,
+ * changes nothing. */
 void session_stats(struct session *s, struct session_stats *st);
 
 /* How many of the given pids are still alive (not zombies) and being

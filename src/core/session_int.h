@@ -46,7 +46,7 @@ struct session {
 	struct native *native;	 /* NULL: native unwinding off */
 	struct nativesym *nsyms; /* names of native frames */
 	struct stacks *stacks;	 /* samples to stacks */
-	struct session_stats st;
+	struct session_stats st; /* what is counted as it goes; session_stats() adds the rest */
 	uint64_t start_ns;
 	uint64_t dropped;	/* samples of processes user space no longer knows */
 	uint64_t early_dropped; /* early samples the profile had no room for */
