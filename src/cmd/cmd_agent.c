@@ -29,6 +29,7 @@
 #include "agent/agentsched.h"
 #include "cmd/cli.h"
 #include "cmd/commands.h"
+#include "cmd/sampling_opts.h"
 #include "agent/httpd.h"
 #include "util/log.h"
 #include "output/output.h"
@@ -62,63 +63,55 @@ static void on_signal(int sig)
 
 void cmd_agent_usage(FILE *out)
 {
+	fprintf(out,
+		"usage: taipan agent [options]\n"
+		"\n"
+		"Profiles every Python process on the host, continuously, the way\n"
+		"'record -a' does. Serves pprof CPU profiles over HTTP (Go's\n"
+		"/debug/pprof/profile convention, which Parca scrapes and go tool pprof\n"
+		"reads) and, with --push, sends a profile of every window to Pyroscope.\n"
+		"Runs until SIGTERM or SIGINT, which push the current window, answer the\n"
+		"waiting requests with what there is, and exit 0. SIGHUP reopens --log.\n"
+		"\n"
+		"It serves on the Unix socket " DEFAULT_SOCKET " (mode 0600: root only)\n"
+		"unless --listen asks for TCP, which needs --auth-token-file.\n"
+		"\n"
+		"options:\n"
+		"      --socket PATH       the Unix socket (default " DEFAULT_SOCKET "); its\n"
+		"                          directory is made 0755 when missing, and must be\n"
+		"                          writable by root only\n"
+		"      --allow-uid UID[,UID]  let these users in on the Unix socket too (it\n"
+		"                          is then mode 0666 and each request's uid, from\n"
+		"                          SO_PEERCRED, is checked: others get 403)\n"
+		"  -l, --listen ADDR:PORT  serve HTTP on TCP here instead ([ADDR6]:PORT for\n"
+		"                          IPv6); needs --auth-token-file\n"
+		"      --auth-token-file FILE  every request must send 'Authorization: Bearer\n"
+		"                          TOKEN', TOKEN being FILE's content (16 to 1024\n"
+		"                          printable characters; a final newline is dropped;\n"
+		"                          FILE must be root's, mode 0600 or 0400, and no\n"
+		"                          symbolic link); others get 401\n"
+		"      --push URL          send each window to the Pyroscope server at URL\n"
+		"                          (POST URL/ingest, pprof); a user name or password\n"
+		"                          in URL is refused (ps shows it): see below\n"
+		"      --push-credentials-file FILE  authenticate the pushes (HTTP Basic) as\n"
+		"                          FILE says: USER:PASSWORD on one line; FILE must\n"
+		"                          be root's, mode 0600 or 0400, and no symbolic\n"
+		"                          link. Or set " ENV_PUSH_USER " and\n"
+		"                          " ENV_PUSH_PASSWORD " in the agent's environment\n"
+		"  -w, --window SECS       the push window (default 15; 1 to 3600)\n");
+	sampling_opts_help(out, SAMPLING_AGENT, SO_RATE);
+	fprintf(out,
+		"      --app NAME          the application name in Pyroscope (default taipan;\n"
+		"                          letters, digits, '.', '_', '-'); the host name goes\n"
+		"                          in its hostname label: NAME{hostname=HOST}\n");
+	sampling_opts_help(out, SAMPLING_AGENT, SO_COMM | SO_CGROUP);
+	fprintf(out,
+		"      --backlog N         windows kept for a push that fails, at most (default\n"
+		"                          8); older ones are dropped and counted\n");
+	sampling_opts_help(out, SAMPLING_AGENT, SO_KERNEL | SO_NATIVE);
+	sampling_opts_help(out, SAMPLING_AGENT, SO_MODE | SO_NICE | SO_MAX_MEMORY);
 	fprintf(
 	    out,
-	    "usage: taipan agent [options]\n"
-	    "\n"
-	    "Profiles every Python process on the host, continuously, the way\n"
-	    "'record -a' does. Serves pprof CPU profiles over HTTP (Go's\n"
-	    "/debug/pprof/profile convention, which Parca scrapes and go tool pprof\n"
-	    "reads) and, with --push, sends a profile of every window to Pyroscope.\n"
-	    "Runs until SIGTERM or SIGINT, which push the current window, answer the\n"
-	    "waiting requests with what there is, and exit 0. SIGHUP reopens --log.\n"
-	    "\n"
-	    "It serves on the Unix socket " DEFAULT_SOCKET " (mode 0600: root only)\n"
-	    "unless --listen asks for TCP, which needs --auth-token-file.\n"
-	    "\n"
-	    "options:\n"
-	    "      --socket PATH       the Unix socket (default " DEFAULT_SOCKET "); its\n"
-	    "                          directory is made 0755 when missing, and must be\n"
-	    "                          writable by root only\n"
-	    "      --allow-uid UID[,UID]  let these users in on the Unix socket too (it\n"
-	    "                          is then mode 0666 and each request's uid, from\n"
-	    "                          SO_PEERCRED, is checked: others get 403)\n"
-	    "  -l, --listen ADDR:PORT  serve HTTP on TCP here instead ([ADDR6]:PORT for\n"
-	    "                          IPv6); needs --auth-token-file\n"
-	    "      --auth-token-file FILE  every request must send 'Authorization: Bearer\n"
-	    "                          TOKEN', TOKEN being FILE's content (16 to 1024\n"
-	    "                          printable characters; a final newline is dropped;\n"
-	    "                          FILE must be root's, mode 0600 or 0400, and no\n"
-	    "                          symbolic link); others get 401\n"
-	    "      --push URL          send each window to the Pyroscope server at URL\n"
-	    "                          (POST URL/ingest, pprof); a user name or password\n"
-	    "                          in URL is refused (ps shows it): see below\n"
-	    "      --push-credentials-file FILE  authenticate the pushes (HTTP Basic) as\n"
-	    "                          FILE says: USER:PASSWORD on one line; FILE must\n"
-	    "                          be root's, mode 0600 or 0400, and no symbolic\n"
-	    "                          link. Or set " ENV_PUSH_USER " and\n"
-	    "                          " ENV_PUSH_PASSWORD " in the agent's environment\n"
-	    "  -w, --window SECS       the push window (default 15; 1 to 3600)\n"
-	    "  -r, --rate HZ           samples per second per CPU (default 100; 1 to 10000)\n"
-	    "      --app NAME          the application name in Pyroscope (default taipan;\n"
-	    "                          letters, digits, '.', '_', '-'); the host name goes\n"
-	    "                          in its hostname label: NAME{hostname=HOST}\n"
-	    "      --comm NAME         only processes with this name (repeatable)\n"
-	    "      --cgroup PATH       only processes in this cgroup or below it (v2 path,\n"
-	    "                          e.g. /system.slice/app.service)\n"
-	    "      --backlog N         windows kept for a push that fails, at most (default\n"
-	    "                          8); older ones are dropped and counted\n"
-	    "      --no-kernel         leave out kernel frames\n"
-	    "      --native MODE       native (C) frames: filtered (default), all or none,\n"
-	    "                          as in taipan record\n"
-	    "      --mode MODE         cpu (default), or wall: also the stacks of threads\n"
-	    "                          off the CPU, weighed by the time away, as in taipan\n"
-	    "                          record; served on /debug/pprof/wall (Linux 5.17+)\n"
-	    "      --nice N            the nice value taipan reads samples at (default -5;\n"
-	    "                          0 leaves it), as in taipan record\n"
-	    "      --max-memory SIZE   what taipan keeps of its targets at most, together\n"
-	    "                          (default 256M), as in taipan record; /stats\n"
-	    "                          says how much is held\n"
 	    "      --log FILE          log here instead of stderr (appended to, made 0640;\n"
 	    "                          SIGHUP reopens it, for log rotation); a file of\n"
 	    "                          another user's or a symbolic link is refused\n"
@@ -154,7 +147,12 @@ void cmd_agent_usage(FILE *out)
 	    "      'http://HOST:9100/debug/pprof/profile?seconds=10' > p.pb.gz\n");
 }
 
+/* The shared options the agent takes: it samples every process. */
+#define SAMPLING_MASK                                                                              \
+	(SO_COMM | SO_CGROUP | SO_RATE | SO_MODE | SO_KERNEL | SO_NATIVE | SO_NICE | SO_MAX_MEMORY)
+
 struct agent_args {
+	struct sampling_opts so;
 	const char *listen;
 	const char *socket;
 	const char *token_file;
@@ -165,18 +163,10 @@ struct agent_args {
 	const char *creds_file;
 	char *push_user, *push_password; /* from malloc; NULL: none */
 	double window;
-	unsigned int rate;
 	const char *app;
-	const char *comms[CLI_MAX_COMMS + 1];
-	int ncomms;
-	const char *cgroup;
 	const char *log;
 	unsigned int backlog;
-	bool kernel, stats;
-	int native; /* enum session_native */
-	int mode;   /* enum prof_mode: cpu or wall */
-	int nice;
-	size_t max_memory;
+	bool stats;
 };
 
 /* --allow-uid 1000,1001: numeric uids, added to a's. */
@@ -295,20 +285,12 @@ static void forget_secrets(struct agent_args *a)
 
 static int parse_args(int argc, char **argv, struct agent_args *a)
 {
-	static const struct option longopts[] = {
+	static const struct option own[] = {
 	    {"listen", required_argument, NULL, 'l'},
 	    {"push", required_argument, NULL, 'P'},
 	    {"window", required_argument, NULL, 'w'},
-	    {"rate", required_argument, NULL, 'r'},
 	    {"app", required_argument, NULL, 'A'},
-	    {"comm", required_argument, NULL, 'C'},
-	    {"cgroup", required_argument, NULL, 'G'},
 	    {"backlog", required_argument, NULL, 'B'},
-	    {"no-kernel", no_argument, NULL, 'K'},
-	    {"native", required_argument, NULL, 'N'},
-	    {"mode", required_argument, NULL, 'M'},
-	    {"nice", required_argument, NULL, 'n'},
-	    {"max-memory", required_argument, NULL, 'm'},
 	    {"log", required_argument, NULL, 'L'},
 	    {"stats", no_argument, NULL, 'S'},
 	    {"verbose", no_argument, NULL, 'v'},
@@ -319,21 +301,32 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	    {"push-credentials-file", required_argument, NULL, 'Q'},
 	    {0},
 	};
+	struct option longopts[sizeof(own) / sizeof(own[0]) + SAMPLING_LONGOPTS];
 	char *end;
-	int c;
+	int c, r;
 	long v;
 
+	sampling_opts_init(&a->so);
+	a->so.all = true;
 	a->socket = DEFAULT_SOCKET;
 	bool socket_given = false;
 	a->window = 15;
-	a->rate = 100;
 	a->app = "taipan";
 	a->backlog = 8;
-	a->kernel = true;
-	a->native = SESSION_NATIVE_FILTERED;
-	a->nice = SESSION_NICE_DEFAULT;
+	if (sampling_longopts(SAMPLING_MASK, own, longopts, sizeof(longopts) / sizeof(longopts[0])))
+		return -EINVAL;
 	optind = 1;
 	while ((c = cli_getopt("agent", argc, argv, "l:w:r:vh", longopts)) != -1) {
+		r = sampling_opts_parse(&a->so, c, optarg);
+		if (r < 0)
+			return r;
+		if (r == 0 && c == 'M' && a->so.mode == PROF_MODE_OFFCPU) {
+			log_error("the agent takes --mode cpu or wall: /debug/pprof/wall "
+				  "holds the off-CPU stacks, with their state");
+			return -EINVAL;
+		}
+		if (r == 0)
+			continue;
 		switch (c) {
 		case 'l':
 			a->listen = optarg;
@@ -363,19 +356,8 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 				return -EINVAL;
 			}
 			break;
-		case 'r':
-			if (cli_rate(optarg, &a->rate))
-				return -EINVAL;
-			break;
 		case 'A':
 			a->app = optarg;
-			break;
-		case 'C':
-			if (cli_comm(optarg, a->comms, &a->ncomms))
-				return -EINVAL;
-			break;
-		case 'G':
-			a->cgroup = optarg;
 			break;
 		case 'B':
 			errno = 0;
@@ -387,30 +369,6 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 				return -EINVAL;
 			}
 			a->backlog = (unsigned int)v;
-			break;
-		case 'K':
-			a->kernel = false;
-			break;
-		case 'N':
-			if (cli_native(optarg, &a->native))
-				return -EINVAL;
-			break;
-		case 'M':
-			if (cli_mode(optarg, &a->mode))
-				return -EINVAL;
-			if (a->mode == PROF_MODE_OFFCPU) {
-				log_error("the agent takes --mode cpu or wall: /debug/pprof/wall "
-					  "holds the off-CPU stacks, with their state");
-				return -EINVAL;
-			}
-			break;
-		case 'n':
-			if (cli_nice(optarg, &a->nice))
-				return -EINVAL;
-			break;
-		case 'm':
-			if (cli_max_memory(optarg, &a->max_memory))
-				return -EINVAL;
 			break;
 		case 'L':
 			a->log = optarg;
@@ -703,7 +661,7 @@ static char *stats_json(void *ctx, const struct httpd_counts *hc)
 		return NULL;
 	int bad = 0;
 	bad |= json_object_set_new(o, "uptime_seconds", json_real(mono_seconds() - a->t0));
-	bad |= json_object_set_new(o, "rate_hz", json_integer(a->args->rate));
+	bad |= json_object_set_new(o, "rate_hz", json_integer(a->args->so.rate));
 	bad |= json_object_set_new(o, "window_seconds", json_real(a->args->window));
 #define JSON_COUNTER(type, field, key, text) bad |= json_counter(o, key, (json_int_t)sn.st.field);
 #define JSON_VECTOR(field, count, first, name, key)                                                \
@@ -904,17 +862,8 @@ int cmd_agent(int argc, char **argv)
 	pthread_mutex_init(&a.mu, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	struct session_opts so = {
-	    .system_wide = true,
-	    .comms = args.ncomms ? args.comms : NULL,
-	    .cgroup = args.cgroup,
-	    .kernel_stacks = args.kernel,
-	    .native = (enum session_native)args.native,
-	    .mode = (enum prof_mode)args.mode,
-	    .nice = args.nice,
-	    .max_memory = args.max_memory,
-	    .rate_hz = args.rate,
-	};
+	struct session_opts so = {0};
+	sampling_opts_session(&args.so, &so);
 	ret = session_new(&so, &a.s, err, sizeof(err));
 	if (ret) {
 		agentlog("error: %s", err);
@@ -938,7 +887,7 @@ int cmd_agent(int argc, char **argv)
 		    .user = args.push_user,
 		    .password = args.push_password,
 		    .name = a.name,
-		    .rate_hz = args.rate,
+		    .rate_hz = args.so.rate,
 		    .backlog = args.backlog,
 		};
 		ret = push_new(&po, &a.push, err, sizeof(err));
@@ -954,7 +903,7 @@ int cmd_agent(int argc, char **argv)
 	    .nallow_uids = args.nallow,
 	    .token = args.token,
 	    .max_waiting = MAX_WAITING,
-	    .wall = args.mode == PROF_MODE_WALL,
+	    .wall = args.so.mode == PROF_MODE_WALL,
 	    .stats_json = stats_json,
 	    .ctx = &a,
 	};
@@ -966,13 +915,13 @@ int cmd_agent(int argc, char **argv)
 		goto out;
 	}
 	agentlog("agent started (pid %d): every Python process%s%s%s%s, %u Hz, %g s windows",
-		 getpid(), args.ncomms ? " named as --comm says" : "",
-		 args.cgroup ? " in cgroup " : "", args.cgroup ? args.cgroup : "",
-		 args.kernel ? "" : ", no kernel frames", args.rate, args.window);
+		 getpid(), args.so.ncomms ? " named as --comm says" : "",
+		 args.so.cgroup ? " in cgroup " : "", args.so.cgroup ? args.so.cgroup : "",
+		 args.so.kernel ? "" : ", no kernel frames", args.so.rate, args.window);
 	agentlog("listening on %s (GET /debug/pprof/profile?seconds=N%s, /stats, /healthz), for "
 		 "%s",
 		 httpd_address(a.h),
-		 args.mode == PROF_MODE_WALL ? ", /debug/pprof/wall?seconds=N" : "",
+		 args.so.mode == PROF_MODE_WALL ? ", /debug/pprof/wall?seconds=N" : "",
 		 args.listen   ? "clients with the bearer token"
 		 : args.nallow ? "root and the uids of --allow-uid"
 			       : "root only");

@@ -15,6 +15,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/commands.h"
+#include "cmd/sampling_opts.h"
 #include "util/log.h"
 #include "output/output.h"
 #include "core/native.h"
@@ -72,43 +73,22 @@ void cmd_record_usage(FILE *out)
 		"  -p, --pid PID        profile this running process (repeatable; a thread id\n"
 		"                       stands for its process)\n"
 		"      --subprocesses   with -p: also the processes it starts (forks, execs),\n"
-		"                       those it has started already, and theirs\n"
-		"  -a, --all            profile every Python process on the host, including\n"
-		"                       those in containers and those that start later\n"
-		"      --comm NAME      with -a: only processes with this name (repeatable)\n"
-		"      --cgroup PATH    with -a: only processes in this cgroup or below it (v2\n"
-		"                       path, e.g. /system.slice/app.service)\n"
+		"                       those it has started already, and theirs\n");
+	sampling_opts_help(out, SAMPLING_RECORD, SO_ALL | SO_COMM | SO_CGROUP);
+	fprintf(out,
 		"  -d, --duration SECS  stop after SECS seconds (default: until the targets exit\n"
 		"                       or Ctrl-C); a COMMAND still running then gets SIGTERM,\n"
-		"                       and SIGKILL 5 s later\n"
-		"  -r, --rate HZ        samples per second per CPU (default 100; 1 to 10000)\n"
-		"      --mode MODE      cpu (the default): where the CPU time goes, from\n"
-		"                       samples of running threads; wall: where the time goes,\n"
-		"                       running or not: also the stack of each thread as it\n"
-		"                       leaves the CPU, weighed by how long until it runs\n"
-		"                       again, with its state (runnable, sleeping, blocked) as\n"
-		"                       the leaf; off-cpu: only the latter. Wall and off-cpu\n"
-		"                       values are time (pprof: wall/nanoseconds; folded:\n"
-		"                       microseconds) and need Linux 5.17+\n"
+		"                       and SIGKILL 5 s later\n");
+	sampling_opts_help(out, SAMPLING_RECORD, SO_RATE | SO_MODE);
+	fprintf(out,
 		"      --min-block TIME with --mode wall or off-cpu: leave out stretches off\n"
 		"                       the CPU shorter than TIME (e.g. 500us, 2ms; default 0)\n"
 		"      --gil            only samples of threads that hold the GIL: who uses\n"
 		"                       it. Every sample of a GIL build (3.7+) carries a gil\n"
 		"                       label anyway (pprof: held, waiting or released)\n");
 	output_help(out);
+	sampling_opts_help(out, SAMPLING_RECORD, SO_KERNEL | SO_NATIVE | SO_NICE | SO_MAX_MEMORY);
 	fprintf(out,
-		"      --no-kernel      leave out kernel frames\n"
-		"      --native MODE    native (C) frames: filtered (the default) hides the\n"
-		"                       interpreter's own call machinery between Python frames\n"
-		"                       and the native frames above the first Python one; all\n"
-		"                       keeps every frame; none: Python and kernel frames only\n"
-		"      --nice N         the nice value taipan reads samples at (default -5;\n"
-		"                       0 leaves it): on a loaded host a new process must be\n"
-		"                       recognised within milliseconds of its first sample\n"
-		"      --max-memory SIZE what taipan keeps of its targets at most, together:\n"
-		"                       unwind tables, native symbols, code objects (default\n"
-		"                       256M): past it, frames are named or unwound less\n"
-		"                       well, never taipan killed (--stats says what)\n"
 		"      --folded-lines   folded: name each frame \"function (file:line)\"\n"
 		"      --folded-threads folded: start each stack with its process and thread\n"
 		"      --stats          print the sampler's counters at the end\n"
@@ -131,26 +111,23 @@ void cmd_record_usage(FILE *out)
 		"  go tool pprof -top profile.pb.gz\n");
 }
 
+/* The shared options record takes: all of them. */
+#define SAMPLING_MASK                                                                              \
+	(SO_ALL | SO_COMM | SO_CGROUP | SO_RATE | SO_MODE | SO_KERNEL | SO_NATIVE | SO_NICE |      \
+	 SO_MAX_MEMORY)
+
 struct record_args {
+	struct sampling_opts so;
 	pid_t pids[MAX_PIDS];
 	int npids;
-	bool all;
-	const char *comms[CLI_MAX_COMMS + 1];
-	int ncomms;
-	const char *cgroup;
 	double duration;
-	unsigned int rate;
 	const char *output;
 	const struct output_format_desc *format;
 	struct output_opts oo;
-	bool kernel, stats, subprocesses;
-	int native; /* enum session_native */
-	int mode;   /* enum prof_mode */
+	bool stats, subprocesses;
 	uint64_t min_block_ns;
 	bool min_block_set;
 	bool gil;
-	int nice;
-	size_t max_memory;
 	char **cmd;
 };
 
@@ -165,50 +142,29 @@ static bool has_pid(const struct record_args *a, pid_t pid)
 
 static int parse_args(int argc, char **argv, struct record_args *a)
 {
-	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},
-	    {"all", no_argument, NULL, 'a'},
-	    {"comm", required_argument, NULL, 'C'},
-	    {"cgroup", required_argument, NULL, 'G'},
-	    {"duration", required_argument, NULL, 'd'},
-	    {"rate", required_argument, NULL, 'r'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"format", required_argument, NULL, 'f'},
-	    {"no-kernel", no_argument, NULL, 'K'},
-	    {"native", required_argument, NULL, 'N'},
-	    {"folded-lines", no_argument, NULL, 'L'},
-	    {"folded-threads", no_argument, NULL, 'T'},
-	    {"stats", no_argument, NULL, 'S'},
-	    {"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"subprocesses", no_argument, NULL, 's'},
-	    {"nice", required_argument, NULL, 'n'},
-	    {"max-memory", required_argument, NULL, 'm'},
-	    {"mode", required_argument, NULL, 'M'},
-	    {"min-block", required_argument, NULL, 'B'},
-	    {"gil", no_argument, NULL, 'g'},
-	    {0},
+	static const struct option own[] = {
+	    {"pid", required_argument, NULL, 'p'},    {"duration", required_argument, NULL, 'd'},
+	    {"output", required_argument, NULL, 'o'}, {"format", required_argument, NULL, 'f'},
+	    {"folded-lines", no_argument, NULL, 'L'}, {"folded-threads", no_argument, NULL, 'T'},
+	    {"stats", no_argument, NULL, 'S'},	      {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
+	    {"subprocesses", no_argument, NULL, 's'}, {"min-block", required_argument, NULL, 'B'},
+	    {"gil", no_argument, NULL, 'g'},	      {0},
 	};
+	struct option longopts[sizeof(own) / sizeof(own[0]) + SAMPLING_LONGOPTS];
 	char *end;
-	int c;
-	a->rate = 100;
-	a->kernel = true;
-	a->native = SESSION_NATIVE_FILTERED;
-	a->nice = SESSION_NICE_DEFAULT;
+	int c, r;
+	sampling_opts_init(&a->so);
+	if (sampling_longopts(SAMPLING_MASK, own, longopts, sizeof(longopts) / sizeof(longopts[0])))
+		return -EINVAL;
 	optind = 1;
 	while ((c = cli_getopt("record", argc, argv, "+p:ad:r:o:f:qvh", longopts)) != -1) {
+		r = sampling_opts_parse(&a->so, c, optarg);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			continue;
 		switch (c) {
-		case 'a':
-			a->all = true;
-			break;
-		case 'C':
-			if (cli_comm(optarg, a->comms, &a->ncomms))
-				return -EINVAL;
-			break;
-		case 'G':
-			a->cgroup = optarg;
-			break;
 		case 'p': {
 			pid_t pid;
 			if (cli_pid(optarg, &pid))
@@ -233,10 +189,6 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 				return -EINVAL;
 			}
 			break;
-		case 'r':
-			if (cli_rate(optarg, &a->rate))
-				return -EINVAL;
-			break;
 		case 'o':
 			a->output = optarg;
 			break;
@@ -248,25 +200,6 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 					  output_format_names(names, sizeof(names)));
 				return -EINVAL;
 			}
-			break;
-		case 'K':
-			a->kernel = false;
-			break;
-		case 'N':
-			if (cli_native(optarg, &a->native))
-				return -EINVAL;
-			break;
-		case 'n':
-			if (cli_nice(optarg, &a->nice))
-				return -EINVAL;
-			break;
-		case 'm':
-			if (cli_max_memory(optarg, &a->max_memory))
-				return -EINVAL;
-			break;
-		case 'M':
-			if (cli_mode(optarg, &a->mode))
-				return -EINVAL;
 			break;
 		case 'B':
 			if (cli_min_block(optarg, &a->min_block_ns))
@@ -308,11 +241,11 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 		if (!has_pid(a, pid))
 			a->pids[a->npids++] = pid;
 	}
-	if (!a->npids && !a->cmd && !a->all) {
+	if (!a->npids && !a->cmd && !a->so.all) {
 		log_error("record needs -p PID, -a or -- COMMAND (see 'taipan help record')");
 		return -EINVAL;
 	}
-	if ((a->npids > 0) + (a->cmd != NULL) + a->all > 1) {
+	if ((a->npids > 0) + (a->cmd != NULL) + a->so.all > 1) {
 		log_error("give one of -p PID, -a or -- COMMAND");
 		return -EINVAL;
 	}
@@ -321,12 +254,12 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			  "anyway, and -a sees every process)");
 		return -EINVAL;
 	}
-	if (a->min_block_set && a->mode == PROF_MODE_CPU) {
+	if (a->min_block_set && a->so.mode == PROF_MODE_CPU) {
 		log_error("--min-block is for --mode wall or off-cpu: a CPU profile has no time "
 			  "off the CPU");
 		return -EINVAL;
 	}
-	if ((a->ncomms || a->cgroup) && !a->all) {
+	if ((a->so.ncomms || a->so.cgroup) && !a->so.all) {
 		log_error(
 		    "--comm and --cgroup filter -a; with -p or a command, name the processes");
 		return -EINVAL;
@@ -636,19 +569,11 @@ int cmd_record(int argc, char **argv)
 	}
 
 	struct session_opts so = {
-	    .system_wide = a.all,
-	    .comms = a.ncomms ? a.comms : NULL,
-	    .cgroup = a.cgroup,
-	    .kernel_stacks = a.kernel,
-	    .native = (enum session_native)a.native,
-	    .mode = (enum prof_mode)a.mode,
 	    .min_block_ns = a.min_block_ns,
 	    .gil_only = a.gil,
-	    .nice = a.nice,
-	    .max_memory = a.max_memory,
 	    .follow_children = a.cmd != NULL || a.subprocesses,
-	    .rate_hz = a.rate,
 	};
+	sampling_opts_session(&a.so, &so);
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);
@@ -689,10 +614,10 @@ int cmd_record(int argc, char **argv)
 		log_error("%s", err);
 		goto out;
 	}
-	log_debug("sampling at %u Hz%s; Ctrl-C stops and writes the profile", a.rate,
-		  a.mode == PROF_MODE_WALL     ? ", and every target thread that leaves the CPU"
-		  : a.mode == PROF_MODE_OFFCPU ? ", only to find processes: off-CPU stacks only"
-					       : "");
+	log_debug("sampling at %u Hz%s; Ctrl-C stops and writes the profile", a.so.rate,
+		  a.so.mode == PROF_MODE_WALL	  ? ", and every target thread that leaves the CPU"
+		  : a.so.mode == PROF_MODE_OFFCPU ? ", only to find processes: off-CPU stacks only"
+						  : "");
 	/* Now that BPF sees every fork: what the processes started before. */
 	for (int i = 0; a.subprocesses && i < a.npids; i++) {
 		ret = session_add_descendants(s, a.pids[i]);
@@ -749,7 +674,7 @@ int cmd_record(int argc, char **argv)
 						 strsignal(WTERMSIG(cmd.status)));
 				break;
 			}
-		} else if (!a.all && elapsed - last_checked >= 0.2) {
+		} else if (!a.so.all && elapsed - last_checked >= 0.2) {
 			last_checked = elapsed;
 			if (!session_live_targets(s)) {
 				why = "target exited";
@@ -797,13 +722,13 @@ int cmd_record(int argc, char **argv)
 	} else if (!st.samples) {
 		log_warn("no samples: the targets did not run Python on a CPU while recorded");
 	}
-	if (a.mode != PROF_MODE_CPU) {
+	if (a.so.mode != PROF_MODE_CPU) {
 		char note[128] = "";
 		if (a.format->time_unit)
 			snprintf(note, sizeof(note), "; %s values are %s", a.format->name,
 				 a.format->time_unit);
 		log_info("%s profile: %.3f s of thread time, with %llu stretches off the CPU%s",
-			 prof_mode_name((enum prof_mode)a.mode),
+			 prof_mode_name(a.so.mode),
 			 (double)profile_total_value(session_profile(s)) / 1e9,
 			 (unsigned long long)st.offcpu, note);
 	}

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cmd/commands.h"
+#include "cmd/sampling_opts.h"
 #include "util/log.h"
 #include "core/runtime.h"
 #include "cmd/cli.h"
@@ -35,44 +36,34 @@ static void on_signal(int sig)
 
 void cmd_top_usage(FILE *out)
 {
+	fprintf(out, "usage: taipan top -p PID [-r HZ] [-w SECS]\n"
+		     "       taipan top -a [-r HZ] [-w SECS]\n"
+		     "\n"
+		     "A live view of where process PID (or, with -a, every Python process on\n"
+		     "the host) spends its CPU time, refreshed every second: one row per\n"
+		     "Python function (name and file) and per native function (name and\n"
+		     "module; with --native=none, none), with\n"
+		     "  OWN%%    the share of samples in which it was the innermost frame that is\n"
+		     "          not the kernel's (running its own code, or a system call it made)\n"
+		     "  TOTAL%%  the share of samples in which it was anywhere on the stack\n"
+		     "over every thread, or one. Counts run from the start (or the last reset),\n"
+		     "or over the last SECS seconds with --window. The header shows the pid,\n"
+		     "Python version, sample rate, samples counted and samples lost.\n"
+		     "With --mode wall, the shares are of the threads' time, on the CPU or\n"
+		     "not, the OWN and TOTAL columns are seconds, and STATE says how a\n"
+		     "function's own time was spent: running, runnable (waiting for a CPU),\n"
+		     "sleeping or blocked (the disk), the largest share first.\n"
+		     "\n"
+		     "options:\n"
+		     "  -p, --pid PID        the process to watch\n");
+	sampling_opts_help(out, SAMPLING_TOP, SO_ALL | SO_RATE);
 	fprintf(out,
-		"usage: taipan top -p PID [-r HZ] [-w SECS]\n"
-		"       taipan top -a [-r HZ] [-w SECS]\n"
-		"\n"
-		"A live view of where process PID (or, with -a, every Python process on\n"
-		"the host) spends its CPU time, refreshed every second: one row per\n"
-		"Python function (name and file) and per native function (name and\n"
-		"module; with --native=none, none), with\n"
-		"  OWN%%    the share of samples in which it was the innermost frame that is\n"
-		"          not the kernel's (running its own code, or a system call it made)\n"
-		"  TOTAL%%  the share of samples in which it was anywhere on the stack\n"
-		"over every thread, or one. Counts run from the start (or the last reset),\n"
-		"or over the last SECS seconds with --window. The header shows the pid,\n"
-		"Python version, sample rate, samples counted and samples lost.\n"
-		"With --mode wall, the shares are of the threads' time, on the CPU or\n"
-		"not, the OWN and TOTAL columns are seconds, and STATE says how a\n"
-		"function's own time was spent: running, runnable (waiting for a CPU),\n"
-		"sleeping or blocked (the disk), the largest share first.\n"
-		"\n"
-		"options:\n"
-		"  -p, --pid PID        the process to watch\n"
-		"  -a, --all            every Python process on the host instead\n"
-		"  -r, --rate HZ        samples per second per CPU (default 100; 1 to 10000)\n"
 		"  -w, --window SECS    count only the last SECS seconds (1 to %d; default:\n"
-		"                       everything since the start or the last reset)\n"
-		"      --native MODE    native (C) frames: filtered (the default) hides the\n"
-		"                       interpreter's own call machinery between Python frames\n"
-		"                       and the native frames above the first Python one; all\n"
-		"                       keeps every frame; none: Python and kernel frames only\n"
-		"      --mode MODE      cpu (the default), wall (time on and off the CPU) or\n"
-		"                       off-cpu (time off it only), as in taipan record\n"
-		"      --nice N         the nice value taipan reads samples at (default -5;\n"
-		"                       0 leaves it): on a loaded host a new process must be\n"
-		"                       recognised within milliseconds of its first sample\n"
-		"      --max-memory SIZE what taipan keeps of its targets at most, together:\n"
-		"                       unwind tables, native symbols, code objects (default\n"
-		"                       256M): past it, frames are named or unwound less\n"
-		"                       well, never taipan killed\n"
+		"                       everything since the start or the last reset)\n",
+		MAX_WINDOW);
+	sampling_opts_help(out, SAMPLING_TOP, SO_NATIVE);
+	sampling_opts_help(out, SAMPLING_TOP, SO_MODE | SO_NICE | SO_MAX_MEMORY);
+	fprintf(out,
 		"  -h, --help           this text\n"
 		"\n"
 		"keys:\n"
@@ -90,38 +81,44 @@ void cmd_top_usage(FILE *out)
 		"\n"
 		"examples:\n"
 		"  taipan top -p 4242\n"
-		"  taipan top -p 4242 -r 1000 -w 10\n",
-		MAX_WINDOW);
+		"  taipan top -p 4242 -r 1000 -w 10\n");
 }
 
+/* The shared options top takes. */
+#define SAMPLING_MASK (SO_ALL | SO_RATE | SO_MODE | SO_NATIVE | SO_NICE | SO_MAX_MEMORY)
+
 struct top_args {
+	struct sampling_opts so;
 	pid_t pid;
-	bool all; /* every Python process on the host */
-	unsigned int rate;
 	unsigned int window;
-	int native; /* enum session_native */
-	int mode;   /* enum prof_mode */
-	int nice;
-	size_t max_memory;
 };
 
 static int parse_args(int argc, char **argv, struct top_args *a)
 {
-	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},	  {"all", no_argument, NULL, 'a'},
-	    {"rate", required_argument, NULL, 'r'},	  {"window", required_argument, NULL, 'w'},
-	    {"native", required_argument, NULL, 'N'},	  {"nice", required_argument, NULL, 'n'},
-	    {"max-memory", required_argument, NULL, 'm'}, {"help", no_argument, NULL, 'h'},
-	    {"mode", required_argument, NULL, 'M'},	  {0},
+	static const struct option own[] = {
+	    {"pid", required_argument, NULL, 'p'},
+	    {"window", required_argument, NULL, 'w'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
+	struct option longopts[sizeof(own) / sizeof(own[0]) + SAMPLING_LONGOPTS];
 	char *end;
 	long v;
-	int c;
-	a->rate = 100;
-	a->native = SESSION_NATIVE_FILTERED;
-	a->nice = SESSION_NICE_DEFAULT;
+	int c, r;
+	sampling_opts_init(&a->so);
+	/* Its rows leave kernel frames out anyway (OWN% is of the innermost
+	 * frame that is not the kernel's): it has no --no-kernel, and reads
+	 * none. */
+	a->so.kernel = false;
+	if (sampling_longopts(SAMPLING_MASK, own, longopts, sizeof(longopts) / sizeof(longopts[0])))
+		return -EINVAL;
 	optind = 1;
 	while ((c = cli_getopt("top", argc, argv, "p:ar:w:h", longopts)) != -1) {
+		r = sampling_opts_parse(&a->so, c, optarg);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			continue;
 		switch (c) {
 		case 'p':
 			if (a->pid) {
@@ -129,29 +126,6 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 				return -EINVAL;
 			}
 			if (cli_pid(optarg, &a->pid))
-				return -EINVAL;
-			break;
-		case 'a':
-			a->all = true;
-			break;
-		case 'r':
-			if (cli_rate(optarg, &a->rate))
-				return -EINVAL;
-			break;
-		case 'N':
-			if (cli_native(optarg, &a->native))
-				return -EINVAL;
-			break;
-		case 'n':
-			if (cli_nice(optarg, &a->nice))
-				return -EINVAL;
-			break;
-		case 'm':
-			if (cli_max_memory(optarg, &a->max_memory))
-				return -EINVAL;
-			break;
-		case 'M':
-			if (cli_mode(optarg, &a->mode))
 				return -EINVAL;
 			break;
 		case 'w':
@@ -175,7 +149,7 @@ static int parse_args(int argc, char **argv, struct top_args *a)
 		log_error("unexpected argument '%s' (see 'taipan help top')", argv[optind]);
 		return -EINVAL;
 	}
-	if (!a->pid == !a->all) {
+	if (!a->pid == !a->so.all) {
 		log_error("top needs -p PID or -a, one of them (see 'taipan help top')");
 		return -EINVAL;
 	}
@@ -291,12 +265,11 @@ static void draw(const struct view *v, struct topstats *ts, struct session *s)
 	if (v->pid)
 		put(0, w, "taipan top - pid %d (%s), %s %s, %s, %u Hz, %s%s", v->pid,
 		    esc(e1, sizeof(e1), v->f.comm), v->rt->title, v->f.version,
-		    prof_mode_name((enum prof_mode)v->args->mode), v->args->rate, span,
+		    prof_mode_name(v->args->so.mode), v->args->so.rate, span,
 		    v->exited ? " - the process exited" : "");
 	else
 		put(0, w, "taipan top - every Python process (%u seen), %s, %u Hz, %s",
-		    st.processes, prof_mode_name((enum prof_mode)v->args->mode), v->args->rate,
-		    span);
+		    st.processes, prof_mode_name(v->args->so.mode), v->args->so.rate, span);
 	/* Samples counted, or (--mode wall, off-cpu) the threads' time. */
 	char counted[64], inview[64];
 	if (v->wall) {
@@ -414,13 +387,13 @@ int cmd_top(int argc, char **argv)
 		return 2;
 	cli_raise_fd_limit();
 	/* The version for the header, and a clear error before BPF loads. */
-	ret = a.all ? 0 : runtime_detect(NULL, a.pid, &rt, &rp, err, sizeof(err));
+	ret = a.so.all ? 0 : runtime_detect(NULL, a.pid, &rt, &rp, err, sizeof(err));
 	if (ret) {
 		log_error("%s", ret == -ENOMEM ? "out of memory" : err);
 		return 1;
 	}
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-		if (a.all)
+		if (a.so.all)
 			log_error("top needs a terminal; to write a profile instead, use 'taipan "
 				  "record -a'");
 		else
@@ -434,18 +407,14 @@ int cmd_top(int argc, char **argv)
 		log_error("out of memory");
 		goto out;
 	}
-	struct session_opts so = {.rate_hz = a.rate,
-				  .system_wide = a.all,
-				  .native = (enum session_native)a.native,
-				  .mode = (enum prof_mode)a.mode,
-				  .nice = a.nice,
-				  .max_memory = a.max_memory};
+	struct session_opts so = {0};
+	sampling_opts_session(&a.so, &so);
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);
 		goto out;
 	}
-	ret = a.all ? 0 : session_add_pid(s, a.pid, true, err, sizeof(err));
+	ret = a.so.all ? 0 : session_add_pid(s, a.pid, true, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);
 		goto out;
@@ -473,11 +442,11 @@ int cmd_top(int argc, char **argv)
 	curs_set(0);
 
 	struct view v = {.args = &a,
-			 .pid = a.all ? 0 : a.pid,
+			 .pid = a.so.all ? 0 : a.pid,
 			 .rt = rt,
 			 .sort = TOP_SORT_OWN,
 			 .since = mono_seconds(),
-			 .wall = a.mode != PROF_MODE_CPU};
+			 .wall = a.so.mode != PROF_MODE_CPU};
 	if (rt)
 		rt->facts(rp, &v.f);
 	double next = mono_seconds() + 1.0;
@@ -493,7 +462,7 @@ int cmd_top(int argc, char **argv)
 			if (topstats_tick(ts, session_profile(s)))
 				v.error = "out of memory; q quits";
 			v.ticks++;
-			if (!a.all && !v.exited && !session_live_targets(s))
+			if (!a.so.all && !v.exited && !session_live_targets(s))
 				v.exited = true;
 			next += 1.0;
 			if (next < now)
