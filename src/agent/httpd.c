@@ -353,9 +353,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (!strcmp(url, "/healthz"))
 		return respond_text(c, MHD_HTTP_OK, "ok\n");
 	if (!strcmp(url, "/stats")) {
-		struct httpd_counts counts;
-		httpd_counts(h, &counts);
-		char *json = h->o.stats_json ? h->o.stats_json(h->o.ctx, &counts) : NULL;
+		char *json = h->o.stats_json ? h->o.stats_json(h->o.ctx) : NULL;
 		if (!json)
 			return respond_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "no stats\n");
 		return respond(c, MHD_HTTP_OK, "application/json", json, strlen(json), true);

@@ -49,9 +49,9 @@ struct httpd_opts {
 	/* GET /debug/pprof/wall is served (the agent's --mode wall or
 	 * off-cpu); else it gets 404, which says how to have it. */
 	bool wall;
-	/* GET /stats: called on the server's thread with the server's own
-	 * counts; returns JSON text from malloc, or NULL (500). */
-	char *(*stats_json)(void *ctx, const struct httpd_counts *c);
+	/* GET /stats: called on the server's thread; returns JSON text from
+	 * malloc, or NULL (500). The server's own counts are httpd_counts(). */
+	char *(*stats_json)(void *ctx);
 	void *ctx;
 };
 

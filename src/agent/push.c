@@ -24,6 +24,7 @@
 
 #include "agent/agentlog.h"
 #include "agent/push.h"
+#include "output/output.h"
 #include "util/clock.h"
 #include "util/dynlib.h"
 
@@ -563,4 +564,117 @@ void push_free(struct pusher *p, double flush_s, struct push_stats *final)
 		push_get_stats(p, final);
 	release(p, true);
 	cu.global_cleanup();
+}
+
+/* --- the agent's sink ----------------------------------------------------------- */
+
+#define FLUSH_S 4.0 /* exiting: for the last windows to be pushed */
+
+struct push_sink {
+	struct pusher *p;	 /* NULL: no --push, or stopped */
+	bool enabled;		 /* --push */
+	struct push_stats final; /* once stopped */
+};
+
+/* A window with samples, queued as the unix seconds it covers. */
+static void sink_window(void *impl, const struct profile *w)
+{
+	struct push_sink *ps = impl;
+	char *data;
+	size_t len;
+	if (!ps->p)
+		return;
+	uint64_t from = profile_start_ns(w) / 1000000000ULL;
+	uint64_t until = (profile_start_ns(w) + profile_duration_ns(w)) / 1000000000ULL;
+	if (until <= from)
+		until = from + 1;
+	/* Pyroscope reads the window as a "cpu" profile (see the top): of a
+	 * wall-clock window, the samples on the CPU. */
+	struct profile *cpu = profile_weighted(w) ? profile_cpu_view(w) : NULL;
+	int err = profile_weighted(w) && !cpu
+		      ? -ENOMEM
+		      : output_encode_memory(cpu ? cpu : w, output_write_pprof, NULL, &data, &len);
+	profile_free(cpu);
+	if (err) {
+		agentlog("cannot encode window %" PRIu64 "-%" PRIu64 ": %s; not pushed", from,
+			 until, strerror(-err));
+		return;
+	}
+	push_submit(ps->p, data, len, from, until);
+}
+
+/* On the server's thread: the pusher's counters are under its lock, and
+ * it is stopped only once the server is. */
+static int sink_stats(void *impl, json_t *o)
+{
+	struct push_sink *ps = impl;
+	struct push_stats st = ps->final;
+	int bad = 0;
+	if (ps->p)
+		push_get_stats(ps->p, &st);
+	bad |= json_object_set_new(o, "push_enabled", json_boolean(ps->enabled));
+	bad |= json_object_set_new(o, "windows_pushed", json_integer((json_int_t)st.pushed));
+	bad |= json_object_set_new(o, "push_failures", json_integer((json_int_t)st.failures));
+	bad |= json_object_set_new(o, "dropped_windows", json_integer((json_int_t)st.dropped));
+	bad |= json_object_set_new(o, "push_backlog", json_integer(st.waiting));
+	return bad ? -1 : 0;
+}
+
+static void sink_totals(void *impl, char *words, size_t wlen, char *line, size_t llen)
+{
+	struct push_sink *ps = impl;
+	snprintf(words, wlen,
+		 ", %" PRIu64 " pushed, %" PRIu64 " push failures, %" PRIu64 " dropped",
+		 ps->final.pushed, ps->final.failures, ps->final.dropped);
+	if (llen)
+		line[0] = '\0';
+}
+
+static void sink_stop(void *impl, bool drain)
+{
+	struct push_sink *ps = impl;
+	if (!ps->p)
+		return;
+	push_free(ps->p, drain ? FLUSH_S : 0, &ps->final);
+	ps->p = NULL;
+}
+
+static void sink_free(void *impl)
+{
+	sink_stop(impl, false);
+	free(impl);
+}
+
+static const struct sink_ops push_ops = {
+    .window = sink_window,
+    .stats = sink_stats,
+    .totals = sink_totals,
+    .stop = sink_stop,
+    .free = sink_free,
+};
+
+/* Without --push: no windows, only push_enabled false and zeros. */
+static const struct sink_ops push_off_ops = {
+    .stats = sink_stats,
+    .totals = sink_totals,
+    .free = sink_free,
+};
+
+int push_sink_new(const struct push_opts *o, struct sink *out, char *err, size_t errlen)
+{
+	struct push_sink *ps = calloc(1, sizeof(*ps));
+	if (!ps) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (o) {
+		int ret = push_new(o, &ps->p, err, errlen);
+		if (ret) {
+			free(ps);
+			return ret;
+		}
+		ps->enabled = true;
+	}
+	*out = (struct sink){.ops = o ? &push_ops : &push_off_ops, .impl = ps};
+	return 0;
 }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/sink.h"
+
 /* How many times one window is tried before it is dropped. */
 #define PUSH_MAX_ATTEMPTS 6
 /* The longest wait between two tries of a window, in seconds. */
@@ -49,6 +51,14 @@ void push_get_stats(struct pusher *p, struct push_stats *st);
  * drops and counts the rest, stops the worker and frees. The final counters
  * go to *final when it is not NULL. Accepts NULL. */
 void push_free(struct pusher *p, double flush_s, struct push_stats *final);
+
+/* The pushes as one of the agent's sinks (agent/sink.h): push_new(o), and
+ * each window with samples, as gzipped pprof (of a wall-clock window, its
+ * samples on the CPU), queued for the server. Stopping it with drain tries
+ * what is queued for up to 4 s. o NULL: no pushes; the sink then only puts
+ * push_enabled false and zeros in /stats, as the counters' names stay.
+ * Returns 0, or a negative errno with err filled. */
+int push_sink_new(const struct push_opts *o, struct sink *out, char *err, size_t errlen);
 
 /* Pieces, public for their unit tests. */
 

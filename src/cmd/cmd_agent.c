@@ -1,48 +1,32 @@
 /* cmd_agent.c - `taipan agent`: profile every Python process on the host,
  * always on; serve pprof over HTTP and push fixed windows to Pyroscope.
- *
- * One thread samples: it polls the session and cuts the session's profile
- * (session_take_profile) at every window boundary and wherever an HTTP
- * request starts or ends, and adds each piece to whatever covers it: the
- * window being aggregated for the push, and each waiting request. The
- * pieces are cut exactly at those moments, so a request gets the samples
- * of its own seconds, and no history is kept. Two other threads do the
- * waiting on the network: libmicrohttpd's (requests are suspended, not
- * blocked on) and the pusher's (push.c), so neither a slow client nor a
- * dead server holds up sampling.
+ * Its options, its secrets, and its start: the session, the sinks (the
+ * pushes, then the HTTP server) and the loop (agent/agent.c) that gives
+ * them the profiles.
  */
 #include <errno.h>
-#include <math.h>
 #include <getopt.h>
-#include <inttypes.h>
-#include <arpa/inet.h>
-#include <jansson.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "agent/agent.h"
 #include "agent/agentlog.h"
-#include "agent/agentsched.h"
+#include "agent/httpd.h"
+#include "agent/push.h"
+#include "agent/serve.h"
 #include "cmd/cli.h"
 #include "cmd/commands.h"
 #include "cmd/sampling_opts.h"
-#include "agent/httpd.h"
-#include "util/log.h"
-#include "output/output.h"
-#include "agent/push.h"
 #include "core/session.h"
-#include "core/walkerr.h"
-#include "util/clock.h"
+#include "util/log.h"
 #include "util/safefile.h"
 
-#define MAX_WAITING 8	 /* profile requests at once */
-#define POLL_MAX_MS 100	 /* the longest the loop sleeps: signals and new requests */
-#define HTTP_DRAIN_S 2.0 /* exiting: for answers to go out */
-#define PUSH_FLUSH_S 4.0 /* exiting: for the last windows to be pushed */
 #define DEFAULT_SOCKET "/run/taipan/agent.sock"
 #define TOKEN_MIN 16
 #define TOKEN_MAX 1024
@@ -450,393 +434,13 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	return 0;
 }
 
-/* A profile request being aggregated. */
-struct waiter {
-	struct httpd_req *req;
-	struct profile *acc;
-	double end; /* mono_seconds() */
-};
-
-/* Counters that /stats reads on the server's thread: the main loop copies
- * them here once a second. */
-struct snapshot {
-	struct session_stats st;
-	unsigned int live;
-	uint64_t windows, empty_windows;
-};
-
-struct agent {
-	struct agent_args *args;
-	struct session *s;
-	struct httpd *h;
-	struct pusher *push;
-	char name[512]; /* the ingest name */
-	double t0;
-
-	struct profile *win; /* the window being aggregated; NULL: nothing yet */
-	struct waiter waiters[MAX_WAITING];
-	unsigned int nwaiters;
-	uint64_t windows, empty_windows;
-	bool merge_failed, cut_failed, poll_failed; /* logged once */
-
-	pthread_mutex_t mu;
-	struct snapshot snap;
-};
-
-/* --- profiles ------------------------------------------------------------------ */
-
-/* p as gzipped pprof in memory (from malloc). */
-static int encode(const struct profile *p, char **out, size_t *len)
-{
-	char *buf = NULL;
-	size_t n = 0;
-	FILE *f = open_memstream(&buf, &n);
-	if (!f)
-		return -errno;
-	int err = output_write_pprof(p, f, NULL);
-	if (fclose(f) && !err)
-		err = -ENOMEM;
-	if (err) {
-		free(buf);
-		return err;
-	}
-	*out = buf;
-	*len = n;
-	return 0;
-}
-
-static void merge_into(struct agent *a, struct profile *dst, const struct profile *piece)
-{
-	int err = profile_merge(dst, piece);
-	if (err && !a->merge_failed) {
-		a->merge_failed = true;
-		agentlog("warning: cannot add samples to a profile (%s): it will miss some; "
-			 "said once",
-			 strerror(-err));
-	}
-}
-
-/* Ends the session's current piece now and adds it to everything that
- * covers it. */
-static void cut(struct agent *a)
-{
-	/* What the ring buffer holds belongs before the cut. */
-	int ret = session_poll(a->s, 0);
-	if (ret && !a->poll_failed) {
-		a->poll_failed = true;
-		agentlog("warning: reading samples before a cut: %s; the profile may miss "
-			 "some; said once",
-			 strerror(-ret));
-	}
-	struct profile *piece = session_take_profile(a->s);
-	if (!piece) {
-		/* The session keeps aggregating; the next cut takes it. */
-		if (!a->cut_failed) {
-			a->cut_failed = true;
-			agentlog("warning: out of memory cutting the profile; said once");
-		}
-		return;
-	}
-	for (unsigned int i = 0; i < a->nwaiters; i++)
-		merge_into(a, a->waiters[i].acc, piece);
-	if (a->push && !a->win) {
-		a->win = piece; /* the usual case: a window is one piece */
-		return;
-	}
-	if (a->push)
-		merge_into(a, a->win, piece);
-	profile_free(piece);
-}
-
-/* The window is over: push it (when it has samples) and start the next. */
-static void close_window(struct agent *a)
-{
-	struct profile *w = a->win;
-	char *data;
-	size_t len;
-	a->win = NULL;
-	a->windows++;
-	if (!a->push)
-		return;
-	if (!w || !profile_sample_count(w)) {
-		a->empty_windows++;
-		profile_free(w);
-		return;
-	}
-	uint64_t from = profile_start_ns(w) / 1000000000ULL;
-	uint64_t until = (profile_start_ns(w) + profile_duration_ns(w)) / 1000000000ULL;
-	if (until <= from)
-		until = from + 1;
-	/* Pyroscope reads the window as a "cpu" profile (push.c): of a
-	 * wall-clock window, the samples on the CPU. */
-	struct profile *cpu = profile_weighted(w) ? profile_cpu_view(w) : NULL;
-	int err = profile_weighted(w) && !cpu ? -ENOMEM : encode(cpu ? cpu : w, &data, &len);
-	profile_free(cpu);
-	profile_free(w);
-	if (err) {
-		agentlog("cannot encode window %" PRIu64 "-%" PRIu64 ": %s; not pushed", from,
-			 until, strerror(-err));
-		return;
-	}
-	push_submit(a->push, data, len, from, until);
-}
-
-static void answer(struct agent *a, struct waiter *w)
-{
-	char *data;
-	size_t len;
-	/* /debug/pprof/profile is Go's CPU profile whatever the agent
-	 * records: of a wall-clock profile, the samples on the CPU. */
-	struct profile *cpu = NULL;
-	if (profile_weighted(w->acc) && !httpd_req_wall(w->req) &&
-	    !(cpu = profile_cpu_view(w->acc))) {
-		profile_free(w->acc);
-		w->acc = NULL;
-		char *msg = strdup("out of memory\n");
-		httpd_reply(a->h, w->req, 503, "text/plain; charset=utf-8", msg,
-			    msg ? strlen(msg) : 0);
-		return;
-	}
-	int err = encode(cpu ? cpu : w->acc, &data, &len);
-	profile_free(cpu);
-	profile_free(w->acc);
-	w->acc = NULL;
-	if (err) {
-		char *msg = strdup("cannot encode the profile\n");
-		httpd_reply(a->h, w->req, 500, "text/plain; charset=utf-8", msg,
-			    msg ? strlen(msg) : 0);
-		return;
-	}
-	httpd_reply(a->h, w->req, 200, NULL, data, len);
-}
-
-/* --- counters ------------------------------------------------------------------ */
-
-static void take_snapshot(struct agent *a)
-{
-	struct snapshot sn;
-	session_stats(a->s, &sn.st);
-	sn.live = session_live_targets(a->s);
-	sn.windows = a->windows;
-	sn.empty_windows = a->empty_windows;
-	pthread_mutex_lock(&a->mu);
-	a->snap = sn;
-	pthread_mutex_unlock(&a->mu);
-}
-
-/* A session counter into o as key, unless key is NULL. 0 or -1. */
-static int json_counter(json_t *o, const char *key, json_int_t v)
-{
-	return key ? json_object_set_new(o, key, json_integer(v)) : 0;
-}
-
-/* A vector of them as an object under key: name(i) for i from first. */
-static int json_vector(json_t *o, const char *key, const uint64_t *v, unsigned int count,
-		       unsigned int first, const char *(*name)(unsigned int))
-{
-	json_t *vo = json_object();
-	int bad = !vo;
-	for (unsigned int i = first; vo && i < count; i++)
-		bad |= json_object_set_new(vo, name(i), json_integer((json_int_t)v[i]));
-	return bad | (!vo || json_object_set_new(o, key, vo));
-}
-
-/* GET /stats, on the server's thread: it reads only what is set before
- * the server starts, the snapshot, and the pusher's own counters. */
-static char *stats_json(void *ctx, const struct httpd_counts *hc)
-{
-	struct agent *a = ctx;
-	struct snapshot sn;
-	struct push_stats ps = {0};
-	char *text = NULL;
-
-	pthread_mutex_lock(&a->mu);
-	sn = a->snap;
-	pthread_mutex_unlock(&a->mu);
-	if (a->push)
-		push_get_stats(a->push, &ps);
-
-	json_t *o = json_object();
-	if (!o)
-		return NULL;
-	int bad = 0;
-	bad |= json_object_set_new(o, "uptime_seconds", json_real(mono_seconds() - a->t0));
-	bad |= json_object_set_new(o, "rate_hz", json_integer(a->args->so.rate));
-	bad |= json_object_set_new(o, "window_seconds", json_real(a->args->window));
-#define JSON_COUNTER(type, field, key, text) bad |= json_counter(o, key, (json_int_t)sn.st.field);
-#define JSON_VECTOR(field, count, first, name, key)                                                \
-	bad |= json_vector(o, key, sn.st.field, count, first, name);
-	SESSION_SAMPLE_COUNTERS(JSON_COUNTER, JSON_VECTOR)
-	SESSION_HELD_COUNTERS(JSON_COUNTER, JSON_VECTOR)
-	bad |= json_object_set_new(o, "processes_tracked", json_integer(sn.live));
-	SESSION_PROCESS_COUNTERS(JSON_COUNTER, JSON_VECTOR)
-	SESSION_OFFCPU_COUNTERS(JSON_COUNTER, JSON_VECTOR)
-#undef JSON_COUNTER
-#undef JSON_VECTOR
-	bad |= json_object_set_new(o, "windows", json_integer((json_int_t)sn.windows));
-	bad |= json_object_set_new(o, "windows_empty", json_integer((json_int_t)sn.empty_windows));
-	bad |= json_object_set_new(o, "push_enabled", json_boolean(a->push != NULL));
-	bad |= json_object_set_new(o, "windows_pushed", json_integer((json_int_t)ps.pushed));
-	bad |= json_object_set_new(o, "push_failures", json_integer((json_int_t)ps.failures));
-	bad |= json_object_set_new(o, "dropped_windows", json_integer((json_int_t)ps.dropped));
-	bad |= json_object_set_new(o, "push_backlog", json_integer(ps.waiting));
-	bad |=
-	    json_object_set_new(o, "profile_requests_served", json_integer((json_int_t)hc->served));
-	bad |= json_object_set_new(o, "profile_requests_refused",
-				   json_integer((json_int_t)hc->refused));
-	bad |= json_object_set_new(o, "profile_requests_waiting", json_integer(hc->waiting));
-	bad |= json_object_set_new(o, "profile_requests_abandoned",
-				   json_integer((json_int_t)hc->abandoned));
-	bad |= json_object_set_new(o, "requests_denied", json_integer((json_int_t)hc->denied));
-	bad |= json_object_set_new(o, "connections_cut", json_integer((json_int_t)hc->cut));
-	bad |= json_object_set_new(o, "connections_refused",
-				   json_integer((json_int_t)hc->refused_conns));
-	bad |= json_object_set_new(o, "connections_evicted", json_integer((json_int_t)hc->evicted));
-	bad |= json_object_set_new(o, "accept_failures",
-				   json_integer((json_int_t)hc->accept_failures));
-	if (!bad)
-		text = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	return text;
-}
-
-/* --stats, at exit: the pusher and the server are gone, their counters
- * are given. */
-static void log_counters(struct agent *a, const struct push_stats *ps,
-			 const struct httpd_counts *hc)
-{
-	struct session_stats st;
-	session_stats(a->s, &st);
-	agentlog("stats: %.0f s up, %" PRIu64 " samples, %" PRIu64 " lost (ring full), %" PRIu64
-		 " lost (process not yet known), %u Python processes seen, %u refused",
-		 mono_seconds() - a->t0, st.samples, st.lost_ring, st.lost_unknown, st.processes,
-		 st.unsupported);
-	agentlog("stats: %" PRIu64 " windows (%" PRIu64 " empty), %" PRIu64 " pushed, %" PRIu64
-		 " push failures, %" PRIu64 " dropped; %lu profile requests served, %lu refused, "
-		 "%lu abandoned; %lu requests denied, %lu connections cut",
-		 a->windows, a->empty_windows, ps->pushed, ps->failures, ps->dropped, hc->served,
-		 hc->refused, hc->abandoned, hc->denied, hc->cut);
-	agentlog("stats: %lu connections refused, %lu idle ones closed to make room, %lu "
-		 "accept failures",
-		 hc->refused_conns, hc->evicted, hc->accept_failures);
-}
-
-/* --- the loop ------------------------------------------------------------------ */
-
-static void take_requests(struct agent *a, double now, bool *cut_done)
-{
-	struct httpd_req *r;
-	while ((r = httpd_take(a->h))) {
-		/* The server lets no more than MAX_WAITING wait; this is a guard. */
-		struct profile *acc = a->nwaiters < MAX_WAITING ? profile_new() : NULL;
-		if (!acc) {
-			char *msg = strdup("busy\n");
-			httpd_reply(a->h, r, 503, "text/plain; charset=utf-8", msg,
-				    msg ? strlen(msg) : 0);
-			continue;
-		}
-		if (!*cut_done) {
-			/* The request covers from now: cut before it joins. */
-			cut(a);
-			*cut_done = true;
-		}
-		a->waiters[a->nwaiters++] =
-		    (struct waiter){.req = r, .acc = acc, .end = now + httpd_req_seconds(r)};
-	}
-}
-
-/* Requests whose client has gone: their slots are free at once. */
-static void drop_gone(struct agent *a)
-{
-	for (unsigned int i = 0; i < a->nwaiters;) {
-		if (httpd_req_gone(a->waiters[i].req)) {
-			profile_free(a->waiters[i].acc);
-			httpd_abandon(a->h, a->waiters[i].req);
-			a->waiters[i] = a->waiters[--a->nwaiters];
-		} else {
-			i++;
-		}
-	}
-}
-
-static void answer_due(struct agent *a, double now, bool all)
-{
-	for (unsigned int i = 0; i < a->nwaiters;) {
-		if (all || a->waiters[i].end <= now) {
-			answer(a, &a->waiters[i]);
-			a->waiters[i] = a->waiters[--a->nwaiters];
-		} else {
-			i++;
-		}
-	}
-}
-
-/* The earliest end of the requests waiting, or +infinity. */
-static double first_request_end(const struct agent *a)
-{
-	double first = INFINITY;
-	for (unsigned int i = 0; i < a->nwaiters; i++)
-		if (a->waiters[i].end < first)
-			first = a->waiters[i].end;
-	return first;
-}
-
-static int run(struct agent *a)
-{
-	struct agent_sched sched;
-	double now = mono_seconds();
-	int status = 0;
-
-	agent_sched_init(&sched, now, a->args->window);
-	for (;;) {
-		int wait_ms = agent_sched_wait_ms(&sched, now, first_request_end(a), POLL_MAX_MS);
-		int ret = session_poll(a->s, wait_ms);
-		if (ret) {
-			agentlog("error: reading samples: %s; exiting", strerror(-ret));
-			status = 1;
-		}
-		if (hup_requested) {
-			hup_requested = 0;
-			if (a->args->log) {
-				char why[512];
-				if (agentlog_redirect(a->args->log, why, sizeof(why)))
-					agentlog(
-					    "SIGHUP: cannot reopen the log: %s; logging on to the "
-					    "old file",
-					    why);
-				else
-					agentlog("SIGHUP: reopened the log file %s", a->args->log);
-			} else {
-				agentlog("SIGHUP: no --log file to reopen");
-			}
-		}
-		now = mono_seconds();
-		bool stopping = stop_signal || status;
-		struct agent_due due = agent_sched_due(&sched, now, first_request_end(a), stopping);
-		bool cut_done = false;
-		if (due.cut) {
-			cut(a);
-			cut_done = true;
-		}
-		take_requests(a, now, &cut_done);
-		drop_gone(a);
-		answer_due(a, now, stopping);
-		httpd_tick(a->h);
-		if (due.close_window)
-			close_window(a);
-		if (due.snapshot)
-			take_snapshot(a);
-		if (stopping)
-			break;
-	}
-	return status;
-}
-
 int cmd_agent(int argc, char **argv)
 {
 	struct agent_args args = {0};
-	struct agent a = {.args = &args};
-	char err[512], host[256] = "";
+	struct session *s = NULL;
+	struct agent *a = NULL;
+	struct sink push, serve;
+	char err[512], host[256] = "", name[512];
 	sigset_t block, old;
 	int ret, status = 1;
 
@@ -853,18 +457,17 @@ int cmd_agent(int argc, char **argv)
 		return 1;
 	}
 	gethostname(host, sizeof(host) - 1);
-	ret = push_app_name(a.name, sizeof(a.name), args.app, host);
+	ret = push_app_name(name, sizeof(name), args.app, host);
 	if (ret) {
 		log_error("cannot name the application: %s", strerror(-ret));
 		forget_secrets(&args);
 		return 2;
 	}
-	pthread_mutex_init(&a.mu, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	struct session_opts so = {0};
 	sampling_opts_session(&args.so, &so);
-	ret = session_new(&so, &a.s, err, sizeof(err));
+	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
 		agentlog("error: %s", err);
 		goto out;
@@ -879,36 +482,51 @@ int cmd_agent(int argc, char **argv)
 	sigaddset(&block, SIGTERM);
 	sigaddset(&block, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
-	a.t0 = mono_seconds();
-	ret = 0;
-	if (args.push) {
-		struct push_opts po = {
-		    .url = args.push,
-		    .user = args.push_user,
-		    .password = args.push_password,
-		    .name = a.name,
-		    .rate_hz = args.so.rate,
-		    .backlog = args.backlog,
-		};
-		ret = push_new(&po, &a.push, err, sizeof(err));
-	}
+	struct agent_opts ao = {
+	    .window = args.window,
+	    .rate = args.so.rate,
+	    .log = args.log,
+	    .stats = args.stats,
+	    .stop_signal = &stop_signal,
+	    .hup = &hup_requested,
+	};
+	ret = agent_new(&ao, s, &a);
+	if (ret)
+		snprintf(err, sizeof(err), "out of memory");
+	/* The sinks: the pushes (or, without --push, their zeros in /stats),
+	 * then the HTTP server. */
+	struct push_opts po = {
+	    .url = args.push,
+	    .user = args.push_user,
+	    .password = args.push_password,
+	    .name = name,
+	    .rate_hz = args.so.rate,
+	    .backlog = args.backlog,
+	};
 	if (!ret)
-		ret = session_start(a.s, err, sizeof(err));
+		ret = push_sink_new(args.push ? &po : NULL, &push, err, sizeof(err));
+	if (!ret && (ret = agent_add_sink(a, push)))
+		snprintf(err, sizeof(err), "too many sinks");
+	if (!ret)
+		ret = session_start(s, err, sizeof(err));
 	/* Last, so that /healthz answering means sampling; /stats may be
-	 * asked as soon as the server runs, the pusher is there by then. */
+	 * asked as soon as the server runs, the sinks are there by then. */
 	struct httpd_opts ho = {
 	    .listen = args.listen,
 	    .socket_path = args.socket,
 	    .allow_uids = args.allow,
 	    .nallow_uids = args.nallow,
 	    .token = args.token,
-	    .max_waiting = MAX_WAITING,
 	    .wall = args.so.mode == PROF_MODE_WALL,
-	    .stats_json = stats_json,
-	    .ctx = &a,
+	    .stats_json = agent_stats_json,
+	    .ctx = a,
 	};
+	if (!ret && (ret = serve_sink_new(&serve)))
+		snprintf(err, sizeof(err), "out of memory");
+	if (!ret && (ret = agent_add_sink(a, serve)))
+		snprintf(err, sizeof(err), "too many sinks");
 	if (!ret)
-		ret = httpd_start(&ho, &a.h, err, sizeof(err));
+		ret = serve_start(&serve, &ho, err, sizeof(err));
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
 		agentlog("error: %s", err);
@@ -920,15 +538,15 @@ int cmd_agent(int argc, char **argv)
 		 args.so.kernel ? "" : ", no kernel frames", args.so.rate, args.window);
 	agentlog("listening on %s (GET /debug/pprof/profile?seconds=N%s, /stats, /healthz), for "
 		 "%s",
-		 httpd_address(a.h),
+		 serve_address(&serve),
 		 args.so.mode == PROF_MODE_WALL ? ", /debug/pprof/wall?seconds=N" : "",
 		 args.listen   ? "clients with the bearer token"
 		 : args.nallow ? "root and the uids of --allow-uid"
 			       : "root only");
-	if (a.push) {
+	if (args.push) {
 		char shown[512];
 		push_redact_url(shown, sizeof(shown), args.push);
-		agentlog("pushing each window to %s/ingest as %s (backlog %u)%s", shown, a.name,
+		agentlog("pushing each window to %s/ingest as %s (backlog %u)%s", shown, name,
 			 args.backlog,
 			 !args.push_user   ? ""
 			 : args.creds_file ? ", with the credentials of --push-credentials-file"
@@ -939,32 +557,11 @@ int cmd_agent(int argc, char **argv)
 				 "use https:// where the network is not trusted");
 	}
 
-	status = run(&a);
-
-	const char *why = stop_signal == SIGTERM  ? "SIGTERM"
-			  : stop_signal == SIGINT ? "SIGINT"
-						  : "an error";
-	/* Answers out first, while the pusher already sends the last window. */
-	struct push_stats ps = {0};
-	struct httpd_counts hc;
-	httpd_counts(a.h, &hc);
-	httpd_stop(a.h, HTTP_DRAIN_S);
-	a.h = NULL;
-	push_free(a.push, PUSH_FLUSH_S, &ps);
-	a.push = NULL;
-	if (args.stats)
-		log_counters(&a, &ps, &hc);
-	agentlog("exiting on %s after %.0f s, %" PRIu64 " windows", why, mono_seconds() - a.t0,
-		 a.windows);
+	status = agent_run(a);
 out:
-	/* On the way out after an error: nothing is waiting any more. */
-	httpd_stop(a.h, 0);
-	push_free(a.push, 0, NULL);
-	for (unsigned int i = 0; i < a.nwaiters; i++)
-		profile_free(a.waiters[i].acc);
-	profile_free(a.win);
-	session_free(a.s);
-	pthread_mutex_destroy(&a.mu);
+	/* After an error: nothing is waiting any more, the sinks stop at once. */
+	agent_free(a);
+	session_free(s);
 	forget_secrets(&args);
 	return status;
 }

@@ -440,6 +440,26 @@ static int create_temp(int dfd, const char *prefix, const char *suffix, mode_t m
 	return -EEXIST;
 }
 
+int output_encode_memory(const struct profile *p, output_write_fn write,
+			 const struct output_opts *o, char **out, size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	if (!f)
+		return -errno;
+	int err = write(p, f, o);
+	if (fclose(f) && !err)
+		err = -ENOMEM;
+	if (err) {
+		free(buf);
+		return err;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
 /* Encodes p into fd and closes it, whatever happens; sync: fsync it first.
  * Returns 0 or a negative errno (-ENOSPC on a full disk). */
 static int encode_fd(int fd, const struct profile *p, const struct output_format_desc *f,

@@ -64,6 +64,11 @@ int output_write_pprof(const struct profile *p, FILE *out, const struct output_o
 int output_write_html(const struct profile *p, FILE *out, const struct output_opts *o);
 int output_write_speedscope(const struct profile *p, FILE *out, const struct output_opts *o);
 
+/* p encoded by write into memory: *out (from malloc, the caller frees it)
+ * and *len. Returns 0 or a negative errno. */
+int output_encode_memory(const struct profile *p, output_write_fn write,
+			 const struct output_opts *o, char **out, size_t *len);
+
 /* A profile file being written: checked and opened before recording starts,
  * written when it ends. */
 struct output_file;
