@@ -175,7 +175,7 @@ struct dthread {
 	struct stacks_origin *from;
 	uint32_t n;
 	const char *name; /* its name: the program's, else its OS one; NULL with neither */
-	int gil;	  /* enum prof_gil */
+	int gil;	  /* enum prof_lock */
 };
 
 /* Threads by OS tid, the main thread first; those without one last, in the
@@ -276,18 +276,18 @@ static int name_stack(struct stacks *st, const struct stacks_proc *sp, struct dt
 	memcpy(d->from, stacks_origins(st), d->n * sizeof(*d->from));
 	d->ids = own;
 	d->name = lb.thread_name && *lb.thread_name ? lb.thread_name : NULL;
-	d->gil = lb.gil;
+	d->gil = lb.lock;
 	return 0;
 }
 
 static const char *gil_name(int gil)
 {
 	switch (gil) {
-	case PROF_GIL_HELD:
+	case PROF_LOCK_HELD:
 		return "held";
-	case PROF_GIL_WAITING:
+	case PROF_LOCK_WAITING:
 		return "waiting";
-	case PROF_GIL_RELEASED:
+	case PROF_LOCK_RELEASED:
 		return "released";
 	default:
 		return NULL;
@@ -300,7 +300,7 @@ static void print_frame(const struct profile *prof, const struct dthread *d, uin
 	const struct stacks_origin *o = &d->from[k];
 	switch (o->from) {
 	case STACKS_FROM_INTERP:
-		if (f->kind != PROF_FRAME_PYTHON) {
+		if (f->kind != PROF_FRAME_INTERP) {
 			if (strcmp(f->name, "[unknown]"))
 				printf("  %s\n", f->name);
 			else
@@ -386,7 +386,7 @@ static json_t *json_frame(const struct profile *prof, const struct dthread *d, u
 	*skip = false;
 	switch (o->from) {
 	case STACKS_FROM_INTERP:
-		if (f->kind != PROF_FRAME_PYTHON)
+		if (f->kind != PROF_FRAME_INTERP)
 			return json_pack("{s:s, s:n, s:n, s:n, s:n, s:I}", "kind", "python", "name",
 					 "file", "line", "first_line", "code",
 					 (json_int_t)d->smp->frames[o->index].code);

@@ -69,6 +69,11 @@ struct runtime_ops {
 	 * ("Python"). */
 	const char *name;
 	const char *title;
+	/* Another label its version is also written under, for readers of
+	 * older profiles ("python_version"), or NULL; and the name of its
+	 * lock label ("gil"), or NULL when it has no lock. */
+	const char *version_label;
+	const char *lock_label;
 
 	/* A cache of what is learnt from interpreter files, shared by the
 	 * processes of one session; NULL when out of memory. */

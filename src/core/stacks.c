@@ -377,6 +377,8 @@ static int interp_frame(struct stacks *st, const struct stacks_proc *p, const st
 	size_t bytes;
 	p->rt->counts(p->rp, &snapped, &bytes, &shared);
 	int err = p->rt->frame(p->rp, bf, &f);
+	if (f.kind == PROF_FRAME_INTERP)
+		f.runtime = p->rt->name;
 	p->rt->counts(p->rp, &snapped_after, &bytes, &shared);
 	st->c.snapped_codes += snapped_after - snapped;
 	bool ok = !err || err == RT_FRAME_SKIP;
@@ -603,13 +605,16 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 	    .thread_name = named ? named : st->thread,
 	    .ns_pid = p->f->ns_pid,
 	    .comm = p->f->comm,
-	    .python_version = p->f->version,
+	    .runtime = p->rt->name,
+	    .runtime_version = p->f->version,
+	    .version_alias = p->rt->version_label,
+	    .lock_name = p->rt->lock_label,
 	    .cgroup = p->cgroup,
 	    .container_id = p->container,
-	    .gil = smp->gil == TP_GIL_HELD	 ? PROF_GIL_HELD
-		   : smp->gil != TP_GIL_RELEASED ? PROF_GIL_NONE
-		   : lock_wait			 ? PROF_GIL_WAITING
-						 : PROF_GIL_RELEASED,
+	    .lock = smp->gil == TP_GIL_HELD	  ? PROF_LOCK_HELD
+		    : smp->gil != TP_GIL_RELEASED ? PROF_LOCK_NONE
+		    : lock_wait			  ? PROF_LOCK_WAITING
+						  : PROF_LOCK_RELEASED,
 	};
 	*ids = st->ids;
 	*nids = n;

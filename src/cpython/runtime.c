@@ -214,6 +214,8 @@ const struct pyproc *cpython_proc(const struct rt_proc *rp)
 const struct runtime_ops cpython_runtime = {
     .name = "python",
     .title = "Python",
+    .version_label = "python_version",
+    .lock_label = "gil",
     .cache_new = cache_new,
     .cache_free = cache_free,
     .detect = detect,

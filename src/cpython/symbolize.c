@@ -772,7 +772,7 @@ int symbolizer_frame(struct symbolizer *sz, const struct tp_frame *f, struct pro
 		out->name = "[shim]";
 		return SYMBOLIZER_SKIP;
 	}
-	out->kind = PROF_FRAME_PYTHON;
+	out->kind = PROF_FRAME_INTERP;
 	out->name = c->name;
 	if (c->first_arg != ARG_OTHER && f->aux)
 		out->name = qualified(sz, c, f->aux);

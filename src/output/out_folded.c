@@ -44,7 +44,7 @@ static char *frame_text(const struct prof_frame *f, bool lines)
 	int rc;
 
 	switch (f->kind) {
-	case PROF_FRAME_PYTHON:
+	case PROF_FRAME_INTERP:
 		if (!name)
 			name = "[unknown]";
 		if (f->file && *f->file && lines && f->line > 0)

@@ -37,9 +37,11 @@
 #include "profile.pb-c.h"
 #include "util/strutil.h"
 
-/* Fixed ids, so a reader can tell the kind of a location from its mapping. */
+/* Fixed ids, so a reader can tell the kind of a location from its mapping:
+ * interpreted frames of the first runtime ("[python]"), kernel, markers;
+ * those of another runtime get a mapping of their own, as native files do. */
 enum {
-	MAP_PYTHON = 1,
+	MAP_INTERP = 1,
 	MAP_KERNEL = 2,
 	MAP_MARKER = 3,
 	MAP_FIRST_NATIVE = 4,
@@ -57,37 +59,28 @@ enum fixed_string {
 	S_NSPID,
 	S_TNAME,
 	S_COMM,
-	S_PYVER,
+	S_RUNTIME,
+	S_RTVER,
 	S_CGROUP,
 	S_CONTAINER,
 	S_WALL,
 	S_STATE,
-	S_GIL,
 	S_NFIXED,
 };
 
 static const char *const fixed_strings[S_NFIXED] = {
-    [S_EMPTY] = "",
-    [S_SAMPLES] = "samples",
-    [S_COUNT] = "count",
-    [S_CPU] = "cpu",
-    [S_NS] = "nanoseconds",
-    [S_PID] = "pid",
-    [S_TID] = "tid",
-    [S_NSPID] = "ns_pid",
-    [S_TNAME] = "thread_name",
-    [S_COMM] = "comm",
-    [S_PYVER] = "python_version",
-    [S_CGROUP] = "cgroup",
-    [S_CONTAINER] = "container_id",
-    [S_WALL] = "wall",
+    [S_EMPTY] = "",	   [S_SAMPLES] = "samples",	   [S_COUNT] = "count",
+    [S_CPU] = "cpu",	   [S_NS] = "nanoseconds",	   [S_PID] = "pid",
+    [S_TID] = "tid",	   [S_NSPID] = "ns_pid",	   [S_TNAME] = "thread_name",
+    [S_COMM] = "comm",	   [S_RUNTIME] = "runtime",	   [S_RTVER] = "runtime_version",
+    [S_CGROUP] = "cgroup", [S_CONTAINER] = "container_id", [S_WALL] = "wall",
     [S_STATE] = "state",
-    [S_GIL] = "gil",
 };
 
 /* At most this many labels per sample: pid, tid, ns_pid, thread_name, comm,
- * python_version, cgroup, container_id, state, gil. */
-#define MAX_LABELS 10
+ * runtime, runtime_version and its alias (python_version), cgroup,
+ * container_id, state, the lock (gil). */
+#define MAX_LABELS 12
 /* Values per sample: samples/count and cpu/nanoseconds; with off-CPU time
  * (--mode wall, off-cpu), wall/nanoseconds too. */
 #define MAX_VALUES 3
@@ -147,6 +140,7 @@ struct enc {
 	Perftools__Profiles__Line **line_ptrs;
 	size_t nlocs;
 	uint64_t unknown_loc; /* location for frameless samples, 0 until needed */
+	int64_t interp_name;  /* the string of the runtime whose mapping is MAP_INTERP; 0: none */
 };
 
 /* The string-table index of s, which is already escaped, adding a copy when
@@ -261,63 +255,90 @@ static int add_mapping(struct enc *e, uint64_t id, int64_t fname, bool python)
 	return 0;
 }
 
+/* The mapping of file fname (a string index) with build_id (an index, 0:
+ * none), created on first use with *map pointed at it: a native file's, or
+ * (interp) a runtime's other than the first. Returns its id or a negative
+ * errno. */
+static int64_t own_mapping(struct enc *e, int64_t fname, int64_t build_id, bool interp,
+			   Perftools__Profiles__Mapping **map)
+{
+	struct native_map_key key = {.filename = fname, .build_id = build_id};
+	struct native_map_ent *ent;
+	HASH_FIND(hh, e->native_index, &key, sizeof(key), ent);
+	if (ent) {
+		*map = &e->maps[ent->map];
+		return (int64_t)ent->id;
+	}
+	ent = calloc(1, sizeof(*ent));
+	if (!ent)
+		return -ENOMEM;
+	ent->key = key;
+	ent->id = e->next_native_id++;
+	ent->map = e->nmaps;
+	HASH_ADD(hh, e->native_index, key, sizeof(ent->key), ent);
+	if (ent->oom) {
+		free(ent);
+		return -ENOMEM;
+	}
+	int err = add_mapping(e, ent->id, key.filename, interp);
+	if (err)
+		return err;
+	*map = &e->maps[ent->map];
+	if (interp)
+		return (int64_t)ent->id;
+	/* The whole address space from offset 0: locations hold link-time
+	 * addresses, which is what pprof's symbolizer then looks up (it
+	 * takes a mapping of 0, all ones and offset 0 as "no relocation"). */
+	(*map)->memory_start = 0;
+	(*map)->memory_limit = UINT64_MAX;
+	(*map)->file_offset = 0;
+	(*map)->build_id = key.build_id;
+	return (int64_t)ent->id;
+}
+
 /* The mapping id for frame f, created on first use, with *map pointed at
  * it. Returns the id (> 0) or a negative errno. */
 static int64_t mapping_for(struct enc *e, const struct prof_frame *f, bool used[MAP_FIRST_NATIVE],
 			   Perftools__Profiles__Mapping **map)
 {
 	static const char *const fixed_names[MAP_FIRST_NATIVE] = {
-	    [MAP_PYTHON] = "[python]",
+	    [MAP_INTERP] = NULL, /* "[RUNTIME]" */
 	    [MAP_KERNEL] = "[kernel.kallsyms]",
 	    [MAP_MARKER] = "[taipan]",
 	};
 	const char *module = f->module;
 	int id;
 	switch (f->kind) {
-	case PROF_FRAME_PYTHON:
-		id = MAP_PYTHON;
-		break;
+	case PROF_FRAME_INTERP: {
+		/* "[python]": the first runtime's frames have the fixed id. */
+		char name[64];
+		snprintf(name, sizeof(name), "[%s]", f->runtime ? f->runtime : "interpreted");
+		int64_t fname = str_index(e, name);
+		if (fname < 0)
+			return fname;
+		if (e->interp_name && e->interp_name != fname)
+			return own_mapping(e, fname, 0, true, map);
+		e->interp_name = fname;
+		if (!used[MAP_INTERP]) {
+			int err = add_mapping(e, MAP_INTERP, fname, true);
+			if (err)
+				return err;
+			used[MAP_INTERP] = true;
+		}
+		*map = NULL;
+		return MAP_INTERP;
+	}
 	case PROF_FRAME_KERNEL:
 		id = MAP_KERNEL;
 		break;
 	case PROF_FRAME_NATIVE: {
-		struct native_map_key key = {
-		    .filename = str_index(e, module && *module ? module : "[native]"),
-		    .build_id = str_opt(e, f->build_id),
-		};
-		if (key.filename < 0)
-			return key.filename;
-		if (key.build_id < 0)
-			return key.build_id;
-		struct native_map_ent *ent;
-		HASH_FIND(hh, e->native_index, &key, sizeof(key), ent);
-		if (ent) {
-			*map = &e->maps[ent->map];
-			return (int64_t)ent->id;
-		}
-		ent = calloc(1, sizeof(*ent));
-		if (!ent)
-			return -ENOMEM;
-		ent->key = key;
-		ent->id = e->next_native_id++;
-		ent->map = e->nmaps;
-		HASH_ADD(hh, e->native_index, key, sizeof(ent->key), ent);
-		if (ent->oom) {
-			free(ent);
-			return -ENOMEM;
-		}
-		int err = add_mapping(e, ent->id, key.filename, false);
-		if (err)
-			return err;
-		/* The whole address space from offset 0: locations hold link-time
-		 * addresses, which is what pprof's symbolizer then looks up (it
-		 * takes a mapping of 0, all ones and offset 0 as "no relocation"). */
-		*map = &e->maps[ent->map];
-		(*map)->memory_start = 0;
-		(*map)->memory_limit = UINT64_MAX;
-		(*map)->file_offset = 0;
-		(*map)->build_id = key.build_id;
-		return (int64_t)ent->id;
+		int64_t fname = str_index(e, module && *module ? module : "[native]");
+		int64_t build_id = str_opt(e, f->build_id);
+		if (fname < 0)
+			return fname;
+		if (build_id < 0)
+			return build_id;
+		return own_mapping(e, fname, build_id, false, map);
 	}
 	case PROF_FRAME_MARKER:
 	default:
@@ -325,8 +346,7 @@ static int64_t mapping_for(struct enc *e, const struct prof_frame *f, bool used[
 		break;
 	}
 	if (!used[id]) {
-		int err =
-		    add_mapping(e, (uint64_t)id, str_index(e, fixed_names[id]), id == MAP_PYTHON);
+		int err = add_mapping(e, (uint64_t)id, str_index(e, fixed_names[id]), false);
 		if (err)
 			return err;
 		used[id] = true;
@@ -409,7 +429,7 @@ static int add_location(struct enc *e, uint64_t id, const struct prof_frame *f,
 	loc->id = id;
 	loc->mapping_id = (uint64_t)map_id;
 	/* Python code has no address of its own; its identity is the line. */
-	loc->address = f->kind == PROF_FRAME_PYTHON ? 0 : f->addr;
+	loc->address = f->kind == PROF_FRAME_INTERP ? 0 : f->addr;
 
 	/* Native code that no symbol named gets no line: a function named
 	 * "libfoo.so+0x1234" would stop every reader from naming it later, as
@@ -434,11 +454,13 @@ static int add_location(struct enc *e, uint64_t id, const struct prof_frame *f,
 }
 
 /* Adds the label key = str to s, using the next slot of storage; nothing
- * when str is 0 (the value was NULL or empty). str may be the negative errno
+ * when str is 0 (the value was NULL or empty). key and str may be the negative errno
  * of a failed str_index, which is returned. */
 static int add_label(Perftools__Profiles__Sample *s, Perftools__Profiles__Label *storage,
 		     int64_t key, int64_t str)
 {
+	if (key < 0)
+		return (int)key; /* a key that could not be interned */
 	if (str <= 0)
 		return (int)str;
 	Perftools__Profiles__Label *l = &storage[s->n_label];
@@ -650,15 +672,21 @@ int output_write_pprof(const struct profile *p, FILE *out, const struct output_o
 		if (!err)
 			err = add_label(s, ls, S_COMM, str_opt(&e, pl->comm));
 		if (!err)
-			err = add_label(s, ls, S_PYVER, str_opt(&e, pl->python_version));
+			err = add_label(s, ls, S_RUNTIME, str_opt(&e, pl->runtime));
+		if (!err)
+			err = add_label(s, ls, S_RTVER, str_opt(&e, pl->runtime_version));
+		if (!err && pl->version_alias)
+			err = add_label(s, ls, str_opt(&e, pl->version_alias),
+					str_opt(&e, pl->runtime_version));
 		if (!err && pl->cgroup && *pl->cgroup)
 			err = add_label(s, ls, S_CGROUP, str_opt(&e, pl->cgroup));
 		if (!err && pl->container_id && *pl->container_id)
 			err = add_label(s, ls, S_CONTAINER, str_opt(&e, pl->container_id));
 		if (!err && prof_state_name(pl->state))
 			err = add_label(s, ls, S_STATE, str_opt(&e, prof_state_name(pl->state)));
-		if (!err && prof_gil_name(pl->gil))
-			err = add_label(s, ls, S_GIL, str_opt(&e, prof_gil_name(pl->gil)));
+		if (!err && pl->lock_name && prof_lock_name(pl->lock))
+			err = add_label(s, ls, str_opt(&e, pl->lock_name),
+					str_opt(&e, prof_lock_name(pl->lock)));
 		if (err)
 			goto cleanup;
 	}

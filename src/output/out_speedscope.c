@@ -112,11 +112,11 @@ static json_t *frame_json(const struct prof_frame *f)
 	/* Kernel and native code have no source file; their module takes its
 	 * place, which also keeps a kernel symbol apart from a Python function
 	 * of the same name. */
-	const char *file = f->kind == PROF_FRAME_PYTHON ? f->file : f->module;
+	const char *file = f->kind == PROF_FRAME_INTERP ? f->file : f->module;
 	int err = set_new(o, "name", out_json_string(name ? name : "[unknown]"));
 	if (!err && file && *file)
 		err = set_new(o, "file", out_json_string(file));
-	if (!err && f->kind == PROF_FRAME_PYTHON && f->line > 0)
+	if (!err && f->kind == PROF_FRAME_INTERP && f->line > 0)
 		err = set_new(o, "line", json_integer(f->line));
 	if (err) {
 		json_decref(o);

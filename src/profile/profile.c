@@ -34,8 +34,9 @@ struct frame_ent {
 /* The key of an aggregated sample: labels by value (strings as interned
  * pointers), then the frame ids. */
 struct sample_key {
-	uint32_t pid, tid, ns_pid, nframes, state, gil;
-	const char *thread_name, *comm, *python_version, *cgroup, *container_id;
+	uint32_t pid, tid, ns_pid, nframes, state, lock;
+	const char *thread_name, *comm, *runtime, *runtime_version, *version_alias, *lock_name,
+	    *cgroup, *container_id;
 	uint32_t frames[];
 };
 
@@ -222,6 +223,7 @@ int profile_intern_frame(struct profile *p, const struct prof_frame *f)
 	in.file = intern(p, f->file, &err);
 	in.module = intern(p, f->module, &err);
 	in.build_id = intern(p, f->build_id, &err);
+	in.runtime = intern(p, f->runtime, &err);
 	if (err)
 		return err;
 
@@ -321,10 +323,13 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 	key->ns_pid = labels->ns_pid;
 	key->nframes = n;
 	key->state = labels->state;
-	key->gil = labels->gil;
+	key->lock = labels->lock;
 	key->thread_name = intern(p, labels->thread_name, &err);
 	key->comm = intern(p, labels->comm, &err);
-	key->python_version = intern(p, labels->python_version, &err);
+	key->runtime = intern(p, labels->runtime, &err);
+	key->runtime_version = intern(p, labels->runtime_version, &err);
+	key->version_alias = intern(p, labels->version_alias, &err);
+	key->lock_name = intern(p, labels->lock_name, &err);
 	key->cgroup = intern(p, labels->cgroup, &err);
 	key->container_id = intern(p, labels->container_id, &err);
 	if (err) {
@@ -365,11 +370,14 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 					 .ns_pid = key->ns_pid,
 					 .thread_name = key->thread_name,
 					 .comm = key->comm,
-					 .python_version = key->python_version,
+					 .runtime = key->runtime,
+					 .runtime_version = key->runtime_version,
+					 .version_alias = key->version_alias,
+					 .lock_name = key->lock_name,
 					 .cgroup = key->cgroup,
 					 .container_id = key->container_id,
 					 .state = (uint8_t)key->state,
-					 .gil = (uint8_t)key->gil};
+					 .lock = (uint8_t)key->lock};
 	s->count = count;
 	s->off_ns = off_ns;
 	p->total += count;
@@ -436,14 +444,14 @@ struct profile *profile_cpu_view(const struct profile *src)
 	return p;
 }
 
-const char *prof_gil_name(enum prof_gil g)
+const char *prof_lock_name(enum prof_lock l)
 {
-	static const char *const names[PROF_GIL__COUNT] = {
-	    [PROF_GIL_HELD] = "held",
-	    [PROF_GIL_WAITING] = "waiting",
-	    [PROF_GIL_RELEASED] = "released",
+	static const char *const names[PROF_LOCK__COUNT] = {
+	    [PROF_LOCK_HELD] = "held",
+	    [PROF_LOCK_WAITING] = "waiting",
+	    [PROF_LOCK_RELEASED] = "released",
 	};
-	return (unsigned)g < PROF_GIL__COUNT ? names[g] : NULL;
+	return (unsigned)l < PROF_LOCK__COUNT ? names[l] : NULL;
 }
 
 const char *prof_mode_name(enum prof_mode mode)

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 enum prof_frame_kind {
-	PROF_FRAME_PYTHON = 0,
+	PROF_FRAME_INTERP = 0, /* an interpreted frame of a runtime (prof_frame.runtime) */
 	PROF_FRAME_KERNEL = 1,
 	PROF_FRAME_NATIVE = 2,
 	PROF_FRAME_MARKER = 3, /* taipan's own annotations: "[truncated]", "[unknown]" */
@@ -19,12 +19,13 @@ enum prof_frame_kind {
 struct prof_frame {
 	const char *name;     /* qualified function name, kernel symbol, or marker text */
 	const char *file;     /* source file, or NULL */
-	const char *module;   /* mapping: "[kernel]", a library path, or NULL for Python */
+	const char *module;   /* mapping: "[kernel]", a library path, or NULL for interpreted */
+	const char *runtime;  /* interpreted: its runtime ("python"), or NULL */
 	const char *build_id; /* native: the module's build-id in hex, or NULL */
 	int line;	      /* current line, 0 when unknown */
 	int first_line;	      /* the function's first line, 0 when unknown */
 	uint64_t addr;	      /* kernel: the address; native: the module's link-time address, which
-			       * is the same in every process that maps it; 0 for Python */
+			       * is the same in every process that maps it; 0 for interpreted */
 	enum prof_frame_kind kind;
 };
 
@@ -48,18 +49,19 @@ enum prof_state {
 /* The state's label value ("running", ...), NULL for PROF_STATE_NONE. */
 const char *prof_state_name(enum prof_state st);
 
-/* What a sampled thread had of the GIL: the gil label (GIL builds). */
-enum prof_gil {
-	PROF_GIL_NONE = 0, /* no GIL to tell of: 2.7, 3.6, free-threaded, no thread state */
-	PROF_GIL_HELD,	   /* the thread holds it */
-	PROF_GIL_WAITING,  /* the thread waits for it (its runtime's wait function in its native
-			      stack) */
-	PROF_GIL_RELEASED, /* another thread holds it, or nobody: this one runs without it */
-	PROF_GIL__COUNT
+/* What a sampled thread had of its interpreter's lock (CPython's GIL): the
+ * lock label, named by the runtime (prof_labels.lock_name: "gil"). */
+enum prof_lock {
+	PROF_LOCK_NONE = 0, /* no lock to tell of: none read (2.7, 3.6, free-threaded) */
+	PROF_LOCK_HELD,	    /* the thread holds it */
+	PROF_LOCK_WAITING,  /* the thread waits for it (its runtime's wait function in its native
+			       stack) */
+	PROF_LOCK_RELEASED, /* another thread holds it, or nobody: this one runs without it */
+	PROF_LOCK__COUNT
 };
 
-/* The gil label's value ("held", ...), NULL for PROF_GIL_NONE. */
-const char *prof_gil_name(enum prof_gil g);
+/* The lock label's value ("held", ...), NULL for PROF_LOCK_NONE. */
+const char *prof_lock_name(enum prof_lock l);
 
 /* What a profile's values measure (--mode). */
 enum prof_mode {
@@ -78,11 +80,17 @@ struct prof_labels {
 	uint32_t ns_pid; /* pid inside the process's own namespace, 0 when the same */
 	const char *thread_name;
 	const char *comm;
-	const char *python_version;
+	const char *runtime;	     /* "python" */
+	const char *runtime_version; /* "3.12.1" */
+	/* Another name the runtime_version label is also written under, for
+	 * readers of older profiles ("python_version"), or NULL. */
+	const char *version_alias;
+	/* The name of the runtime's lock label ("gil"), or NULL. */
+	const char *lock_name;
 	const char *cgroup;	  /* cgroup v2 path, or NULL */
 	const char *container_id; /* the container id in the cgroup path, or NULL */
 	uint8_t state;		  /* enum prof_state */
-	uint8_t gil;		  /* enum prof_gil */
+	uint8_t lock;		  /* enum prof_lock */
 };
 
 /* One aggregated sample: a stack (root first) with its labels and count. */

@@ -13,9 +13,12 @@
 /* The most frames pb_add() takes. */
 #define PB_MAX_FRAMES 16
 
-/* The id of frame f in p. */
+/* The id of frame f in p; an interpreted frame without a runtime is
+ * Python's, as the session names them. */
 static inline uint32_t pb_frame(struct profile *p, struct prof_frame f)
 {
+	if (f.kind == PROF_FRAME_INTERP && !f.runtime)
+		f.runtime = "python";
 	int id = profile_intern_frame(p, &f);
 	assert_true(id >= 0);
 	return (uint32_t)id;
@@ -80,7 +83,7 @@ static inline struct profile *pb_evil_profile(void)
 				.tid = 8,
 				.thread_name = EVIL_THREAD,
 				.comm = EVIL_COMM,
-				.python_version = "3.12",
+				.runtime = "python", .runtime_version = "3.12", .version_alias = "python_version", .lock_name = "gil",
 				.cgroup = "/" EVIL_THREAD};
 	pb_add(p, &l, 1, 2, py, nat);
 	return p;

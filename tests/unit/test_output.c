@@ -44,7 +44,10 @@ static const struct prof_labels thread_a = {
     .tid = 100,
     .thread_name = "MainThread",
     .comm = "python3",
-    .python_version = "3.11.4",
+    .runtime = "python",
+    .runtime_version = "3.11.4",
+    .version_alias = "python_version",
+    .lock_name = "gil",
 };
 
 static const struct prof_labels thread_b = {
@@ -53,7 +56,10 @@ static const struct prof_labels thread_b = {
     .ns_pid = 7,
     .thread_name = "worker",
     .comm = "python3",
-    .python_version = "3.11.4",
+    .runtime = "python",
+    .runtime_version = "3.11.4",
+    .version_alias = "python_version",
+    .lock_name = "gil",
 };
 
 /* Two threads of one process share a Python stack (4 and 2 samples); the
@@ -162,9 +168,15 @@ static void test_folded_edges(void **state)
 	    pb_frame(p, (struct prof_frame){
 			    .name = "", .addr = 0xffffffff81234567ull, .kind = PROF_FRAME_KERNEL});
 	uint32_t py = pb_frame(p, (struct prof_frame){.name = "f", .line = 7});
-	struct prof_labels l1 = {.pid = 5, .tid = 6, .comm = "a;b\nc", .python_version = "3.12"};
+	struct prof_labels l1 = {.pid = 5,
+				 .tid = 6,
+				 .comm = "a;b\nc",
+				 .runtime = "python",
+				 .runtime_version = "3.12",
+				 .version_alias = "python_version",
+				 .lock_name = "gil"};
 	struct prof_labels l2 = l1;
-	l2.python_version = NULL; /* differs only in a label folded does not show */
+	l2.runtime_version = NULL; /* differs only in a label folded does not show */
 	assert_int_equal(profile_add(p, NULL, 0, &l1, 2), 0);
 	assert_int_equal(profile_add(p, NULL, 0, &l2, 1), 0);
 	assert_int_equal(profile_add(p, &k, 1, &l1, 1), 0);
@@ -372,12 +384,15 @@ static void test_pprof_roundtrip(void **state)
 	assert_frame(prof, s, 0, id.run, "Worker.run", 42, "[python]");
 	assert_frame(prof, s, 1, id.main, "main", 20, "[python]");
 	assert_frame(prof, s, 2, id.mod, "<module>", 10, "[python]");
-	assert_int_equal(s->n_label, 6);
+	assert_int_equal(s->n_label, 8);
 	assert_string_equal(label(prof, s, "pid"), "100");
 	assert_string_equal(label(prof, s, "tid"), "101");
 	assert_string_equal(label(prof, s, "ns_pid"), "7");
 	assert_string_equal(label(prof, s, "thread_name"), "worker");
 	assert_string_equal(label(prof, s, "comm"), "python3");
+	assert_string_equal(label(prof, s, "runtime"), "python");
+	assert_string_equal(label(prof, s, "runtime_version"), "3.11.4");
+	/* The alias older readers of taipan's profiles look for. */
 	assert_string_equal(label(prof, s, "python_version"), "3.11.4");
 
 	s = find_sample(prof, "100", "Worker.run");
@@ -612,7 +627,7 @@ static void test_frame_unnamed(void **state)
 	f.name = "0xffffffff81000000";
 	assert_true(prof_frame_unnamed(&f));
 	/* Python frames and markers are never machine code. */
-	f.kind = PROF_FRAME_PYTHON;
+	f.kind = PROF_FRAME_INTERP;
 	f.name = "";
 	assert_false(prof_frame_unnamed(&f));
 	f.kind = PROF_FRAME_MARKER;

@@ -49,7 +49,10 @@ static const struct prof_labels thread_a = {
     .tid = 100,
     .thread_name = "MainThread",
     .comm = "python3",
-    .python_version = "3.12.1",
+    .runtime = "python",
+    .runtime_version = "3.12.1",
+    .version_alias = "python_version",
+    .lock_name = "gil",
 };
 
 static const struct prof_labels thread_b = {
@@ -57,7 +60,10 @@ static const struct prof_labels thread_b = {
     .tid = 101,
     .thread_name = "worker \"<b>\"",
     .comm = "python3",
-    .python_version = "3.12.1",
+    .runtime = "python",
+    .runtime_version = "3.12.1",
+    .version_alias = "python_version",
+    .lock_name = "gil",
 };
 
 struct ids {
@@ -212,7 +218,7 @@ static void test_html_page(void **state)
 	size_t run = 4 * (size_t)id.run;
 	assert_string_equal(jstr(strings, json_array_get(frames, run + 1)), "/srv/lib/work.py");
 	assert_int_equal(jint(frames, run + 2), 42);
-	assert_int_equal(jint(frames, run + 3), PROF_FRAME_PYTHON);
+	assert_int_equal(jint(frames, run + 3), PROF_FRAME_INTERP);
 	size_t k = 4 * (size_t)id.kernel;
 	assert_string_equal(jstr(strings, json_array_get(frames, k + 1)), "[kernel.kallsyms]");
 	assert_int_equal(jint(frames, k + 3), PROF_FRAME_KERNEL);
@@ -468,7 +474,7 @@ static void test_native_frames(void **state)
 	assert_string_equal(jstr(strings, json_array_get(frames, u + 1)), "/usr/lib/libz.so.1");
 	assert_int_equal(jint(frames, u + 3), PROF_FRAME_NATIVE);
 	assert_int_equal(jint(frames, 4 * (size_t)k + 3), PROF_FRAME_KERNEL);
-	assert_int_equal(jint(frames, 4 * (size_t)py + 3), PROF_FRAME_PYTHON);
+	assert_int_equal(jint(frames, 4 * (size_t)py + 3), PROF_FRAME_INTERP);
 	json_decref(d);
 	free(raw);
 	free(html);
@@ -646,7 +652,10 @@ static int write_big(const char *path, size_t n)
 						 .tid = 4242 + (uint32_t)t,
 						 .thread_name = tnames[t],
 						 .comm = "python3",
-						 .python_version = "3.12.1"};
+						 .runtime = "python",
+						 .runtime_version = "3.12.1",
+						 .version_alias = "python_version",
+						 .lock_name = "gil"};
 	}
 	uint32_t stack[40];
 	int err = 0;

@@ -26,7 +26,9 @@
 #define THREAD(p, name)                                                                            \
 	{                                                                                          \
 		.pid = (p), .tid = (p) + 1, .thread_name = (name), .comm = "python3",              \
-		.python_version = "3.12.1", .cgroup = "/system.slice/app.service"                  \
+		.runtime = "python", .runtime_version = "3.12.1",                                  \
+		.version_alias = "python_version", .lock_name = "gil",                             \
+		.cgroup = "/system.slice/app.service"                                              \
 	}
 static const struct prof_labels main_100 = THREAD(100, "main");
 static const struct prof_labels w1_200 = THREAD(200, "w-1");
@@ -79,7 +81,7 @@ static char *canon(const struct profile *p)
 		char buf[1024];
 		int o =
 		    snprintf(buf, sizeof(buf), "%u/%u/%s/%s/%s/%s|", s->labels.pid, s->labels.tid,
-			     s->labels.thread_name, s->labels.comm, s->labels.python_version,
+			     s->labels.thread_name, s->labels.comm, s->labels.runtime_version,
 			     s->labels.cgroup ? s->labels.cgroup : "-");
 		for (uint32_t j = 0; j < s->nframes; j++) {
 			const struct prof_frame *f = profile_frame(p, s->frames[j]);
