@@ -40,9 +40,10 @@
 #define LABELS(p, t, ns, tname, v, st, g)                                                          \
 	{                                                                                          \
 		.pid = (p), .tid = (t), .ns_pid = (ns), .thread_name = (tname), .comm = "python3", \
-		.python_version = (v),                                                             \
+		.runtime = "python", .runtime_version = (v), .version_alias = "python_version",    \
+		.lock_name = "gil",                                                                \
 		.cgroup = (ns) ? "/system.slice/docker-0123456789ab.scope" : NULL,                 \
-		.container_id = (ns) ? "0123456789ab" : NULL, .state = (st), .gil = (g)            \
+		.container_id = (ns) ? "0123456789ab" : NULL, .state = (st), .lock = (g)           \
 	}
 
 struct frames {
@@ -100,15 +101,15 @@ static struct profile *cpu_profile(void)
 	add_frames(p, &f);
 
 	static const struct prof_labels main_held =
-	    LABELS(100, 100, 0, "MainThread", "3.12.1", PROF_STATE_NONE, PROF_GIL_HELD);
+	    LABELS(100, 100, 0, "MainThread", "3.12.1", PROF_STATE_NONE, PROF_LOCK_HELD);
 	static const struct prof_labels w_wait =
-	    LABELS(100, 101, 0, "worker-1", "3.12.1", PROF_STATE_NONE, PROF_GIL_WAITING);
+	    LABELS(100, 101, 0, "worker-1", "3.12.1", PROF_STATE_NONE, PROF_LOCK_WAITING);
 	static const struct prof_labels w_rel =
-	    LABELS(100, 101, 0, "worker-1", "3.12.1", PROF_STATE_NONE, PROF_GIL_RELEASED);
+	    LABELS(100, 101, 0, "worker-1", "3.12.1", PROF_STATE_NONE, PROF_LOCK_RELEASED);
 	static const struct prof_labels old =
-	    LABELS(200, 200, 7, "MainThread", "2.7.18", PROF_STATE_NONE, PROF_GIL_NONE);
+	    LABELS(200, 200, 7, "MainThread", "2.7.18", PROF_STATE_NONE, PROF_LOCK_NONE);
 	static const struct prof_labels evil =
-	    LABELS(300, 301, 0, EVIL_THREAD, "3.13.15t", PROF_STATE_NONE, PROF_GIL_NONE);
+	    LABELS(300, 301, 0, EVIL_THREAD, "3.13.15t", PROF_STATE_NONE, PROF_LOCK_NONE);
 
 	/* Out of order and repeated: the encoders sort what they must. */
 	pb_add(p, &w_wait, 2, 5, f.mod, f.main, f.work, f.call, f.kernel);
@@ -134,13 +135,13 @@ static struct profile *wall_profile(void)
 	add_frames(p, &f);
 
 	static const struct prof_labels run =
-	    LABELS(100, 100, 0, "MainThread", "3.12.1", PROF_STATE_RUNNING, PROF_GIL_HELD);
+	    LABELS(100, 100, 0, "MainThread", "3.12.1", PROF_STATE_RUNNING, PROF_LOCK_HELD);
 	static const struct prof_labels sleep =
-	    LABELS(100, 101, 0, "worker-1", "3.12.1", PROF_STATE_SLEEPING, PROF_GIL_RELEASED);
+	    LABELS(100, 101, 0, "worker-1", "3.12.1", PROF_STATE_SLEEPING, PROF_LOCK_RELEASED);
 	static const struct prof_labels runnable =
-	    LABELS(100, 102, 0, "worker-2", "3.12.1", PROF_STATE_RUNNABLE, PROF_GIL_WAITING);
+	    LABELS(100, 102, 0, "worker-2", "3.12.1", PROF_STATE_RUNNABLE, PROF_LOCK_WAITING);
 	static const struct prof_labels blocked =
-	    LABELS(200, 201, 7, "io", "2.7.18", PROF_STATE_BLOCKED, PROF_GIL_NONE);
+	    LABELS(200, 201, 7, "io", "2.7.18", PROF_STATE_BLOCKED, PROF_LOCK_NONE);
 
 	uint32_t on[] = {f.mod, f.main, f.work};
 	uint32_t off[] = {f.mod, f.main21, f.call, f.kernel};
@@ -223,13 +224,13 @@ static char *encode(const struct profile *p, enum enc e, size_t *len)
 	int rc;
 	switch (e) {
 	case ENC_PPROF:
-		rc = output_write_pprof(p, f);
+		rc = output_write_pprof(p, f, NULL);
 		break;
 	case ENC_SPEEDSCOPE:
-		rc = output_write_speedscope(p, f);
+		rc = output_write_speedscope(p, f, NULL);
 		break;
 	case ENC_HTML:
-		rc = output_write_html(p, f);
+		rc = output_write_html(p, f, NULL);
 		break;
 	default:
 		rc = output_write_folded(p, f, &o);
