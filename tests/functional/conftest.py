@@ -143,6 +143,18 @@ def go_pprof(*args):
     return res.stdout
 
 
+def tag_values(tags, key):
+    """The values of label key in go tool pprof -tags output, in its order."""
+    values, current = [], None
+    for line in tags.splitlines():
+        m = re.match(r"\s*(\S+): Total ", line)
+        if m:
+            current = m.group(1)
+        elif current == key and "%): " in line:
+            values.append(line.split("%): ", 1)[1].strip())
+    return values
+
+
 def _installed(row):
     """The Interp of a MATRIX row, which must be installed (see require())."""
     ident, path, version, root = row

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import (WORKLOADS, Interp, go_pprof, interpreter, parse_folded, record, record_args,
+from conftest import (WORKLOADS, Interp, go_pprof, interpreter, tag_values, parse_folded, record, record_args,
                       run_taipan, total)
 
 FT = "sid-3.13t"
@@ -108,8 +108,10 @@ def test_free_threaded_and_gil_builds_told_apart(taipan, workload, tmp_path):
     record(taipan, out, None, seconds=3, rate=200)
     for w, want in ((wf, r"3.13.15t"), (wg, None)):
         tags = go_pprof("-tags", "-tagfocus=pid=^%d$" % w.pid, out)
-        versions = [l.split()[-1] for l in tags.splitlines() if "%)" in l and "3.13." in l]
+        versions = tag_values(tags, "runtime_version")
         assert versions, tags
+        assert tag_values(tags, "python_version") == versions, tags
+        assert tag_values(tags, "runtime") == ["python"], tags
         if want:
             assert versions == [want], tags
         else:

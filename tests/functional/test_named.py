@@ -86,20 +86,19 @@ def test_init_shim_is_left_out(taipan, tmp_path, workload, ident):
 
 
 def test_every_marker_is_documented():
-    """Each marker taipan can write (the walk failure tables of
-    src/taipan_abi.h and the markers user space adds) has its entry in the
-    man page's MARKERS section."""
+    """Each marker taipan can write (the walk failure tables, X(...) rows of
+    src/, and the markers user space adds) has its entry in the man page's
+    MARKERS section."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    abi = open(os.path.join(root, "src", "taipan_abi.h")).read()
-    markers = set(re.findall(r'X\(\w+, "(\[[^"]+\])"', abi))
     src = ""
     for d, _, files in os.walk(os.path.join(root, "src")):
         for f in files:
             if f.endswith(".c") or f.endswith(".h"):
                 src += open(os.path.join(d, f)).read()
-    # Markers user space writes as whole frames: marker(s, "..."),
-    # SESSION_MARKER_*, and the symbolizer's frames.
-    markers |= set(re.findall(r'(?:marker\(s, |push_marker\(s, n, |#define SESSION_MARKER_\w+ |out->name = )'
+    markers = set(re.findall(r'X\(\w+, "(\[[^"]+\])"', src))
+    # Markers user space writes as whole frames: stacks_marker(..., "..."),
+    # push_mark(st, n, "..."), STACKS_MARKER_*, and the symbolizer's frames.
+    markers |= set(re.findall(r'(?:stacks_marker\(\w+(?:->\w+)?, |push_mark\(st, n, |#define STACKS_MARKER_\w+ |out->name = )'
                               r'"(\[[^"\]]+\])"', src))
     assert {"[no Python frame]", "[code object freed]", "[before taipan recognised the process]",
             "[native and Python stacks disagree]", "[truncated]"} <= markers, markers
