@@ -118,8 +118,8 @@ struct tp_py_offsets {
  * 2.7's and 3.6's PyFrameObject up to f_localsplus[0]). A power of two:
  * offsets into it are masked. */
 #define TP_FRAME_BUF 512
-/* The walkers' window on user memory (see frame_at in taipan.bpf.c): up to a
- * page below a frame plus the frame, read at once; lengths masked to TP_WIN_MASK. */
+/* The walkers' window on user memory (walk/state.h): up to a page below a
+ * frame plus the frame, read at once; lengths masked to TP_WIN_MASK. */
 #define TP_WIN_PAGE 4096
 #define TP_WIN_MASK 8191
 

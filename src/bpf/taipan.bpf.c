@@ -3,9 +3,10 @@
  * thread's PyThreadState and walk its Python frames; follow forks, execs and
  * exits of the processes being profiled.
  *
- * The walk itself is src/cpython/walk.h, which user space compiles too: this
- * file gives it memory (bpf_probe_read_user), counters and maps, and drives
- * it through tail calls.
+ * The walk itself is src/cpython/walk.h, over the walk state of
+ * src/walk/state.h, which user space compiles too: this file gives it memory
+ * (bpf_probe_read_user), counters and maps, and drives it through tail
+ * calls.
  *
  * Everything that depends on the Python version arrives as data in the procs
  * map (struct tp_proc): offsets plus capability flags. Nothing here compares
@@ -615,6 +616,7 @@ static __always_inline struct tpw_state *begin_sample(void *ctx, const struct tp
 	st->proc = *proc;
 	st->host.ntodo = 0;
 	tpw_begin(st);
+	tpw_py_begin(st);
 	bpf_get_current_comm(s->comm, sizeof(s->comm));
 	if (cfg.kernel_stacks) {
 		long got = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
@@ -703,7 +705,7 @@ static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loo
 		goto out;
 	s->tstate = ts;
 	s->gil = tpw_gil_state(st, ts);
-	if (tpw_top_frame(st, ts) || !st->frame)
+	if (tpw_top_frame(st, ts) || !tpw_py(st)->frame)
 		goto out;
 	bpf_tail_call(ctx, &progs, tpw_walker(st));
 	/* The tail call can only fail if user space did not fill the program
@@ -853,7 +855,7 @@ static __always_inline void walk_whole(struct tpw_state *st, __u64 id)
 		if (ts) {
 			s->tstate = ts;
 			s->gil = tpw_gil_state(st, ts);
-			if (!tpw_top_frame(st, ts) && st->frame) {
+			if (!tpw_top_frame(st, ts) && tpw_py(st)->frame) {
 				bpf_loop(TP_WALK_STEPS / TP_FRAMES_PER_CB,
 					 tpw_walker(st) == TP_WALK_INTERP_FRAMES ? interp_frame_cb
 										 : frame_object_cb,

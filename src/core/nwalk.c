@@ -68,10 +68,7 @@ static int host_read(const struct tpw_host *h, void *dst, size_t len, uint64_t a
 
 #define tpw_read(st, dst, len, addr) host_read(&(st)->host, (dst), (len), (addr))
 #define tpw_count(st, stat) ((void)(st), (void)(stat))
-#define tpw_tstate_lookup(st, tid) ((void)(st), (void)(tid), 0ULL)
-#define tpw_tstate_store(st, tid, ts) ((void)(st), (void)(tid), (void)(ts))
-#define tpw_code_first(st, code, ident) ((void)(st), (void)(code), (void)(ident))
-#include "cpython/walk.h"
+#include "walk/state.h"
 
 struct nwalk {
 	pid_t pid;

@@ -209,7 +209,7 @@ out:
 static void walk_rest(struct tpw_state *st)
 {
 	__u32 walker = tpw_walker(st);
-	for (unsigned int runs = 1; st->frame; runs++) {
+	for (unsigned int runs = 1; tpw_py(st)->frame; runs++) {
 		if (!tpw_step(st, walker))
 			break;
 		st->s.walk_calls++;
@@ -244,6 +244,7 @@ static int walk_frames(struct tpw_state *st, struct pywalk_thread *t)
 {
 	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
 	tpw_begin(st);
+	tpw_py_begin(st);
 	t->gil = tpw_gil_state(st, t->tstate);
 	walk_tstate(st, t->tstate);
 	t->err = st->s.err;
@@ -266,6 +267,7 @@ int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct 
 	st->s.tid = (uint32_t)id;
 	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
 	tpw_begin(st);
+	tpw_py_begin(st);
 	uint64_t ts = 0;
 	if (!fsbase)
 		st->s.err = TP_ERR_FSBASE;
@@ -287,6 +289,7 @@ int pywalk_tstate(const struct pyproc *pp, uint64_t tstate, struct tp_sample *ou
 		return -ENOMEM;
 	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
 	tpw_begin(st);
+	tpw_py_begin(st);
 	st->s.gil = tpw_gil_state(st, tstate);
 	walk_tstate(st, tstate);
 	*out = st->s;

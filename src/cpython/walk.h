@@ -8,11 +8,10 @@
  * stacks by the same code, and a fix to one is a fix to both.
  *
  * Everything here is a pure function of the bytes read through one hook.
- * Before including this file, the includer defines:
- *   struct tpw_host          its own part of struct tpw_state (may be a dummy)
- *   tpw_read(st, dst, len, addr)   copy len bytes of target memory at addr;
- *                            0, or negative when any byte is unreadable
- *   tpw_count(st, stat)      count one enum tp_stat event
+ * The walk's state is the generic one (walk/state.h), whose hooks the
+ * includer defines first (tpw_read, tpw_count, struct tpw_host), with
+ * CPython's own part in its runtime area (struct tpw_py_state). Besides
+ * those, the includer defines:
  *   tpw_tstate_lookup(st, tid)     a PyThreadState remembered for tid, or 0
  *   tpw_tstate_store(st, tid, ts)  remember one
  *   tpw_code_first(st, code, ident)  a code object seen for the first time in
@@ -32,13 +31,7 @@
 
 #include "taipan_abi.h"
 #include "cpython/constants.h"
-
-#ifdef __BPF__
-#define TPW_INLINE static __always_inline
-#else
-#include <stdbool.h>
-#define TPW_INLINE static inline
-#endif
+#include "walk/state.h"
 
 /* code object -> identity (struct tp_frame.ident) as last read on this CPU. */
 struct tpw_ident_ent {
@@ -61,15 +54,9 @@ struct tpw_tstate_ent {
 	__u64 id, ts;
 };
 
-/* Everything one walk needs. BPF keeps one per CPU in a map, which is why
- * the caches below live here: a CPU's samples reuse them. */
-struct tpw_state {
-	/* A copy of user memory holding the frame being decoded: on 3.11+
-	 * the page of the frame up to its end, so that the callers below it
-	 * in the same data-stack page need no read of their own. */
-	__u8 win[TP_WIN_MASK + 1 + TP_FRAME_BUF + 8]; /* +: loads at masked offsets */
-	__u64 win_base;				      /* user address of win[0] */
-	__u64 win_len;				      /* bytes of win that hold a copy, 0 if none */
+/* CPython's part of the walk state (struct tpw_state.rt). BPF keeps one
+ * per CPU, which is why the caches live here: a CPU's samples reuse them. */
+struct tpw_py_state {
 	/* code object -> identity, direct-mapped, for the sample being
 	 * walked: a deep stack reads each repeated code object's name once. */
 	struct tpw_ident_ent icache[TP_ICACHE];
@@ -97,104 +84,20 @@ struct tpw_state {
 		__u32 max_threads; /* thread states visited per list at most */
 	} find;
 	__u64 frame; /* next frame to read, 0 when the walk is over */
-	__u64 prev;  /* the frame read before st->frame, 0 if none */
-	struct tp_proc proc;
-	/* The native unwinder's registers (walk/native.h): the frame being
-	 * unwound. */
-	struct {
-		__u64 ip, sp, fp;
-		__u32 frames; /* unwound so far, the sampled one included */
-		__u32 done;   /* the native walk is over */
-	} u;
-	struct tp_sample s; /* s.time_ns must be set: the caches age by it */
-	struct tpw_host host;
+	__u64 prev;  /* the frame read before frame, 0 if none */
 };
+_Static_assert(sizeof(struct tpw_py_state) <= TPW_RT_BYTES, "CPython's walk state fits");
 
-/* An index into frames[] the verifier can bound: the compiler may drop a
- * mask it can prove redundant, so hide the value from it first. */
-TPW_INLINE __u32 tpw_frame_idx(__u32 n)
+/* CPython's part of st. */
+TPW_INLINE struct tpw_py_state *tpw_py(const struct tpw_state *st)
 {
-#ifdef __BPF__
-	asm volatile("" : "+r"(n));
-#endif
-	return n & (TP_MAX_FRAMES - 1);
+	return (struct tpw_py_state *)(void *)st->rt;
 }
 
-/* Loads from a copy of target memory. BPF loads directly; user space
- * copies, because target memory owes it no alignment. */
-TPW_INLINE __u64 tpw_ld64(const __u8 *p)
+/* The process's offsets, flags, and where its state is. */
+TPW_INLINE const struct tp_proc *tpw_pp(const struct tpw_state *st)
 {
-#ifdef __BPF__
-	return *(const __u64 *)p;
-#else
-	__u64 v;
-	__builtin_memcpy(&v, p, sizeof(v));
-	return v;
-#endif
-}
-
-TPW_INLINE __u32 tpw_ld32(const __u8 *p)
-{
-#ifdef __BPF__
-	return *(const __u32 *)p;
-#else
-	__u32 v;
-	__builtin_memcpy(&v, p, sizeof(v));
-	return v;
-#endif
-}
-
-/* Loads at a masked offset of the window. */
-TPW_INLINE __u64 tpw_win_u64(const struct tpw_state *st, __u32 at, __u16 off)
-{
-	return tpw_ld64(&st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))]);
-}
-
-TPW_INLINE __u32 tpw_win_u32(const struct tpw_state *st, __u32 at, __u16 off)
-{
-	return tpw_ld32(&st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))]);
-}
-
-TPW_INLINE __u8 tpw_win_u8(const struct tpw_state *st, __u32 at, __u16 off)
-{
-	return st->win[(at & TP_WIN_MASK) + (off & (TP_FRAME_BUF - 1))];
-}
-
-TPW_INLINE int tpw_read_u64(struct tpw_state *st, __u64 *dst, __u64 addr)
-{
-	return tpw_read(st, dst, sizeof(*dst), addr);
-}
-
-/* Copies len bytes of user memory at addr into the window; on failure the
- * window holds nothing. */
-TPW_INLINE int tpw_win_fill(struct tpw_state *st, __u64 addr, __u64 len)
-{
-	len &= TP_WIN_MASK;
-	st->win_len = 0;
-	if (tpw_read(st, st->win, len, addr))
-		return -1;
-	st->win_base = addr;
-	st->win_len = len;
-	return 0;
-}
-
-/* Where the n bytes at user address addr start in the window, or -1 if
- * the window does not hold them all. */
-TPW_INLINE int tpw_win_find(const struct tpw_state *st, __u64 addr, __u64 n)
-{
-	__u64 at = addr - st->win_base;
-	return at < st->win_len && at + n <= st->win_len ? (int)at : -1;
-}
-
-/* The 8 bytes at addr: from the window if it holds them, else read. */
-TPW_INLINE int tpw_win_read_u64(struct tpw_state *st, __u64 *dst, __u64 addr)
-{
-	int at = tpw_win_find(st, addr, 8);
-	if (at >= 0) {
-		*dst = tpw_win_u64(st, at, 0);
-		return 0;
-	}
-	return tpw_read_u64(st, dst, addr);
+	return &st->proc;
 }
 
 /* Makes the part of frame f that the walkers use readable in the window and
@@ -206,7 +109,7 @@ TPW_INLINE int tpw_win_read_u64(struct tpw_state *st, __u64 *dst, __u64 addr)
  * that reading the frame alone would touch, and fails only where that would. */
 TPW_INLINE int tpw_frame_at(struct tpw_state *st, __u64 f, bool page)
 {
-	__u64 span = st->proc.off.frame_span;
+	__u64 span = tpw_pp(st)->off.frame_span;
 	int at = tpw_win_find(st, f, span);
 	if (at >= 0)
 		return at;
@@ -216,28 +119,14 @@ TPW_INLINE int tpw_frame_at(struct tpw_state *st, __u64 f, bool page)
 	return (int)(f - start);
 }
 
-/* Starts a walk of the sample in st->s, whose pid, tid and time_ns are set:
- * no frames, no error. Forgets the window, which held another process's
- * memory, or memory changed since. */
-TPW_INLINE void tpw_begin(struct tpw_state *st)
+/* Starts CPython's part of a walk that tpw_begin() started: no frame yet. */
+TPW_INLINE void tpw_py_begin(struct tpw_state *st)
 {
-	st->s.kind = TP_EV_SAMPLE;
-	st->s.tstate = 0;
-	st->s.nframes = 0;
-	st->s.nkstack = 0;
-	st->s.err = TP_ERR_NONE;
-	st->s.flags = TP_SF_PYTHON;
-	st->s.state = TP_TS_RUNNING;
-	st->s.gil = TP_GIL_UNKNOWN;
-	st->s.walk_calls = 0;
-	st->s.nustack = 0;
-	st->s.uerr = TP_UERR_NONE;
-	st->u.done = 1;
+	struct tpw_py_state *py = tpw_py(st);
 	/* The slot a shim on top of the stack marks (see the walker). */
 	st->s.frames[TP_MAX_FRAMES - 1].flags = 0;
-	st->frame = 0;
-	st->prev = 0;
-	st->win_len = 0;
+	py->frame = 0;
+	py->prev = 0;
 }
 
 /* The PyThreadState remembered for the thread id (pid_tgid) whose fs base is
@@ -247,9 +136,10 @@ TPW_INLINE void tpw_begin(struct tpw_state *st)
  * finds threads that do not hold the GIL, and works inside pid namespaces. */
 TPW_INLINE __u64 tpw_tstate_cached(struct tpw_state *st, __u64 id, __u64 fsbase)
 {
-	const struct tp_py_offsets *o = &st->proc.off;
+	struct tpw_py_state *py = tpw_py(st);
+	const struct tp_py_offsets *o = &tpw_pp(st)->off;
 	__u32 tid = (__u32)id;
-	struct tpw_tstate_ent *te = &st->tcache[tid & (TP_TCACHE - 1)];
+	struct tpw_tstate_ent *te = &py->tcache[tid & (TP_TCACHE - 1)];
 	__u64 ts = te->id == id ? te->ts : tpw_tstate_lookup(st, tid), thread_id = 0;
 
 	if (!ts)
@@ -269,20 +159,21 @@ TPW_INLINE __u64 tpw_tstate_cached(struct tpw_state *st, __u64 id, __u64 fsbase)
 }
 
 /* The search of every interpreter's thread list for a thread state, in
- * steps (st->find): one step starts an interpreter's list, visits one
+ * steps (py->find): one step starts an interpreter's list, visits one
  * thread state, or ends a list. A search takes at most TP_FIND_STEPS
  * steps, each verified once where BPF has bpf_loop. Returns -1 with
  * st->s.err set if the list of interpreters cannot be read. */
 TPW_INLINE int tpw_search_begin(struct tpw_state *st, __u32 max_threads)
 {
-	st->find.max_threads = max_threads;
-	st->find.ts = 0;
-	st->find.found = 0;
-	st->find.nthreads = 0;
-	st->find.ninterps = 0;
-	st->find.listing = 0;
-	st->find.limit = 0;
-	if (tpw_read_u64(st, &st->find.interp, st->proc.interp_head_addr)) {
+	struct tpw_py_state *py = tpw_py(st);
+	py->find.max_threads = max_threads;
+	py->find.ts = 0;
+	py->find.found = 0;
+	py->find.nthreads = 0;
+	py->find.ninterps = 0;
+	py->find.listing = 0;
+	py->find.limit = 0;
+	if (tpw_read_u64(st, &py->find.interp, tpw_pp(st)->interp_head_addr)) {
 		st->s.err = TP_ERR_INTERP_HEAD;
 		return -1;
 	}
@@ -290,50 +181,51 @@ TPW_INLINE int tpw_search_begin(struct tpw_state *st, __u32 max_threads)
 }
 
 /* One step of the search for the thread state whose thread id is fsbase.
- * Says whether the search is over: found (st->find.found), or failed with
+ * Says whether the search is over: found (py->find.found), or failed with
  * st->s.err set. */
 TPW_INLINE bool tpw_search_step(struct tpw_state *st, __u64 fsbase)
 {
-	const struct tp_py_offsets *o = &st->proc.off;
+	struct tpw_py_state *py = tpw_py(st);
+	const struct tp_py_offsets *o = &tpw_pp(st)->off;
 	__u64 thread_id = 0;
 
-	if (!st->find.listing) {
+	if (!py->find.listing) {
 		/* Between two lists: start the next interpreter's. */
-		if (!st->find.interp || st->find.ninterps >= TP_MAX_INTERPS) {
-			if (st->find.interp)
-				st->find.limit = TP_ERR_INTERP_LIMIT;
-			st->s.err = st->find.limit ? st->find.limit : TP_ERR_NO_TSTATE;
+		if (!py->find.interp || py->find.ninterps >= TP_MAX_INTERPS) {
+			if (py->find.interp)
+				py->find.limit = TP_ERR_INTERP_LIMIT;
+			st->s.err = py->find.limit ? py->find.limit : TP_ERR_NO_TSTATE;
 			return true;
 		}
-		if (tpw_read_u64(st, &st->find.ts, st->find.interp + o->interp_tstate_head)) {
+		if (tpw_read_u64(st, &py->find.ts, py->find.interp + o->interp_tstate_head)) {
 			st->s.err = TP_ERR_INTERP_THREADS;
 			return true;
 		}
-		st->find.ninterps++;
-		st->find.nthreads = 0;
-		st->find.listing = 1;
+		py->find.ninterps++;
+		py->find.nthreads = 0;
+		py->find.listing = 1;
 		return false;
 	}
-	if (!st->find.ts || st->find.nthreads >= st->find.max_threads) {
+	if (!py->find.ts || py->find.nthreads >= py->find.max_threads) {
 		/* This list is over: a list longer than the walk visits is
 		 * said so if nothing else is found. */
-		if (st->find.ts)
-			st->find.limit = TP_ERR_THREAD_LIMIT;
-		if (tpw_read_u64(st, &st->find.interp, st->find.interp + o->interp_next))
-			st->find.interp = 0;
-		st->find.listing = 0;
+		if (py->find.ts)
+			py->find.limit = TP_ERR_THREAD_LIMIT;
+		if (tpw_read_u64(st, &py->find.interp, py->find.interp + o->interp_next))
+			py->find.interp = 0;
+		py->find.listing = 0;
 		return false;
 	}
-	if (tpw_read_u64(st, &thread_id, st->find.ts + o->ts_thread_id)) {
+	if (tpw_read_u64(st, &thread_id, py->find.ts + o->ts_thread_id)) {
 		st->s.err = TP_ERR_TSTATE_ID;
 		return true;
 	}
 	if (thread_id == fsbase) {
-		st->find.found = st->find.ts;
+		py->find.found = py->find.ts;
 		return true;
 	}
-	st->find.nthreads++;
-	if (tpw_read_u64(st, &st->find.ts, st->find.ts + o->ts_next)) {
+	py->find.nthreads++;
+	if (tpw_read_u64(st, &py->find.ts, py->find.ts + o->ts_next)) {
 		st->s.err = TP_ERR_TSTATE_NEXT;
 		return true;
 	}
@@ -344,14 +236,15 @@ TPW_INLINE bool tpw_search_step(struct tpw_state *st, __u64 fsbase)
  * 0 with st->s.err set if none. */
 TPW_INLINE __u64 tpw_search_end(struct tpw_state *st, __u64 id)
 {
-	__u64 ts = st->find.found;
+	struct tpw_py_state *py = tpw_py(st);
+	__u64 ts = py->find.found;
 	if (!ts) {
 		if (!st->s.err)
 			st->s.err = TP_ERR_NO_TSTATE; /* out of steps: cannot happen */
 		return 0;
 	}
 	__u32 tid = (__u32)id;
-	struct tpw_tstate_ent *te = &st->tcache[tid & (TP_TCACHE - 1)];
+	struct tpw_tstate_ent *te = &py->tcache[tid & (TP_TCACHE - 1)];
 	tpw_tstate_store(st, tid, ts);
 	te->id = id;
 	te->ts = ts;
@@ -390,7 +283,7 @@ TPW_INLINE __u64 tpw_find_tstate(struct tpw_state *st, __u64 id, __u64 fsbase)
  * user space, by take_gil in its native stack. */
 TPW_INLINE __u8 tpw_gil_state(struct tpw_state *st, __u64 ts)
 {
-	const struct tp_gil *g = &st->proc.gil;
+	const struct tp_gil *g = &tpw_pp(st)->gil;
 	__u64 gil = g->addr, interp = 0, holder = 0;
 	int locked = 0;
 	if (!g->holder)
@@ -404,16 +297,17 @@ TPW_INLINE __u8 tpw_gil_state(struct tpw_state *st, __u64 ts)
 	return locked == 1 && holder == ts ? TP_GIL_HELD : TP_GIL_RELEASED;
 }
 
-/* Sets st->frame to the current frame of thread state ts: 0 when the
+/* Sets py->frame to the current frame of thread state ts: 0 when the
  * thread runs no Python code (a _PyCFrame or frame pointer that is NULL
  * means the same on every version: no frame yet, or none any more).
  * Returns 0, or -1 with st->s.err set. */
 TPW_INLINE int tpw_top_frame(struct tpw_state *st, __u64 ts)
 {
-	const struct tp_py_offsets *o = &st->proc.off;
+	struct tpw_py_state *py = tpw_py(st);
+	const struct tp_py_offsets *o = &tpw_pp(st)->off;
 	__u64 frame = 0;
 
-	st->frame = 0;
+	py->frame = 0;
 	if (tpw_win_read_u64(st, &frame, ts + o->ts_frame)) {
 		st->s.err = TP_ERR_TSTATE_FRAME;
 		return -1;
@@ -426,15 +320,15 @@ TPW_INLINE int tpw_top_frame(struct tpw_state *st, __u64 ts)
 			return -1;
 		}
 	}
-	st->frame = frame;
+	py->frame = frame;
 	return 0;
 }
 
-/* The walker program for st->proc's frames, an enum tp_walker value. */
+/* The walker program for the process's frames, an enum tp_walker value. */
 TPW_INLINE __u32 tpw_walker(const struct tpw_state *st)
 {
-	return (st->proc.off.flags & TP_LF_INTERP_FRAME) ? TP_WALK_INTERP_FRAMES
-							 : TP_WALK_FRAME_OBJECTS;
+	return (tpw_pp(st)->off.flags & TP_LF_INTERP_FRAME) ? TP_WALK_INTERP_FRAMES
+							    : TP_WALK_FRAME_OBJECTS;
 }
 
 /* Whether the str at str is "self" or "cls" (its first 8 bytes of
@@ -442,11 +336,12 @@ TPW_INLINE __u32 tpw_walker(const struct tpw_state *st)
  * objects share a few interned argument names. */
 TPW_INLINE __u64 tpw_str_selfish(struct tpw_state *st, __u64 str)
 {
-	struct tpw_str_ent *e = &st->scache[(str >> 4) & (TP_SCACHE - 1)];
+	struct tpw_py_state *py = tpw_py(st);
+	struct tpw_str_ent *e = &py->scache[(str >> 4) & (TP_SCACHE - 1)];
 	__u64 now = st->s.time_ns, chars = 0;
 	if (e->str == str && e->time_ns == now)
 		return e->selfish;
-	tpw_read_u64(st, &chars, str + st->proc.off.name_data);
+	tpw_read_u64(st, &chars, str + tpw_pp(st)->off.name_data);
 	e->str = str;
 	e->time_ns = now;
 	/* Little-endian "self\0" and "cls\0". */
@@ -455,10 +350,11 @@ TPW_INLINE __u64 tpw_str_selfish(struct tpw_state *st, __u64 str)
 	return e->selfish;
 }
 
-/* The 8 bytes at offset off of the code object bytes in st->cbuf. */
+/* The 8 bytes at offset off of the code object bytes in py->cbuf. */
 TPW_INLINE __u64 tpw_cbuf_u64(const struct tpw_state *st, __u32 off)
 {
-	return tpw_ld64(&st->cbuf[off & (TP_CODE_SPAN - 1)]);
+	const struct tpw_py_state *py = tpw_py(st);
+	return tpw_ld64(&py->cbuf[off & (TP_CODE_SPAN - 1)]);
 }
 
 /* What the walk knows of the code object at code now: its identity
@@ -469,11 +365,12 @@ TPW_INLINE __u64 tpw_cbuf_u64(const struct tpw_state *st, __u32 off)
  * another code object, and a name read then would be the wrong one. */
 TPW_INLINE struct tpw_ident_ent *tpw_code_entry(struct tpw_state *st, __u64 code)
 {
-	struct tpw_ident_ent *e = &st->icache[(code >> 4) & (TP_ICACHE - 1)];
+	struct tpw_py_state *py = tpw_py(st);
+	struct tpw_ident_ent *e = &py->icache[(code >> 4) & (TP_ICACHE - 1)];
 	__u64 now = st->s.time_ns;
 	if (e->code == code && e->time_ns == now)
 		return e;
-	const struct tp_py_offsets *o = &st->proc.off;
+	const struct tp_py_offsets *o = &tpw_pp(st)->off;
 	__u32 fo = o->code_filename, no = o->code_name, vo = o->code_varnames;
 	bool names = (o->flags & TP_LF_SELF_CLASS) && vo && o->tuple_item;
 	__u32 lo = fo < no ? fo : no, hi = (fo < no ? no : fo) + 8;
@@ -496,7 +393,7 @@ TPW_INLINE struct tpw_ident_ent *tpw_code_entry(struct tpw_state *st, __u64 code
 #ifdef __BPF__
 		asm volatile("" : "+r"(len)); /* keep the mask below: the verifier needs it */
 #endif
-		if (!tpw_read(st, st->cbuf, len & (TP_CODE_SPAN - 1), code + lo)) {
+		if (!tpw_read(st, py->cbuf, len & (TP_CODE_SPAN - 1), code + lo)) {
 			file = tpw_cbuf_u64(st, fo - lo);
 			name = tpw_cbuf_u64(st, no - lo);
 			varnames = names ? tpw_cbuf_u64(st, vo - lo) : 0;
@@ -556,20 +453,21 @@ TPW_INLINE bool tpw_loops(__u64 back, __u64 f, __u64 prev)
  * only when the code object's first argument is called self or cls. */
 TPW_INLINE __u64 tpw_first_local_class(struct tpw_state *st, int at)
 {
-	const struct tp_py_offsets *o = &st->proc.off;
+	struct tpw_py_state *py = tpw_py(st);
+	const struct tp_py_offsets *o = &tpw_pp(st)->off;
 	__u64 local0 = tpw_win_u64(st, at, o->frame_localsplus), type = 0, tflags = 0;
 	__u64 now = st->s.time_ns;
 	if (!local0)
 		return 0;
-	if (st->l0.obj == local0 && st->l0.time_ns == now)
-		return st->l0.cls;
-	st->l0.obj = local0;
-	st->l0.time_ns = now;
-	st->l0.cls = 0;
+	if (py->l0.obj == local0 && py->l0.time_ns == now)
+		return py->l0.cls;
+	py->l0.obj = local0;
+	py->l0.time_ns = now;
+	py->l0.cls = 0;
 	if (tpw_read_u64(st, &type, local0 + o->obj_type) || !type)
 		return 0;
 	/* Types are few and their flags fixed: read each type's once. */
-	struct tpw_type_ent *e = &st->tycache[(type >> 4) & (TP_TYCACHE - 1)];
+	struct tpw_type_ent *e = &py->tycache[(type >> 4) & (TP_TYCACHE - 1)];
 	if (e->type != type || now - e->time_ns >= TP_ICACHE_NS) {
 		if (tpw_read_u64(st, &tflags, type + o->type_flags))
 			return 0;
@@ -577,15 +475,16 @@ TPW_INLINE __u64 tpw_first_local_class(struct tpw_state *st, int at)
 		e->is_meta = (tflags & PY_TPFLAGS_TYPE_SUBCLASS) != 0;
 		e->time_ns = now;
 	}
-	st->l0.cls = e->is_meta ? local0 : type;
-	return st->l0.cls;
+	py->l0.cls = e->is_meta ? local0 : type;
+	return py->l0.cls;
 }
 
 /* Ends the walk at the current frame with err. */
 TPW_INLINE bool tpw_stop(struct tpw_state *st, __u16 err)
 {
+	struct tpw_py_state *py = tpw_py(st);
 	st->s.err = err;
-	st->frame = 0;
+	py->frame = 0;
 	return false;
 }
 
@@ -593,23 +492,26 @@ TPW_INLINE bool tpw_stop(struct tpw_state *st, __u16 err)
  * the walk goes on. */
 TPW_INLINE bool tpw_advance(struct tpw_state *st, __u64 f, __u64 back)
 {
-	if (tpw_loops(back, f, st->prev)) {
+	struct tpw_py_state *py = tpw_py(st);
+	if (tpw_loops(back, f, py->prev)) {
 		st->s.err = TP_ERR_FRAME_LOOP;
 		back = 0;
 	}
-	st->prev = f;
-	st->frame = back;
+	py->prev = f;
+	py->frame = back;
 	return back != 0;
 }
 
 /* One frame of the walk, <= 3.10: a chain of PyFrameObject through
  * f_back; f_lasti is an int. Says whether the walk goes on. The walk's
- * position lives in st (frame, prev, s.nframes), so that a loop of the
- * kernel's (bpf_loop) can call this as well as an unrolled one. */
+ * position lives in st (its CPython part's frame and prev, s.nframes), so
+ * that a loop of the kernel's (bpf_loop) can call this as well as an
+ * unrolled one. */
 TPW_INLINE bool tpw_frame_object(struct tpw_state *st)
 {
-	const struct tp_py_offsets *o = &st->proc.off;
-	__u64 f = st->frame;
+	struct tpw_py_state *py = tpw_py(st);
+	const struct tp_py_offsets *o = &tpw_pp(st)->off;
+	__u64 f = py->frame;
 	__u32 n = st->s.nframes;
 
 	if (!f || n >= TP_MAX_FRAMES)
@@ -649,13 +551,14 @@ TPW_INLINE bool tpw_frame_object(struct tpw_state *st)
  * tpw_loops() at any frame that leads back to itself or its callee. */
 TPW_INLINE bool tpw_interp_frame(struct tpw_state *st)
 {
-	const struct tp_py_offsets *o = &st->proc.off;
+	struct tpw_py_state *py = tpw_py(st);
+	const struct tp_py_offsets *o = &tpw_pp(st)->off;
 	/* Branch-free where the versions differ: masks. */
 	__u64 code_mask = (o->flags & TP_LF_STACKREF) ? ~3ULL : ~0ULL;
 	__u32 owner_limit = (o->flags & TP_LF_OWNER) ? PY_OWNER_NOT_PYTHON : 256;
 	__u8 entry_mask = (o->flags & TP_LF_IS_ENTRY) ? 0xff : 0;
 	__u64 ip_mask = (o->flags & TP_LF_TLBC) ? ~0ULL : 0;
-	__u64 f = st->frame;
+	__u64 f = py->frame;
 	__u32 n = st->s.nframes;
 
 	if (!f || n >= TP_MAX_FRAMES)
@@ -693,10 +596,11 @@ TPW_INLINE bool tpw_interp_frame(struct tpw_state *st)
  * and there is room for its frames. */
 TPW_INLINE bool tpw_more(const struct tpw_state *st)
 {
-	return st->frame && st->s.nframes < TP_MAX_FRAMES;
+	const struct tpw_py_state *py = tpw_py(st);
+	return py->frame && st->s.nframes < TP_MAX_FRAMES;
 }
 
-/* Runs one walker step, up to TP_FRAMES_PER_PROG frames from st->frame,
+/* Runs one walker step, up to TP_FRAMES_PER_PROG frames from py->frame,
  * and says whether another should follow. */
 TPW_INLINE bool tpw_step(struct tpw_state *st, __u32 walker)
 {
@@ -711,11 +615,12 @@ TPW_INLINE bool tpw_step(struct tpw_state *st, __u32 walker)
  * steps (tail calls). */
 TPW_INLINE void tpw_cut(struct tpw_state *st)
 {
+	struct tpw_py_state *py = tpw_py(st);
 	/* A shim skipped at the top marked the slot below frames[0]: the
 	 * last one, unused unless the stack fills it. */
 	if (st->s.nframes < TP_MAX_FRAMES && (st->s.frames[TP_MAX_FRAMES - 1].flags & TP_FF_ENTRY))
 		st->s.flags |= TP_SF_TOP_SHIM;
-	if (!st->frame)
+	if (!py->frame)
 		return;
 	st->s.flags |= TP_SF_TRUNCATED;
 	st->s.err = st->s.nframes >= TP_MAX_FRAMES ? TP_ERR_DEPTH : TP_ERR_STEPS;

@@ -1,5 +1,5 @@
 /* native.h - the native stack unwinder, one source compiled twice, like
- * cpython/walk.h (whose struct tpw_state it shares).
+ * the runtimes' walkers, whose walk state (walk/state.h) it shares.
  *
  * It follows the rows that user space made of each file's call-frame
  * information (src/proc/unwtab.c, struct tp_urow): from an instruction
@@ -11,14 +11,14 @@
  * code does not know ends the walk with an error (enum tp_native_err), never
  * with a guessed frame.
  *
- * Before including this file (after cpython/walk.h), the includer defines:
+ * Before including this file, the includer defines walk/state.h's hooks
+ * (tpw_read for the stack's memory) and:
  *   tpn_mapping(st, ip, m)    fill struct tp_umap *m for the process's
  *                             mapping of ip: 0, or -1 when none is known
  *   tpn_table(st, file)       a handle on file's table (NULL: none)
  *   tpn_file(st, file, info)  fill struct tp_ufile *info: 0 or -1
  *   tpn_entry(st, t, i)       a const struct tp_urow * for entry i of table
  *                             handle t (page index first, then rows), or NULL
- * and the cpython/walk.h hooks (tpw_read) for the stack's memory.
  *
  * x86-64 only: the return address is at CFA - 8.
  */
@@ -26,6 +26,7 @@
 #define TAIPAN_WALK_NATIVE_H
 
 #include "taipan_abi.h"
+#include "walk/state.h"
 
 /* Starts a native walk at the registers of the sampled thread's user mode. */
 TPW_INLINE void tpn_begin(struct tpw_state *st, __u64 ip, __u64 sp, __u64 fp)
