@@ -19,6 +19,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "taipan_abi.h"
+#include "walk/taskstate.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -811,22 +812,6 @@ static __always_inline void switched_in(struct tp_switch_task *t, struct task_st
 	}
 }
 
-/* include/linux/sched.h */
-#define TASK_UNINTERRUPTIBLE 0x0002
-#define TASK_NOLOAD 0x0400
-
-/* Why a thread left the CPU: preempted (or yielding) while still runnable,
- * asleep, or in an uninterruptible wait that counts as load (the disk;
- * TASK_IDLE, which does not count, is a kernel thread's idle sleep). */
-static __always_inline __u8 off_state(bool preempt, unsigned int prev_state)
-{
-	if (preempt || !prev_state)
-		return TP_TS_RUNNABLE;
-	if ((prev_state & (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)) == TASK_UNINTERRUPTIBLE)
-		return TP_TS_BLOCKED;
-	return TP_TS_SLEEPING;
-}
-
 static long describe_cb(__u64 i, void *ctx)
 {
 	struct tpw_state *st = ((struct loop_ctx *)ctx)->st;
@@ -952,7 +937,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		 * away counts for the process (struct tp_unknown). */
 		p->away_ns = now;
 		p->ran_ns = ran;
-		p->early = off_state(preempt, prev_state) + 1;
+		p->early = tp_off_state(preempt, prev_state) + 1;
 		return 0;
 	}
 	__u64 id = bpf_get_current_pid_tgid();
@@ -960,7 +945,7 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	if (!st)
 		return 0;
 	st->s.flags |= TP_SF_OFFCPU;
-	st->s.state = off_state(preempt, prev_state);
+	st->s.state = tp_off_state(preempt, prev_state);
 	walk_whole(st, id);
 	if (submit(st)) {
 		stat_inc(TP_STAT_SWITCH_OUT);

@@ -11,6 +11,7 @@
 #include "core/session_int.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "walk/taskstate.h"
 
 /* Away thread a was seen on the CPU by a cpu-clock sample at a->ran_ns, and
  * its return never came (ring full): it came back within a sampling period
@@ -120,22 +121,13 @@ struct asleep_pre {
 	size_t n;
 };
 
-/* include/linux/sched.h */
-#define TASK_INTERRUPTIBLE 0x0001
-#define TASK_UNINTERRUPTIBLE 0x0002
-#define TASK_STOPPED_OR_TRACED 0x000c
-#define TASK_NOLOAD 0x0400
-
-/* Why a thread that is not running is off the CPU, as on_switch names it;
- * -1: it is running, or about to. */
+/* Why a thread that is not running is off the CPU, as on_switch names it
+ * (walk/taskstate.h); -1: it is running, or about to. */
 static int asleep_state(const struct tp_thread_snap *t)
 {
-	if (t->on_cpu ||
-	    !(t->state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE | TASK_STOPPED_OR_TRACED)))
+	if (t->on_cpu || !tp_task_asleep(t->state))
 		return -1;
-	if ((t->state & (TASK_UNINTERRUPTIBLE | TASK_NOLOAD)) == TASK_UNINTERRUPTIBLE)
-		return TP_TS_BLOCKED;
-	return TP_TS_SLEEPING;
+	return tp_off_state(0, t->state);
 }
 
 static const struct tp_thread_snap *snap_find(const struct tp_thread_snap *v, size_t n,
