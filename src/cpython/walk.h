@@ -1,7 +1,7 @@
 /* walk.h - the Python stack walker, one source compiled twice.
  *
- * The BPF program (src/bpf/taipan.bpf.c) includes it to walk the sampled
- * thread's stack in the kernel. User space (src/cpython/pywalk.c) includes it for
+ * CPython's BPF unit (src/cpython/cpython.bpf.h) includes it to walk the
+ * sampled thread's stack in the kernel. User space (src/cpython/pywalk.c) includes it for
  * `taipan dump` and for the tests that walk memory captured from real
  * interpreters (tests/unit/test_captures.c). Both therefore find thread
  * states, skip shims, mark entry frames, identify code objects and cut deep

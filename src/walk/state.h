@@ -1,7 +1,7 @@
 /* state.h - the state of one walk, whatever the runtime: the sample being
  * built, the window on the target's memory, the native unwinder's registers,
  * and room for the runtime's own part. One source compiled twice, like the
- * walkers that share it: BPF keeps one per CPU in a map (bpf/taipan.bpf.c),
+ * walkers that share it: BPF keeps one per CPU in a map (bpf/sample.bpf.h),
  * user space one per walk.
  *
  * Before including this file, the includer defines:

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
+/* sample.bpf.h - the sample driver: on each cpu-clock sample of a Python
+ * process, the per-CPU walk state, the sample's header and kernel stack,
+ * the runtime's walk, the native one, and the sample into the ring.
+ *
+ * A perf sample's walk is a chain of programs through the tail-call table
+ * (progs): on_sample starts it, the runtime's walkers and the native
+ * unwinder go on in turn, and whichever program ends the chain sends the
+ * sample. An off-CPU sample (bpf/offcpu.bpf.h) walks in one program.
+ *
+ * CPython's unit (cpython/cpython.bpf.h), included after this one, gives
+ * the driver:
+ *   cpython_start(ctx, st, id, fsbase, loop)  a perf sample's walk of thread
+ *       id (pid_tgid) from its thread pointer: tail-calls the runtime's
+ *       walker, whose chain ends in finish(); or returns, and the driver
+ *       finishes the sample. loop: the bpf_loop build.
+ *   cpython_whole(st, id, fsbase)  the same walk, whole, in the calling
+ *       program, through bpf_loop (off-CPU samples)
+ *   cpython_exit(tid)  thread tid exits: forget what is kept of it
+ */
+#ifndef TAIPAN_BPF_SAMPLE_BPF_H
+#define TAIPAN_BPF_SAMPLE_BPF_H
+
+/* What the walk state (walk/state.h) asks of its includer. BPF's own part
+ * is room for what a runtime's unit keeps that only BPF needs (CPython's:
+ * the code objects to describe), sized for the largest: each unit checks
+ * that its part fits. */
+#define TPW_HOST_RT_BYTES 13312
+struct tpw_host {
+	__u8 rt[TPW_HOST_RT_BYTES] __attribute__((aligned(8)));
+};
+#define tpw_read(st, dst, len, addr) bpf_probe_read_user((dst), (len), (const void *)(addr))
+#define tpw_count(st, stat) stat_inc(stat)
+
+#include "walk/state.h"
+
+/* The walk under construction, one slot per CPU (user space sets
+ * max_entries to the number of possible CPUs). Not a per-CPU array because
+ * the value is larger than per-CPU maps allow. Perf samples do not nest on
+ * one CPU, so a slot is never shared. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tpw_state);
+} scratch SEC(".maps");
+
+/* The walker programs (enum tp_walker), which tail-call themselves and each
+ * other until the sample is sent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, TP_NWALKERS);
+	__type(key, __u32);
+	__type(value, __u32);
+} progs SEC(".maps");
+
+/* This CPU's walk state (the scratch map), and the CPU in *cpu if asked. */
+static __always_inline struct tpw_state *cpu_state(__u32 *cpu)
+{
+	__u32 id = bpf_get_smp_processor_id();
+	if (cpu)
+		*cpu = id;
+	return bpf_map_lookup_elem(&scratch, &id);
+}
+
+/* bpf_loop's callbacks, for kernels that have it (5.17+): the verifier
+ * checks a callback's body once, where it checks an unrolled loop's body
+ * once per copy. ctx points to struct loop_ctx on the caller's stack. */
+struct loop_ctx {
+	struct tpw_state *st;
+	__u64 fsbase; /* the thread pointer, for a runtime's search of its threads */
+};
+
+/* Sends the sample; false if the ring was full. */
+static __always_inline bool submit(struct tpw_state *st)
+{
+	__u64 size = __builtin_offsetof(struct tp_sample, frames) +
+		     (__u64)st->s.nframes * sizeof(struct tp_frame);
+	if (size > sizeof(st->s))
+		size = sizeof(st->s);
+	if (bpf_ringbuf_output(&events, &st->s, size, ring_flags())) {
+		stat_inc(TP_STAT_RING_FULL);
+		return false;
+	}
+	stat_inc(TP_STAT_SENT);
+	if (st->s.err)
+		stat_inc(TP_STAT_ERR_BASE + (st->s.err < TP_ERR__COUNT ? st->s.err : 0));
+	if (st->s.uerr)
+		stat_inc(TP_STAT_UERR_BASE + (st->s.uerr < TP_UERR__COUNT ? st->s.uerr : 0));
+	return true;
+}
+
+/* The native unwinder's (bpf/native.bpf.h): native_start() reads the
+ * sampled thread's user registers and starts the native walk, false when
+ * there are none; native_whole() walks the whole native stack in the
+ * calling program. */
+static __always_inline bool native_start(struct tpw_state *st);
+static __always_inline void native_whole(struct tpw_state *st);
+
+static __always_inline void cpython_start(void *ctx, struct tpw_state *st, __u64 id, __u64 fsbase,
+					  bool loop);
+static __always_inline void cpython_whole(struct tpw_state *st, __u64 id, __u64 fsbase);
+static __always_inline void cpython_exit(__u32 tid);
+
+/* This CPU's walk state, set up for a sample of thread tid of process tgid
+ * (described by proc) at time now: its header and kernel stack. NULL if the
+ * state cannot be had. */
+static __always_inline struct tpw_state *begin_sample(void *ctx, const struct tp_proc *proc,
+						      __u32 tgid, __u32 tid, __u64 now)
+{
+	__u32 cpu;
+	struct tpw_state *st = cpu_state(&cpu);
+	if (!st)
+		return NULL;
+	struct tp_sample *s = &st->s;
+	s->pid = tgid;
+	s->tid = tid;
+	s->cpu = cpu;
+	s->time_ns = now;
+	st->proc = *proc;
+	tpw_begin(st);
+	bpf_get_current_comm(s->comm, sizeof(s->comm));
+	if (cfg.kernel_stacks) {
+		long got = bpf_get_stack(ctx, s->kstack, sizeof(s->kstack), 0);
+		if (got > 0)
+			s->nkstack = got / sizeof(__u64);
+	}
+	return st;
+}
+
+/* The fs base of the current thread, which finds its thread state; 0 with
+ * the sample's error set when there is none to use. */
+static __always_inline __u64 thread_fsbase(struct tpw_state *st)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	/* In exit, past its thread state's deletion and soon its memory's
+	 * (exit_mm): nothing of Python to read, and reads would fail as if
+	 * the interpreter were broken. */
+	if (BPF_CORE_READ(task, flags) & PF_EXITING) {
+		st->s.err = TP_ERR_EXITING;
+		return 0;
+	}
+	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
+	if (!fsbase)
+		st->s.err = TP_ERR_FSBASE;
+	return fsbase;
+}
+
+/* The interpreted walk is over: unwind the native stack, if asked to, then
+ * send the sample; false if the ring was full. whole: in the calling
+ * program, through bpf_loop (off-CPU samples); else by tail calls of the
+ * native unwinder, whose last program sends the sample. */
+static __always_inline bool finish(void *ctx, struct tpw_state *st, bool whole)
+{
+	if (cfg.native && native_start(st)) {
+		if (whole) {
+			native_whole(st);
+		} else {
+			bpf_tail_call(ctx, &progs, TP_WALK_NATIVE);
+			st->s.uerr = TP_UERR_STEPS;
+		}
+	}
+	return submit(st);
+}
+
+/* Every sample starts here: is it of a Python process, which thread; then
+ * the walker takes over. With loop set, the bpf_loop build
+ * of each program. */
+static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loop)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+
+	if (tgid == 0 || tgid == cfg.self_tgid)
+		return 0;
+	/* procs holds only processes that were tracked when user space
+	 * classified them, and they stay tracked until they exit: a hit
+	 * needs no look in targets. */
+	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
+	if (!proc && !tracked(tgid))
+		return 0;
+	stat_inc(TP_STAT_SAMPLES);
+	if (!proc) {
+		/* A task still runs for a while after its exit tracepoint
+		 * removed it: not a new process to announce. */
+		struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+		if (BPF_CORE_READ(cur, flags) & PF_EXITING)
+			return 0;
+		stat_inc(TP_STAT_UNKNOWN_PROC);
+		struct tp_unknown *lost = bpf_map_lookup_elem(&unknown_samples, &tgid);
+		if (lost) {
+			__sync_fetch_and_add(&lost->samples, 1);
+		} else {
+			struct tp_unknown one = {.samples = 1};
+			bpf_map_update_elem(&unknown_samples, &tgid, &one, BPF_NOEXIST);
+		}
+		announce(tgid, tid);
+		return 0;
+	}
+	if (proc->kind != TP_PROC_PYTHON) {
+		stat_inc(TP_STAT_NOT_PYTHON);
+		return 0;
+	}
+
+	struct tpw_state *st = begin_sample(ctx, proc, tgid, tid, bpf_ktime_get_ns());
+	if (!st)
+		return 0;
+	__u64 fsbase = thread_fsbase(st);
+	if (fsbase)
+		cpython_start(ctx, st, id, fsbase, loop);
+	finish(ctx, st, false);
+	return 0;
+}
+
+SEC("perf_event")
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+	return sample_prog(ctx, false);
+}
+
+SEC("perf_event")
+int on_sample_loop(struct bpf_perf_event_data *ctx)
+{
+	return sample_prog(ctx, true);
+}
+
+#endif /* TAIPAN_BPF_SAMPLE_BPF_H */
