@@ -103,7 +103,7 @@ $(GEN)/profile.pb-c.c $(GEN)/profile.pb-c.h: src/output/profile.proto
 	@mkdir -p $(GEN)
 	cd src/output && $(PROTOC_C) --c_out=../../$(GEN) profile.proto
 
-$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c src/taipan_abi.h $(wildcard src/bpf/*.h src/walk/*.h src/cpython/*.h) \
+$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c $(wildcard src/*.h src/bpf/*.h src/walk/*.h src/cpython/*.h) \
 		    $(VMLINUX_H)
 	@mkdir -p $(GEN)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@

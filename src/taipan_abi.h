@@ -1,9 +1,15 @@
 /* taipan_abi.h - the types that the BPF programs and user space share.
  *
- * This is the only header both sides include. It uses fixed-width types only,
- * holds target addresses as __u64 (never as pointers), and compiles on its own
- * in either world. Struct sizes are guarded so that a change on one side that
- * the other does not see fails the build instead of corrupting samples.
+ * The generic contract. Each runtime's own part (CPython's:
+ * src/cpython/abi.h) has a tag (enum tp_runtime) and a payload in the procs
+ * entry; taipan_runtimes.h lists them all for the code that needs every
+ * one.
+ *
+ * Both sides include these headers, and only these. They use fixed-width
+ * types only, hold target addresses as __u64 (never as pointers), and compile
+ * on their own in either world. Struct sizes are guarded so that a change on
+ * one side that the other does not see fails the build instead of corrupting
+ * samples.
  */
 #ifndef TAIPAN_ABI_H
 #define TAIPAN_ABI_H
@@ -19,7 +25,7 @@
 #define TP_KSTACK_MAX 127
 /* Native user frames per sample; a power of two (masked in BPF). */
 #define TP_USTACK_MAX 128
-/* Python frames per sample. A power of two so the BPF side can mask indices. */
+/* Interpreted frames per sample. A power of two so the BPF side can mask indices. */
 #define TP_MAX_FRAMES 2048
 /* Frames walked by one BPF program before it tail-calls the next. */
 #define TP_FRAMES_PER_PROG 64
@@ -29,39 +35,9 @@
  * user-space walker keeps the same budget, so both cut a stack alike. */
 #define TP_MAX_TAIL_CALLS 33
 #define TP_WALK_STEPS (TP_FRAMES_PER_PROG * TP_MAX_TAIL_CALLS)
-/* The per-CPU cache of code-object identities (struct tp_frame.ident), a
- * power of two: deep stacks repeat the same code objects, and an entry serves
- * the sample that filled it only (cpython/walk.h). TP_ICACHE_NS: how long the
- * per-CPU type cache trusts an entry. */
-#define TP_ICACHE 256
-#define TP_SCACHE 16	 /* per-CPU str -> is "self" or "cls" cache entries */
-#define TP_CODE_SPAN 128 /* most bytes of a code object read at once */
-#define TP_ICACHE_NS 10000000ULL
-#define TP_TYCACHE 64	   /* per-CPU type -> is a metatype cache entries */
-#define TP_TCACHE 64	   /* per-CPU thread -> PyThreadState cache entries */
-#define TP_TSTATE_SPAN 256 /* most bytes of a PyThreadState read at once */
-
-/* Interpreters and threads visited when looking for a thread's PyThreadState:
- * TP_MAX_THREADS_LOOP where the search is a bpf_loop (5.17+; and in user
- * space), whose steps cost only what they visit, so that a process cannot
- * hide work in its 257th thread; TP_MAX_THREADS in the unrolled programs of
- * older kernels, which the verifier checks step by step. A thread past the
- * limit is counted (TP_ERR_THREAD_LIMIT). A found thread state is kept per
- * thread (tstates), so the search is paid once per thread. */
-#define TP_MAX_INTERPS 4
-#define TP_MAX_THREADS 256
-#define TP_MAX_THREADS_LOOP 16384
-/* Steps of that search (cpython/walk.h, tpw_search_step): one to start each
- * interpreter's list, one per thread state, one to end each list, one to
- * stop. */
-#define TP_FIND_STEPS_FOR(threads) (TP_MAX_INTERPS * ((threads) + 2) + 1)
-#define TP_FIND_STEPS TP_FIND_STEPS_FOR(TP_MAX_THREADS)
-#define TP_FIND_STEPS_LOOP TP_FIND_STEPS_FOR(TP_MAX_THREADS_LOOP)
-
 /* Map sizes. */
-#define TP_MAX_PROCS 32768   /* procs: Python and known non-Python processes (LRU) */
-#define TP_MAX_TARGETS 8192  /* targets, unknown_samples and announced */
-#define TP_MAX_TSTATES 65536 /* tstates: thread -> PyThreadState (LRU) */
+#define TP_MAX_PROCS 32768  /* procs: processes of a runtime and known others (LRU) */
+#define TP_MAX_TARGETS 8192 /* targets, unknown_samples and announced */
 #define TP_RING_BYTES (8 << 20)
 /* Samples are written without waking the reader, which polls on a timer,
  * until this many bytes wait in the ring. */
@@ -69,54 +45,17 @@
 /* How often an unclassified process is announced to user space, at most. */
 #define TP_ANNOUNCE_NS 1000000000ULL
 
-/* What the frame walker must know about one Python version's memory layout:
- * flags and offsets, never a version number (doc/DESIGN.md decision 1). */
-enum tp_layout_flags {
-	TP_LF_INTERP_FRAME = 1 << 0, /* frames are _PyInterpreterFrame (3.11+) */
-	TP_LF_CFRAME = 1 << 1,	     /* top frame is tstate->cframe->current_frame (3.11, 3.12) */
-	TP_LF_OWNER = 1 << 2,	  /* frames carry an owner byte; owner >= 3 is not Python (3.12+) */
-	TP_LF_STACKREF = 1 << 3,  /* f_executable is a tagged _PyStackRef: mask & ~3 (3.14+) */
-	TP_LF_LASTI_PTR = 1 << 4, /* position is a pointer into the code object (3.11+) */
-	TP_LF_IS_ENTRY = 1 << 5,  /* frames carry an is_entry byte (3.11) */
-	TP_LF_SELF_CLASS = 1 << 6, /* record the class of the first local (<= 3.10) */
-	/* a frame may run a thread-local copy of the bytecode (3.14t+): record
-	 * its whole instruction pointer in aux */
-	TP_LF_TLBC = 1 << 7,
+/* The runtimes whose stacks BPF walks: a process's procs entry and each of
+ * its samples say which. TP_RT_NONE: a process of none (its kernel stack
+ * only). */
+enum tp_runtime {
+	TP_RT_NONE = 0,
+	TP_RT_CPYTHON = 1, /* src/cpython/abi.h */
+	TP_RT__COUNT
 };
 
-/* Offsets are bytes from the start of the named structure. */
-struct tp_py_offsets {
-	__u16 interp_next;	    /* PyInterpreterState.next */
-	__u16 interp_tstate_head;   /* PyInterpreterState.tstate_head / threads.head */
-	__u16 ts_next;		    /* PyThreadState.next */
-	__u16 ts_thread_id;	    /* PyThreadState.thread_id (== pthread_self() == fs base) */
-	__u16 ts_frame;		    /* PyThreadState.frame / .cframe / .current_frame */
-	__u16 cframe_current_frame; /* _PyCFrame.current_frame (TP_LF_CFRAME) */
-	__u16 frame_back;	    /* f_back / previous */
-	__u16 frame_code;	    /* f_code / f_executable */
-	__u16 frame_lasti;	    /* f_lasti (int) / prev_instr / instr_ptr (pointer) */
-	__u16 frame_owner;	    /* owner byte (TP_LF_OWNER) */
-	__u16 frame_is_entry;	    /* is_entry byte (TP_LF_IS_ENTRY) */
-	__u16 frame_localsplus;	    /* f_localsplus (TP_LF_SELF_CLASS) */
-	__u16 obj_type;		    /* PyObject.ob_type */
-	__u16 type_flags;	    /* PyTypeObject.tp_flags */
-	__u16 frame_span; /* bytes of a frame that hold every field above that the walkers use */
-	__u16 code_name;  /* PyCodeObject.co_name: the frame's identity check */
-	__u16 name_data;  /* where a str's characters start (sizeof(PyASCIIObject); 2.7: ob_sval) */
-	__u16 code_filename;  /* PyCodeObject.co_filename: the identity check too */
-	__u16 code_qualname;  /* PyCodeObject.co_qualname (3.11+), 0 if none: described codes */
-	__u16 code_linetable; /* co_linetable / co_lnotab: described codes */
-	/* co_varnames and PyTupleObject.ob_item (TP_LF_SELF_CLASS), 0 if
-	 * unknown: the walker reads a first local's class only where the
-	 * first local is called self or cls. */
-	__u16 code_varnames;
-	__u16 tuple_item;
-	__u32 flags; /* enum tp_layout_flags */
-};
-
-/* Frames are read whole, up to this many bytes (the largest span is 384, in
- * 2.7's and 3.6's PyFrameObject up to f_localsplus[0]). A power of two:
- * offsets into it are masked. */
+/* A frame is read whole, up to this many bytes (every runtime's frame span
+ * must fit). A power of two: offsets into it are masked. */
 #define TP_FRAME_BUF 512
 /* The walkers' window on user memory (walk/state.h): up to a page below a
  * frame plus the frame, read at once; lengths masked to TP_WIN_MASK. */
@@ -132,30 +71,16 @@ enum tp_walker {
 	TP_NWALKERS
 };
 
-enum tp_proc_kind {
-	TP_PROC_PYTHON = 1,	/* walk Python stacks */
-	TP_PROC_NOT_PYTHON = 2, /* sample kernel stack only, never announce again */
-};
-
-/* Where a GIL build keeps its GIL (struct _gil_runtime_state), to tell
- * whether a sampled thread holds it: in _PyRuntime at addr (3.7-3.11), or
- * through each interpreter's ceval.gil pointer (3.12+, addr 0). holder 0: not
- * known (2.7, 3.6, free-threaded builds). */
-struct tp_gil {
-	__u64 addr;	 /* the GIL's address, 0 if per interpreter */
-	__u16 ts_interp; /* PyThreadState.interp */
-	__u16 interp;	 /* PyInterpreterState.ceval.gil (a pointer) */
-	__u16 locked;	 /* _gil_runtime_state.locked (int) */
-	__u16 holder;	 /* _gil_runtime_state.last_holder (a PyThreadState pointer) */
-};
-
-/* procs map value, keyed by tgid. Written by user space after discovery. */
+/* procs map value, keyed by tgid: a process of a runtime, or (TP_RT_NONE) a
+ * known process of none, whose samples cost one lookup. Written by user
+ * space after discovery. */
+#define TP_PROC_DATA 72
 struct tp_proc {
-	__u64 interp_head_addr; /* address of the pointer to the first PyInterpreterState */
-	struct tp_py_offsets off;
-	__u32 kind; /* enum tp_proc_kind */
-	__u32 pad;
-	struct tp_gil gil;
+	__u8 runtime; /* enum tp_runtime */
+	__u8 pad[7];
+	/* The runtime's own: where its state is, its offsets and flags
+	 * (CPython's: src/cpython/abi.h). Sized for the largest. */
+	__u64 data[TP_PROC_DATA / 8];
 };
 
 /* Per-frame flags. */
@@ -164,36 +89,22 @@ enum tp_frame_flags {
 				 skipped shim) */
 };
 
-/* One Python frame as BPF saw it. Symbols and lines are resolved in user space
+/* One interpreted frame as BPF saw it. Symbols and lines are resolved in user space
  * (doc/DESIGN.md decision 6): this is cheap, fixed-size, and version-neutral. */
 struct tp_frame {
-	__u64 code;  /* PyCodeObject address */
-	__u64 aux;   /* TP_LF_SELF_CLASS: the class of the first local; TP_LF_TLBC: the
-		      * instruction pointer, which may lie in a copy of the bytecode
-		      * (see current_line() in symbolize.c); else 0 */
-	__u64 ident; /* tp_code_ident() of the code object as this sample saw it, 0 if
-		      * unread. A freed code object's address is soon reused by another,
-		      * often with its name string reused in step; this tells user space
-		      * that its cached names belong to the old one, or that the object
-		      * it reads now is not the one that ran. */
-	__u32 pos;   /* f_lasti as stored, or (instruction pointer - code) for TP_LF_LASTI_PTR */
+	__u64 code;  /* the code object's address */
+	__u64 aux;   /* the runtime's (CPython: TP_LF_SELF_CLASS: the class of the first
+		      * local; TP_LF_TLBC: the instruction pointer, which may lie in a copy
+		      * of the bytecode, see current_line() in cpython/symbolize.c); else 0 */
+	__u64 ident; /* the identity of the code object as this sample saw it (CPython:
+		      * tp_code_ident()), 0 if unread. A freed code object's address is
+		      * soon reused by another, often with its name string reused in
+		      * step; this tells user space that its cached names belong to the
+		      * old one, or that the object it reads now is not the one that ran. */
+	__u32 pos;   /* where in the code (CPython: f_lasti as stored, or the instruction
+		      * pointer - code for TP_LF_LASTI_PTR) */
 	__u32 flags; /* enum tp_frame_flags */
 };
-
-/* What identifies a code object (struct tp_frame.ident), computed alike by
- * BPF at the sample and by user space when it reads the object: the
- * addresses of its co_name and co_filename and the first 8 bytes of the
- * name's characters. Pointers alone do not do: a new code object and its
- * new name string can both land where freed ones were. The file tells
- * apart two "<module>" code objects (one interned name) of two imports,
- * the first freed once its module ran. 0 when the name is unknown. */
-static inline __u64 tp_code_ident(__u64 name, __u64 chars, __u64 file)
-{
-	if (!name)
-		return 0;
-	__u64 id = name ^ chars ^ ((file << 29) | (file >> 35));
-	return id ? id : 1;
-}
 
 /* Every place a Python walk can stop short, one row each: the id, the marker
  * frame the profile shows at the root of such a stack, a short key (for
@@ -250,18 +161,19 @@ enum tp_event_kind {
 	TP_EV_FORK = 5,	     /* a tracked process forked one that BPF gave its layout */
 	TP_EV_UNMAPPED = 6,  /* a tracked process ran code in a mapping BPF does not know:
 				read its maps again (tid: the thread, ppid: 0) */
-	TP_EV_CODE = 7,	     /* struct tp_code_ev: BPF's first look at a code object */
+	TP_EV_CODE = 7,	     /* BPF's first look at a code object, in its runtime's form
+				(CPython: struct tp_code_ev) */
 	TP_EV_SWITCH_IN = 8, /* struct tp_switch_ev: a thread whose stack left at switch-out runs
 				again (--mode wall, off-cpu) */
 };
 
 /* Sample flags. */
 enum tp_sample_flags {
-	TP_SF_PYTHON = 1 << 0,	  /* a Python walk was attempted */
+	TP_SF_WALKED = 1 << 0,	  /* a runtime's walk was attempted */
 	TP_SF_TRUNCATED = 1 << 1, /* frames were dropped at TP_MAX_FRAMES */
 	TP_SF_NATIVE = 1 << 2,	  /* native unwinding was attempted: ustack and uerr hold it */
 	TP_SF_TOP_SHIM = 1 << 3,  /* the innermost frame was a shim (3.12+): the innermost eval
-				     loop runs no Python frame yet, or none any more */
+				     loop runs no frame yet, or none any more */
 	TP_SF_OFFCPU = 1 << 4,	  /* taken as the thread left the CPU (sched_switch): it weighs the
 				     time until its TP_EV_SWITCH_IN, and state says why it left */
 };
@@ -284,9 +196,11 @@ struct tp_unknown {
 	__u64 stretches[TP_TS__COUNT]; /* ... in so many stretches, by why they left */
 };
 
-/* What a sampled thread had of the GIL (struct tp_sample.gil). */
+/* What a sampled thread had of its interpreter's lock, CPython's GIL
+ * (struct tp_sample.gil). */
 enum tp_gil_state {
-	TP_GIL_UNKNOWN = 0,  /* no GIL to read: 2.7, 3.6, a free-threaded build, no thread state */
+	TP_GIL_UNKNOWN = 0,  /* no lock to read (CPython 2.7, 3.6, a free-threaded build), or no
+				thread state */
 	TP_GIL_HELD = 1,     /* locked, and this thread was the last to take it */
 	TP_GIL_RELEASED = 2, /* not this thread's: released, or (user space tells) waited for */
 };
@@ -315,9 +229,9 @@ struct tp_switch_ev {
  * wall recording starts (struct tp_thread_snap), which BPF never saw leave
  * the CPU: its return is then told as any other's. */
 enum tp_switch_target {
-	TP_SWT_NONE = 0,   /* not a target: nothing to do until the next look */
-	TP_SWT_PYTHON = 1, /* a recognised Python process: its stack is taken */
-	TP_SWT_EARLY = 2,  /* tracked, not recognised yet: its time away is kept, without a stack */
+	TP_SWT_NONE = 0,    /* not a target: nothing to do until the next look */
+	TP_SWT_RUNTIME = 1, /* a recognised process of a runtime: its stack is taken */
+	TP_SWT_EARLY = 2, /* tracked, not recognised yet: its time away is kept, without a stack */
 };
 
 struct tp_switch_task {
@@ -342,7 +256,7 @@ struct tp_thread_snap {
 	__u32 nkstack;	  /* frames in kstack */
 	__u64 ran_ns;	  /* its CPU time so far (se.sum_exec_runtime) */
 	__u64 ip, sp, bp; /* its user registers, as it entered the kernel */
-	__u64 fsbase;	  /* its thread pointer: how its Python thread state is found */
+	__u64 fsbase;	  /* its thread pointer: how its interpreter's thread state is found */
 	char comm[TP_COMM_LEN];
 	__u64 kstack[TP_KSTACK_MAX]; /* innermost first, from __schedule */
 };
@@ -355,49 +269,10 @@ enum tp_switch_flags {
 	TP_SWF_RECOVERED = 1 << 0,
 };
 
-/* BPF's first look at a code object (doc/DESIGN.md, "Code objects"): the
- * first time a process's stack shows a code object (by address and
- * identity), BPF copies the bytes user space needs to name it (the head of
- * the object, its name, qualified name and file name objects, and the start
- * of its line table object), and sends them before the sample. A code object
- * freed before user space reads it (a module's <module> code, right after
- * its import) is then still named. At most TP_DESCRIBE_MAX a sample; the
- * rest wait for a later sample. */
+/* Code objects a sample describes at most (TP_EV_CODE events, sent ahead
+ * of it: BPF's first look at each, doc/DESIGN.md "Code objects"); the rest
+ * wait for a later sample. */
 #define TP_DESCRIBE_MAX 32
-#define TP_DESCRIBE_PER_PROG 4 /* ... described a program call (tail calls go on) */
-#define TP_DCACHE 512	       /* per-CPU cache of code objects described (a power of two) */
-#define TP_MAX_DESCRIBED 65536 /* described code objects BPF remembers, all processes (LRU) */
-#define TP_CODE_HEAD 256       /* bytes of the code object: every field user space reads */
-#define TP_CODE_STR 256	       /* bytes of a str object: header and characters */
-#define TP_CODE_LT 1024	       /* bytes of the line table object: header and the table's start */
-
-/* One copied object: its address and how many bytes of it follow (0: none). */
-struct tp_code_part {
-	__u64 addr;
-	__u32 len;
-	__u32 pad;
-};
-
-enum tp_code_parts {
-	TP_CP_HEAD = 0, /* the code object */
-	TP_CP_NAME,	/* co_name */
-	TP_CP_QUALNAME, /* co_qualname */
-	TP_CP_FILE,	/* co_filename */
-	TP_CP_LINETABLE,
-	TP_CP__COUNT
-};
-
-struct tp_code_ev {
-	__u32 kind; /* TP_EV_CODE */
-	__u32 pid;  /* tgid */
-	__u64 code, ident;
-	struct tp_code_part part[TP_CP__COUNT];
-	__u8 head[TP_CODE_HEAD];
-	__u8 name[TP_CODE_STR];
-	__u8 qualname[TP_CODE_STR];
-	__u8 file[TP_CODE_STR];
-	__u8 linetable[TP_CODE_LT];
-};
 
 /* A sample as it travels through the ring buffer. Only the used part of
  * frames[] is sent: size = offsetof(struct tp_sample, frames) + nframes * sizeof(frame). */
@@ -407,8 +282,8 @@ struct tp_sample {
 	__u32 tid;
 	__u32 cpu;
 	__u64 time_ns;
-	__u64 tstate;		/* PyThreadState address, 0 if none */
-	__u16 nframes;		/* Python frames in frames[], innermost first */
+	__u64 tstate;		/* the interpreter's thread state, 0 if none */
+	__u16 nframes;		/* interpreted frames in frames[], innermost first */
 	__u16 nkstack;		/* kernel frames in kstack[], innermost first */
 	__u16 err;		/* enum tp_walk_err */
 	__u16 flags;		/* enum tp_sample_flags */
@@ -417,9 +292,10 @@ struct tp_sample {
 	__u16 uerr;		/* enum tp_native_err (TP_SF_NATIVE) */
 	char comm[TP_COMM_LEN]; /* thread name */
 	__u64 kstack[TP_KSTACK_MAX];
-	__u8 state; /* enum tp_thread_state */
-	__u8 gil;   /* enum tp_gil_state */
-	__u8 pad2[6];
+	__u8 state;   /* enum tp_thread_state */
+	__u8 gil;     /* enum tp_gil_state */
+	__u8 runtime; /* enum tp_runtime: whose walk, whose frames */
+	__u8 pad2[5];
 	/* Instruction pointers: the sampled one, then each return address. */
 	__u64 ustack[TP_USTACK_MAX];
 	struct tp_frame frames[TP_MAX_FRAMES];
@@ -503,7 +379,7 @@ struct tp_umap {
 };
 
 /* Every place native unwinding can stop short, as TP_WALK_ERRORS is for the
- * Python walk: X(ID, MARKER, KEY, DESCRIPTION). The marker goes at the root
+ * interpreted walk: X(ID, MARKER, KEY, DESCRIPTION). The marker goes at the root
  * of the native part. */
 #define TP_NATIVE_ERRORS(X)                                                                        \
 	X(NONE, "", "ok", "the native stack was unwound to the thread's root")                     \
@@ -553,18 +429,18 @@ enum tp_stat {
 	TP_STAT_SENT,		      /* samples written to the ring */
 	TP_STAT_UNKNOWN_PROC,	      /* samples of a tgid not yet classified */
 	TP_STAT_DISCOVER_SENT,	      /* discover events written */
-	TP_STAT_NOT_PYTHON,	      /* samples of known non-Python processes */
-	TP_STAT_TSTATE_CACHED,	      /* PyThreadState found through the per-thread cache */
-	TP_STAT_TSTATE_WALKED,	      /* PyThreadState found by walking the thread list */
+	TP_STAT_NO_RUNTIME,	      /* samples of known processes of no runtime (TP_RT_NONE) */
+	TP_STAT_TSTATE_CACHED,	      /* a thread state found through the per-thread cache */
+	TP_STAT_TSTATE_WALKED,	      /* a thread state found by walking the thread list */
 	TP_STAT_RING_FULL,	      /* events dropped: ring buffer full */
 	TP_STAT_NATIVE_UNMAPPED_SENT, /* unmapped events written */
-	TP_STAT_CODES_DESCRIBED,      /* code objects described (struct tp_code_ev) */
+	TP_STAT_CODES_DESCRIBED,      /* code objects described (TP_EV_CODE) */
 	TP_STAT_CODES_UNDESCRIBED,    /* ... left for a later sample: TP_DESCRIBE_MAX reached */
 	TP_STAT_SWITCH_OUT,	      /* off-CPU samples taken at sched_switch */
 	TP_STAT_SWITCH_IN,	      /* ... whose thread ran again (TP_EV_SWITCH_IN sent) */
 	TP_STAT_SWITCH_IN_MISSED,     /* ... whose return the tracepoint did not report, told at
 					 its next switch-out (TP_SWF_RECOVERED) */
-	TP_STAT_ERR_BASE,	      /* + enum tp_walk_err */
+	TP_STAT_ERR_BASE,	      /* + a walk-error id (enum tp_walk_err and the runtimes') */
 	TP_STAT_UERR_BASE = TP_STAT_ERR_BASE + TP_ERR__COUNT, /* + enum tp_native_err */
 	TP_STAT__COUNT = TP_STAT_UERR_BASE + TP_UERR__COUNT
 };
@@ -586,11 +462,8 @@ struct tp_config {
 
 #ifndef __BPF__
 _Static_assert(sizeof(struct tp_frame) == 32, "tp_frame layout");
-_Static_assert(sizeof(struct tp_py_offsets) == 48, "tp_py_offsets layout");
 _Static_assert(sizeof(struct tp_proc) == 80, "tp_proc layout");
 _Static_assert((TP_DESCRIBE_MAX & (TP_DESCRIBE_MAX - 1)) == 0, "TP_DESCRIBE_MAX is masked");
-_Static_assert((TP_CODE_HEAD & (TP_CODE_HEAD - 1)) == 0, "TP_CODE_HEAD is masked");
-_Static_assert(__builtin_offsetof(struct tp_code_ev, head) % 8 == 0, "tp_code_ev layout");
 _Static_assert(sizeof(struct tp_event) == 24, "tp_event layout");
 _Static_assert(sizeof(struct tp_switch_ev) == 32, "tp_switch_ev layout");
 _Static_assert(sizeof(struct tp_switch_task) == 80, "tp_switch_task layout");

@@ -189,7 +189,7 @@ RULES = {
 
 
 # What changed between versions that the offsets alone do not say: the walker's
-# flags (TP_LF_* in src/taipan_abi.h), the line-table format and the unit of
+# flags (TP_LF_* in src/cpython/abi.h), the line-table format and the unit of
 # the frame position. A row applies from its version up to the next row, and
 # to every later minor of the same major (a new 3.x is read through its
 # _Py_DebugOffsets with the newest row). Each row is checked against the

@@ -8,10 +8,10 @@
 
 const volatile struct tp_config cfg = {};
 
-/* Python processes and known non-Python ones, keyed by tgid: one lookup
- * decides what a sample costs. LRU, so that a host with more processes than
- * entries evicts instead of failing; an evicted process is announced again
- * and user space, which still knows it, puts it back. */
+/* Processes of a runtime and known processes of none, keyed by tgid: one
+ * lookup decides what a sample costs. LRU, so that a host with more
+ * processes than entries evicts instead of failing; an evicted process is
+ * announced again and user space, which still knows it, puts it back. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, TP_MAX_PROCS);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /* offcpu.bpf.h - off-CPU time (--mode wall and off-cpu; doc/DESIGN.md,
- * "Off-CPU time"). When a thread of a Python target leaves the CPU, its stack
- * is taken right there, while its memory is still the current one, and sent as
+ * "Off-CPU time"). When a thread of a target leaves the CPU, its stack is
+ * taken right there, while its memory is still the current one, and sent as
  * a sample with TP_SF_OFFCPU and the reason it left; its task's storage
  * remembers when. When it runs again, a TP_EV_SWITCH_IN event carries both
  * times, and user space weighs the sample by the difference.
@@ -87,13 +87,21 @@ static __always_inline void switched_in(struct tp_switch_task *t, struct task_st
 	}
 }
 
-/* The walk of the current thread, whole, in this program: a tracing
- * program cannot tail call the perf_event walkers. */
+/* The runtime's walk of the current thread, whole, in this program: a
+ * tracing program cannot tail call the perf_event walkers. */
 static __always_inline void walk_whole(struct tpw_state *st, __u64 id)
 {
 	__u64 fsbase = thread_fsbase(st);
-	if (fsbase)
-		cpython_whole(st, id, fsbase);
+	if (!fsbase)
+		return;
+	switch (st->s.runtime) {
+#define TP_X_WHOLE(rt, name)                                                                       \
+	case rt:                                                                                   \
+		name##_whole(st, id, fsbase);                                                      \
+		break;
+		TP_RUNTIMES(TP_X_WHOLE)
+#undef TP_X_WHOLE
+	}
 }
 
 /* prev leaves the CPU (it is still the current task), next takes it. A
@@ -124,14 +132,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct tp_proc *proc = NULL;
 	if (p->checked == j) {
 		/* Looked at in this jiffy: as it was then, but for a target's
-		 * process forgotten since (an exec) or found to be no Python. */
+		 * process forgotten since (an exec) or found to be of no
+		 * runtime. */
 		if (p->target == TP_SWT_NONE)
 			return 0;
-		if (p->target == TP_SWT_PYTHON) {
+		if (p->target == TP_SWT_RUNTIME) {
 			proc = bpf_map_lookup_elem(&procs, &tgid);
 			if (!proc) {
 				p->target = TP_SWT_EARLY;
-			} else if (proc->kind != TP_PROC_PYTHON) {
+			} else if (proc->runtime == TP_RT_NONE) {
 				p->target = TP_SWT_NONE;
 				return 0;
 			}
@@ -141,11 +150,11 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		early_flush(p, tgid);
 		p->target = TP_SWT_NONE;
 		proc = bpf_map_lookup_elem(&procs, &tgid);
-		if (proc && proc->kind != TP_PROC_PYTHON)
+		if (proc && proc->runtime == TP_RT_NONE)
 			return 0;
 		if (!proc && !tracked(tgid))
 			return 0;
-		p->target = proc ? TP_SWT_PYTHON : TP_SWT_EARLY;
+		p->target = proc ? TP_SWT_RUNTIME : TP_SWT_EARLY;
 		if (!proc)
 			announce(tgid, prev->pid);
 	}

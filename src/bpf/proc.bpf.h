@@ -11,7 +11,8 @@
  * nothing. A fork shares its parent's memory layout, so a child of a known
  * process is known from its first sample: it gets the parent's procs entry
  * (the exec tracepoint removes it again if the child becomes another
- * program), and user space hears of a Python child through a fork event. */
+ * program), and user space hears of a child of a runtime through a fork
+ * event. */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -32,7 +33,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	struct tp_proc copy = *proc;
 	if (bpf_map_update_elem(&procs, &ctgid, &copy, BPF_ANY))
 		return 0;
-	if (copy.kind != TP_PROC_PYTHON)
+	if (copy.runtime == TP_RT_NONE)
 		return 0; /* user space needs no word of it */
 	struct tp_event ev = {
 	    .kind = TP_EV_FORK,
@@ -52,9 +53,9 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 /* include/uapi/asm-generic/mman-common.h */
 #define PROT_EXEC 0x4
 
-/* A Python process maps code (dlopen, import of an extension module): user
- * space reads its mappings again, before the first sample that needs them,
- * if it can. Samples that come first end their native part with
+/* A process of a runtime maps code (dlopen, import of an extension module):
+ * user space reads its mappings again, before the first sample that needs
+ * them, if it can. Samples that come first end their native part with
  * TP_UERR_UNMAPPED, which asks too. */
 SEC("tracepoint/syscalls/sys_enter_mmap")
 int on_mmap(struct trace_event_raw_sys_enter *ctx)
@@ -64,7 +65,7 @@ int on_mmap(struct trace_event_raw_sys_enter *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	struct tp_proc *proc = bpf_map_lookup_elem(&procs, &tgid);
-	if (!proc || proc->kind != TP_PROC_PYTHON)
+	if (!proc || proc->runtime == TP_RT_NONE)
 		return 0;
 	send_event(TP_EV_UNMAPPED, tgid, (__u32)id);
 	return 0;
@@ -92,7 +93,10 @@ int BPF_PROG(on_exit, struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid);
 	__u32 tgid = BPF_CORE_READ(p, tgid);
-	cpython_exit(tid);
+	/* What each runtime keeps of the thread. */
+#define TP_X_EXIT(rt, name) name##_exit(tid);
+	TP_RUNTIMES(TP_X_EXIT)
+#undef TP_X_EXIT
 	if (cfg.offcpu) {
 		/* Its time away that still waits for a look (switched_in). */
 		struct tp_switch_task *t = bpf_task_storage_get(&switch_tasks, p, NULL, 0);

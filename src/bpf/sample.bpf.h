@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
-/* sample.bpf.h - the sample driver: on each cpu-clock sample of a Python
- * process, the per-CPU walk state, the sample's header and kernel stack,
+/* sample.bpf.h - the sample driver: on each cpu-clock sample of a process of
+ * a runtime, the per-CPU walk state, the sample's header and kernel stack,
  * the runtime's walk, the native one, and the sample into the ring.
  *
  * A perf sample's walk is a chain of programs through the tail-call table
@@ -8,15 +8,16 @@
  * unwinder go on in turn, and whichever program ends the chain sends the
  * sample. An off-CPU sample (bpf/offcpu.bpf.h) walks in one program.
  *
- * CPython's unit (cpython/cpython.bpf.h), included after this one, gives
- * the driver:
- *   cpython_start(ctx, st, id, fsbase, loop)  a perf sample's walk of thread
+ * The driver names no runtime. Each runtime's unit (TP_RUNTIMES in
+ * taipan_runtimes.h; CPython's is cpython/cpython.bpf.h), included after
+ * this one, gives it:
+ *   NAME_start(ctx, st, id, fsbase, loop)  a perf sample's walk of thread
  *       id (pid_tgid) from its thread pointer: tail-calls the runtime's
  *       walker, whose chain ends in finish(); or returns, and the driver
  *       finishes the sample. loop: the bpf_loop build.
- *   cpython_whole(st, id, fsbase)  the same walk, whole, in the calling
+ *   NAME_whole(st, id, fsbase)  the same walk, whole, in the calling
  *       program, through bpf_loop (off-CPU samples)
- *   cpython_exit(tid)  thread tid exits: forget what is kept of it
+ *   NAME_exit(tid)  thread tid exits: forget what is kept of it
  */
 #ifndef TAIPAN_BPF_SAMPLE_BPF_H
 #define TAIPAN_BPF_SAMPLE_BPF_H
@@ -47,6 +48,7 @@ struct {
 
 /* The walker programs (enum tp_walker), which tail-call themselves and each
  * other until the sample is sent. */
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, TP_NWALKERS);
@@ -97,10 +99,13 @@ static __always_inline bool submit(struct tpw_state *st)
 static __always_inline bool native_start(struct tpw_state *st);
 static __always_inline void native_whole(struct tpw_state *st);
 
-static __always_inline void cpython_start(void *ctx, struct tpw_state *st, __u64 id, __u64 fsbase,
-					  bool loop);
-static __always_inline void cpython_whole(struct tpw_state *st, __u64 id, __u64 fsbase);
-static __always_inline void cpython_exit(__u32 tid);
+#define TP_X_DECLARE(rt, name)                                                                     \
+	static __always_inline void name##_start(void *ctx, struct tpw_state *st, __u64 id,        \
+						 __u64 fsbase, bool loop);                         \
+	static __always_inline void name##_whole(struct tpw_state *st, __u64 id, __u64 fsbase);    \
+	static __always_inline void name##_exit(__u32 tid);
+TP_RUNTIMES(TP_X_DECLARE)
+#undef TP_X_DECLARE
 
 /* This CPU's walk state, set up for a sample of thread tid of process tgid
  * (described by proc) at time now: its header and kernel stack. NULL if the
@@ -134,8 +139,8 @@ static __always_inline __u64 thread_fsbase(struct tpw_state *st)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	/* In exit, past its thread state's deletion and soon its memory's
-	 * (exit_mm): nothing of Python to read, and reads would fail as if
-	 * the interpreter were broken. */
+	 * (exit_mm): nothing of the runtime to read, and reads would fail as
+	 * if the interpreter were broken. */
 	if (BPF_CORE_READ(task, flags) & PF_EXITING) {
 		st->s.err = TP_ERR_EXITING;
 		return 0;
@@ -163,8 +168,8 @@ static __always_inline bool finish(void *ctx, struct tpw_state *st, bool whole)
 	return submit(st);
 }
 
-/* Every sample starts here: is it of a Python process, which thread; then
- * the walker takes over. With loop set, the bpf_loop build
+/* Every sample starts here: is it of a runtime's process, which thread;
+ * then the runtime's walker takes over. With loop set, the bpf_loop build
  * of each program. */
 static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loop)
 {
@@ -197,8 +202,9 @@ static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loo
 		announce(tgid, tid);
 		return 0;
 	}
-	if (proc->kind != TP_PROC_PYTHON) {
-		stat_inc(TP_STAT_NOT_PYTHON);
+	__u8 rt = proc->runtime;
+	if (rt == TP_RT_NONE) {
+		stat_inc(TP_STAT_NO_RUNTIME);
 		return 0;
 	}
 
@@ -206,8 +212,16 @@ static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loo
 	if (!st)
 		return 0;
 	__u64 fsbase = thread_fsbase(st);
-	if (fsbase)
-		cpython_start(ctx, st, id, fsbase, loop);
+	if (fsbase) {
+		switch (rt) {
+#define TP_X_START(rt, name)                                                                       \
+	case rt:                                                                                   \
+		name##_start(ctx, st, id, fsbase, loop);                                           \
+		break;
+			TP_RUNTIMES(TP_X_START)
+#undef TP_X_START
+		}
+	}
 	finish(ctx, st, false);
 	return 0;
 }

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /* taipan.bpf.c - the kernel side, one BPF object of units by job: on each
- * cpu-clock sample of a Python process, walk the running thread's Python
- * stack, then its native one; take a thread's stack as it leaves the CPU;
- * follow forks, execs and exits of the processes being profiled; name
- * kernel addresses; list a process's threads.
+ * cpu-clock sample of a process of a runtime, walk the running thread's
+ * interpreted stack, then its native one; take a thread's stack as it
+ * leaves the CPU; follow forks, execs and exits of the processes being
+ * profiled; name kernel addresses; list a process's threads.
  *
  * The units are headers (*.bpf.h) included here in the order of what they
- * use: the shared maps, the sample driver, native unwinding, CPython's
- * unit, then the programs that use them all.
+ * use: the shared maps, the sample driver, native unwinding, each runtime's
+ * unit (one line each, with its row in taipan_runtimes.h), then the
+ * programs that use them all.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -15,6 +16,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "taipan_abi.h"
+#include "taipan_runtimes.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -22,7 +24,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #include "bpf/sample.bpf.h" /* the sample driver: state, tail-call table, finish */
 #include "bpf/native.bpf.h" /* native unwinding */
 
-#include "cpython/cpython.bpf.h" /* CPython's walker programs */
+/* The runtimes' units. */
+#include "cpython/cpython.bpf.h"
 
 #include "bpf/offcpu.bpf.h" /* off-CPU samples (sched_switch) */
 #include "bpf/proc.bpf.h"   /* fork, exec, exit, mmap */

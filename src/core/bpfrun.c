@@ -741,7 +741,7 @@ int bpfrun_set_away(struct bpfrun *br, uint32_t tid, uint64_t away_ns, uint64_t 
 		fd = (int)syscall(SYS_pidfd_open, (pid_t)tid, 0);
 	if (fd < 0)
 		return -errno;
-	struct tp_switch_task t = {.away_ns = away_ns, .ran_ns = ran_ns, .target = TP_SWT_PYTHON};
+	struct tp_switch_task t = {.away_ns = away_ns, .ran_ns = ran_ns, .target = TP_SWT_RUNTIME};
 	/* BPF_NOEXIST: a thread that left the CPU since BPF watches has its
 	 * own stack in the ring, and its storage stays as BPF made it. */
 	int ret =

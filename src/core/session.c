@@ -131,7 +131,7 @@ void account_early(struct session *s, struct sproc *p)
  * unknown, which costs a little and loses nothing: said in verbose mode. */
 static void mark_not_ours(struct session *s, pid_t pid)
 {
-	struct tp_proc marker = {.kind = TP_PROC_NOT_PYTHON};
+	struct tp_proc marker = {.runtime = TP_RT_NONE};
 	int ret = s->sm.ops->set_proc(s->sm.impl, (uint32_t)pid, &marker);
 	if (ret)
 		log_debug("pid %d: cannot mark it as not profiled in BPF: %s; BPF keeps "

@@ -8,7 +8,7 @@
  * maps, runs it in the programs of CPython's tail-call slots, and gives the
  * sample driver (bpf/sample.bpf.h) cpython_start, cpython_whole and
  * cpython_exit. Everything that depends on the Python version arrives as
- * data in the procs entry (struct tp_proc): offsets plus capability
+ * data in the procs entry (struct tp_py_proc): offsets plus capability
  * flags. Nothing here compares version numbers (doc/DESIGN.md decision 1).
  * Every way a walk can fail has a counter, and the sample is still sent
  * with what was read (decision 9).

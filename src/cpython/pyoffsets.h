@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cpython/abi.h"
 #include "cpython/linetable.h"
 
 /* The fields of struct py_layout, in order: one list that the struct, the

@@ -466,7 +466,6 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 		pp->tp.gil.locked = (__u16)l->gil_locked;
 		pp->tp.gil.holder = (__u16)l->gil_holder;
 	}
-	pp->tp.kind = TP_PROC_PYTHON;
 	pp->linetable = caps->linetable;
 	pp->lasti_in_units = caps->lasti_in_units;
 	pp->objdict = caps->objdict;

@@ -15,7 +15,7 @@
 #include "cpython/linetable.h"
 #include "proc/memread.h"
 #include "cpython/pyoffsets.h"
-#include "taipan_abi.h"
+#include "cpython/abi.h"
 #include "cpython/constants.h"
 
 struct pyproc {
@@ -37,7 +37,7 @@ struct pyproc {
 	enum py_linetable_kind linetable;
 	bool lasti_in_units;	 /* f_lasti counts code units (3.10), not bytes */
 	enum py_objdict objdict; /* where instance attributes live */
-	struct tp_proc tp;	 /* what BPF gets */
+	struct tp_py_proc tp;	 /* what BPF gets, in its procs entry */
 	/* Where its memory is read: NULL for the live process (pid), else a
 	 * captured image's reader (src/cpython/capture.h). */
 	mem_reader read;

@@ -225,7 +225,7 @@ static struct tpw_state *state_new(const struct pyproc *pp)
 	if (!st)
 		return NULL;
 	st->host.pp = pp;
-	st->proc = pp->tp;
+	tp_py_proc_set(&st->proc, &pp->tp);
 	return st;
 }
 

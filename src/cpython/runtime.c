@@ -19,6 +19,7 @@ _Static_assert(RT_FRAME_SKIP == SYMBOLIZER_SKIP, "frame naming's skip");
 
 struct rt_proc {
 	struct pyproc pp;
+	struct tp_proc bpf;	   /* its procs entry: pp.tp, tagged */
 	struct symbolizer *sz;	   /* its code objects */
 	struct pythreads *threads; /* its threads' Python names, made at the first */
 	char how[160];
@@ -41,6 +42,7 @@ static struct rt_proc *proc_new(const struct pyproc *pp)
 	if (!rp)
 		return NULL;
 	rp->pp = *pp;
+	tp_py_proc_set(&rp->bpf, &pp->tp);
 	rp->sz = symbolizer_new(&rp->pp);
 	if (!rp->sz) {
 		free(rp);
@@ -85,7 +87,7 @@ static void proc_free(struct rt_proc *rp)
 
 static const struct tp_proc *bpf_proc(const struct rt_proc *rp)
 {
-	return &rp->pp.tp;
+	return &rp->bpf;
 }
 
 static void facts(const struct rt_proc *rp, struct rt_facts *out)

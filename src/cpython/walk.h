@@ -24,12 +24,12 @@
  * the difference is a mask computed once, not a branch per frame. Those
  * masks also keep a user-space build inside its buffers whatever the target's
  * memory holds. Nothing here compares a version number (doc/DESIGN.md decision
- * 1): what varies arrives in struct tp_proc.
+ * 1): what varies arrives in the process's procs entry (struct tp_py_proc).
  */
 #ifndef TAIPAN_CPYTHON_WALK_H
 #define TAIPAN_CPYTHON_WALK_H
 
-#include "taipan_abi.h"
+#include "cpython/abi.h"
 #include "cpython/constants.h"
 #include "walk/state.h"
 
@@ -94,10 +94,10 @@ TPW_INLINE struct tpw_py_state *tpw_py(const struct tpw_state *st)
 	return (struct tpw_py_state *)(void *)st->rt;
 }
 
-/* The process's offsets, flags, and where its state is. */
-TPW_INLINE const struct tp_proc *tpw_pp(const struct tpw_state *st)
+/* The process's payload: offsets, flags, where its state is. */
+TPW_INLINE const struct tp_py_proc *tpw_pp(const struct tpw_state *st)
 {
-	return &st->proc;
+	return tp_py_data(&st->proc);
 }
 
 /* Makes the part of frame f that the walkers use readable in the window and

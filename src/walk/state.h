@@ -48,7 +48,7 @@ struct tpw_state {
 	 * BPF reaches what lies in the first 32 KiB of the state with a
 	 * load's own offset. */
 	__u8 rt[TPW_RT_BYTES] __attribute__((aligned(8)));
-	struct tp_proc proc; /* the process's procs entry */
+	struct tp_proc proc; /* the process's procs entry: its runtime and payload */
 	/* The native unwinder's registers (walk/native.h): the frame being
 	 * unwound. */
 	struct {
@@ -148,7 +148,7 @@ TPW_INLINE int tpw_win_read_u64(struct tpw_state *st, __u64 *dst, __u64 addr)
 }
 
 /* Starts a walk of the sample in st->s, whose pid, tid and time_ns are set,
- * for st->proc: no frames, no error, no native walk. Forgets
+ * for the runtime of st->proc: no frames, no error, no native walk. Forgets
  * the window, which held another process's memory, or memory changed since.
  * The runtime's walker then starts its own part. */
 TPW_INLINE void tpw_begin(struct tpw_state *st)
@@ -158,9 +158,10 @@ TPW_INLINE void tpw_begin(struct tpw_state *st)
 	st->s.nframes = 0;
 	st->s.nkstack = 0;
 	st->s.err = TP_ERR_NONE;
-	st->s.flags = TP_SF_PYTHON;
+	st->s.flags = TP_SF_WALKED;
 	st->s.state = TP_TS_RUNNING;
 	st->s.gil = TP_GIL_UNKNOWN;
+	st->s.runtime = st->proc.runtime;
 	st->s.walk_calls = 0;
 	st->s.nustack = 0;
 	st->s.uerr = TP_UERR_NONE;

@@ -181,7 +181,7 @@ static void fake_event(uint32_t kind, uint32_t pid, uint64_t time_ns)
 }
 
 /* A sample of pid's main thread with these frames (innermost first),
- * walk error err, flags besides TP_SF_PYTHON, thread state and time. */
+ * walk error err, flags besides TP_SF_WALKED, thread state and time. */
 static void fake_queue_sample(uint32_t pid, const struct tp_frame *frames, uint16_t n, uint16_t err,
 			      uint16_t flags, uint8_t state, uint64_t time_ns)
 {
@@ -194,7 +194,7 @@ static void fake_queue_sample(uint32_t pid, const struct tp_frame *frames, uint1
 	s->time_ns = time_ns;
 	s->nframes = n;
 	s->err = err;
-	s->flags = TP_SF_PYTHON | flags;
+	s->flags = TP_SF_WALKED | flags;
 	s->state = state;
 	memcpy(s->comm, "main", 5);
 	if (n)

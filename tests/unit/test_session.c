@@ -176,9 +176,9 @@ static void test_discover_and_early_samples(void **state)
 
 	struct fake_proc *e = fake_proc_find(pid);
 	assert_non_null(e);
-	assert_int_equal(e->p.kind, TP_PROC_PYTHON);
-	assert_true(e->p.interp_head_addr != 0);
-	assert_true(e->p.off.frame_span > 0);
+	assert_int_equal(e->p.runtime, TP_RT_CPYTHON);
+	assert_true(tp_py_data(&e->p)->interp_head_addr != 0);
+	assert_true(tp_py_data(&e->p)->off.frame_span > 0);
 	session_stats(fx->s, &st);
 	assert_int_equal(st.processes, 1);
 	assert_int_equal(st.lost_early, 5);
