@@ -1,9 +1,9 @@
 /* taipan_abi.h - the types that the BPF programs and user space share.
  *
  * The generic contract. Each runtime's own part (CPython's:
- * src/cpython/abi.h) has a tag (enum tp_runtime) and a payload in the procs
- * entry; taipan_runtimes.h lists them all for the code that needs every
- * one.
+ * src/cpython/abi.h) has a tag (enum tp_runtime), a payload in the procs
+ * entry and a range of tail-call slots; taipan_runtimes.h lists them all for
+ * the code that needs every one.
  *
  * Both sides include these headers, and only these. They use fixed-width
  * types only, hold target addresses as __u64 (never as pointers), and compile
@@ -47,7 +47,7 @@
 
 /* The runtimes whose stacks BPF walks: a process's procs entry and each of
  * its samples say which. TP_RT_NONE: a process of none (its kernel stack
- * only). */
+ * only), and the generic range of slots below. */
 enum tp_runtime {
 	TP_RT_NONE = 0,
 	TP_RT_CPYTHON = 1, /* src/cpython/abi.h */
@@ -62,13 +62,14 @@ enum tp_runtime {
 #define TP_WIN_PAGE 4096
 #define TP_WIN_MASK 8191
 
-/* The frame walker programs, by their slot in the BPF tail-call table. */
+/* The programs of the BPF tail-call table (map progs), by slot: each
+ * runtime has a range of TP_WALK_SLOTS slots, the generic ones first
+ * (range TP_RT_NONE). A runtime's ABI names its own. */
+#define TP_WALK_SLOTS 8
+#define TP_WALK_SLOT(rt, i) ((rt)*TP_WALK_SLOTS + (i))
+#define TP_NWALKERS (TP_RT__COUNT * TP_WALK_SLOTS)
 enum tp_walker {
-	TP_WALK_FRAME_OBJECTS = 0, /* <= 3.10: PyFrameObject */
-	TP_WALK_INTERP_FRAMES = 1, /* 3.11+: _PyInterpreterFrame */
-	TP_WALK_NATIVE = 2,	   /* the native unwinder (walk/native.h) */
-	TP_WALK_DESCRIBE = 3,	   /* copies new code objects (struct tp_code_ev) */
-	TP_NWALKERS
+	TP_WALK_NATIVE = TP_WALK_SLOT(TP_RT_NONE, 0), /* the native unwinder (walk/native.h) */
 };
 
 /* procs map value, keyed by tgid: a process of a runtime, or (TP_RT_NONE) a
@@ -474,6 +475,7 @@ _Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample
 _Static_assert(TP_MAX_FRAMES <= TP_WALK_STEPS, "the tail-call budget cannot reach TP_MAX_FRAMES");
 _Static_assert((TP_MAX_FRAMES & (TP_MAX_FRAMES - 1)) == 0, "TP_MAX_FRAMES is masked");
 _Static_assert(TP_ERR__COUNT < 65536, "tp_sample.err is a __u16");
+_Static_assert(TP_WALK_NATIVE < TP_WALK_SLOT(TP_RT_NONE + 1, 0), "the generic slots");
 _Static_assert(sizeof(struct tp_umap_key) == 16 && sizeof(struct tp_umap) == 16, "umaps layout");
 #endif
 

@@ -1,6 +1,7 @@
 /* taipan_runtimes.h - every runtime's ABI, and the lists of them for the
- * code that must know them all: each runtime's BPF unit (bpf/taipan.bpf.c).
- * A runtime is one row in each list, after its tag (enum tp_runtime) and its
+ * code that must know them all: the programs of every tail-call slot
+ * (core/bpfrun.c), and each runtime's BPF unit (bpf/taipan.bpf.c). A
+ * runtime is one row in each list, after its tag (enum tp_runtime) and its
  * ABI header.
  */
 #ifndef TAIPAN_RUNTIMES_H
@@ -9,8 +10,12 @@
 #include "taipan_abi.h"
 #include "cpython/abi.h"
 
-/* X(TAG, NAME): the runtime's BPF unit defines NAME_start and NAME_whole
- * (bpf/sample.bpf.h). */
+/* X(TAG, NAME): the runtime's BPF unit defines NAME_start, NAME_whole and
+ * NAME_exit (bpf/sample.bpf.h). */
 #define TP_RUNTIMES(X) X(TP_RT_CPYTHON, cpython)
+
+/* Each runtime's tail-call slots, X(SLOT, PROGRAM, ITS BPF_LOOP BUILD or
+ * NULL). */
+#define TP_RUNTIME_WALKERS(X) TP_PY_WALKERS(X)
 
 #endif /* TAIPAN_RUNTIMES_H */

@@ -46,9 +46,8 @@ struct {
 	__type(value, struct tpw_state);
 } scratch SEC(".maps");
 
-/* The walker programs (enum tp_walker), which tail-call themselves and each
- * other until the sample is sent. */
-
+/* The walker programs (enum tp_walker and each runtime's range of slots),
+ * which tail-call themselves and each other until the sample is sent. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, TP_NWALKERS);

@@ -17,6 +17,7 @@
 
 #include "core/bpfrun.h"
 #include "taipan.skel.h"
+#include "taipan_runtimes.h"
 
 /* sampler_handler is handed to libbpf as is, without a cast: data is not
  * const there, and a call through a pointer of another type is undefined. */
@@ -47,6 +48,19 @@ struct bpfrun {
 	uint32_t nstaged, staged_cap;
 	int empty_fd; /* the placeholder: an inner map of one empty row */
 };
+
+/* The programs of the tail-call table, by slot: the native unwinder's, then
+ * each runtime's (taipan_runtimes.h). loop: its bpf_loop build, NULL if it
+ * has one build only. */
+struct slot_prog {
+	uint32_t slot;
+	const char *prog, *loop;
+};
+
+#define X_SLOT(slot, prog, loop) {slot, prog, loop},
+static const struct slot_prog slot_progs[] = {{TP_WALK_NATIVE, "walk_native", "walk_native_loop"},
+					      TP_RUNTIME_WALKERS(X_SLOT)};
+#undef X_SLOT
 
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list args)
 {
@@ -156,16 +170,28 @@ static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err,
 	bpf_program__set_autoload(br->skel->progs.ksym_names, br->ksym);
 	bpf_program__set_autoattach(br->skel->progs.ksym_names, false);
 	/* Of each program that loops, one of its two builds is loaded. */
-	__typeof__(br->skel->progs) *p = &br->skel->progs;
-	struct bpf_program *unrolled[] = {p->on_sample, p->walk_frame_objects,
-					  p->walk_interp_frames, p->walk_native};
-	struct bpf_program *looped[] = {p->on_sample_loop, p->walk_frame_objects_loop,
-					p->walk_interp_frames_loop, p->walk_native_loop};
-	for (size_t i = 0; i < sizeof(looped) / sizeof(looped[0]); i++) {
-		bpf_program__set_autoload(unrolled[i], !br->loop);
-		bpf_program__set_autoload(looped[i], br->loop);
-		bpf_program__set_autoattach(unrolled[i], false);
-		bpf_program__set_autoattach(looped[i], false);
+	bpf_program__set_autoload(br->skel->progs.on_sample, !br->loop);
+	bpf_program__set_autoload(br->skel->progs.on_sample_loop, br->loop);
+	bpf_program__set_autoattach(br->skel->progs.on_sample, false);
+	bpf_program__set_autoattach(br->skel->progs.on_sample_loop, false);
+	for (size_t i = 0; i < sizeof(slot_progs) / sizeof(slot_progs[0]); i++) {
+		struct bpf_program *unrolled =
+		    bpf_object__find_program_by_name(br->skel->obj, slot_progs[i].prog);
+		struct bpf_program *looped =
+		    slot_progs[i].loop
+			? bpf_object__find_program_by_name(br->skel->obj, slot_progs[i].loop)
+			: NULL;
+		if (!unrolled || (slot_progs[i].loop && !looped)) {
+			snprintf(err, errlen, "the BPF object has no program %s: a bug in taipan",
+				 unrolled ? slot_progs[i].loop : slot_progs[i].prog);
+			return -ENOENT;
+		}
+		bpf_program__set_autoattach(unrolled, false);
+		if (!looped)
+			continue;
+		bpf_program__set_autoload(unrolled, !br->loop);
+		bpf_program__set_autoload(looped, br->loop);
+		bpf_program__set_autoattach(looped, false);
 	}
 	if (getenv("TAIPAN_DEBUG"))
 		fprintf(stderr, "taipan: debug: BPF loops: %s\n",
@@ -228,17 +254,13 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 		goto fail;
 	}
 	br->offcpu = o->offcpu;
-	__typeof__(br->skel->progs) *p = &br->skel->progs;
-	int fds[TP_NWALKERS] = {
-	    [TP_WALK_FRAME_OBJECTS] =
-		bpf_program__fd(br->loop ? p->walk_frame_objects_loop : p->walk_frame_objects),
-	    [TP_WALK_NATIVE] = bpf_program__fd(br->loop ? p->walk_native_loop : p->walk_native),
-	    [TP_WALK_INTERP_FRAMES] =
-		bpf_program__fd(br->loop ? p->walk_interp_frames_loop : p->walk_interp_frames),
-	    [TP_WALK_DESCRIBE] = bpf_program__fd(p->describe_codes)};
-	for (int slot = 0; slot < TP_NWALKERS && !ret; slot++)
-		ret = bpf_map_update_elem(bpf_map__fd(br->skel->maps.progs), &slot, &fds[slot],
-					  BPF_ANY);
+	for (size_t i = 0; i < sizeof(slot_progs) / sizeof(slot_progs[0]) && !ret; i++) {
+		const char *name =
+		    br->loop && slot_progs[i].loop ? slot_progs[i].loop : slot_progs[i].prog;
+		int fd = bpf_program__fd(bpf_object__find_program_by_name(br->skel->obj, name));
+		uint32_t slot = slot_progs[i].slot;
+		ret = bpf_map_update_elem(bpf_map__fd(br->skel->maps.progs), &slot, &fd, BPF_ANY);
+	}
 	if (ret) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot fill the tail-call table: %s", strerror(-ret));

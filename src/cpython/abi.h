@@ -1,5 +1,5 @@
 /* abi.h - what CPython's BPF walker and user space share: the generic ABI
- * (taipan_abi.h) carries it in its runtime payload.
+ * (taipan_abi.h) carries it in its runtime payload and slots.
  *
  * The same rules as the generic header: fixed-width types only, target
  * addresses as __u64, compiles on its own in either world, sizes guarded.
@@ -125,6 +125,21 @@ static inline void tp_py_proc_set(struct tp_proc *p, const struct tp_py_proc *py
 	__builtin_memcpy(p->data, py, sizeof(*py));
 }
 
+/* CPython's programs, by their slot in the BPF tail-call table. */
+enum tp_py_walker {
+	TP_WALK_FRAME_OBJECTS = TP_WALK_SLOT(TP_RT_CPYTHON, 0), /* <= 3.10: PyFrameObject */
+	TP_WALK_INTERP_FRAMES = TP_WALK_SLOT(TP_RT_CPYTHON, 1), /* 3.11+: _PyInterpreterFrame */
+	TP_WALK_DESCRIBE =
+	    TP_WALK_SLOT(TP_RT_CPYTHON, 2), /* copies new code objects (tp_code_ev) */
+};
+
+/* The programs the loader puts in those slots, by name:
+ *   X(SLOT, PROGRAM, ITS BPF_LOOP BUILD or NULL) */
+#define TP_PY_WALKERS(X)                                                                           \
+	X(TP_WALK_FRAME_OBJECTS, "walk_frame_objects", "walk_frame_objects_loop")                  \
+	X(TP_WALK_INTERP_FRAMES, "walk_interp_frames", "walk_interp_frames_loop")                  \
+	X(TP_WALK_DESCRIBE, "describe_codes", NULL)
+
 /* What identifies a code object (struct tp_frame.ident), computed alike by
  * BPF at the sample and by user space when it reads the object: the
  * addresses of its co_name and co_filename and the first 8 bytes of the
@@ -188,6 +203,7 @@ _Static_assert(sizeof(struct tp_py_offsets) == 48, "tp_py_offsets layout");
 _Static_assert(sizeof(struct tp_py_proc) == 72, "tp_py_proc layout");
 _Static_assert(sizeof(struct tp_py_proc) <= sizeof(((struct tp_proc *)0)->data),
 	       "CPython's payload fits in a procs entry");
+_Static_assert(TP_WALK_DESCRIBE < TP_WALK_SLOT(TP_RT_CPYTHON + 1, 0), "CPython's slots");
 _Static_assert((TP_CODE_HEAD & (TP_CODE_HEAD - 1)) == 0, "TP_CODE_HEAD is masked");
 _Static_assert(__builtin_offsetof(struct tp_code_ev, head) % 8 == 0, "tp_code_ev layout");
 #endif

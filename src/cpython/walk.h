@@ -324,7 +324,7 @@ TPW_INLINE int tpw_top_frame(struct tpw_state *st, __u64 ts)
 	return 0;
 }
 
-/* The walker program for the process's frames, an enum tp_walker value. */
+/* The walker program for the process's frames, an enum tp_py_walker value. */
 TPW_INLINE __u32 tpw_walker(const struct tpw_state *st)
 {
 	return (tpw_pp(st)->off.flags & TP_LF_INTERP_FRAME) ? TP_WALK_INTERP_FRAMES
