@@ -1,9 +1,9 @@
 /* taipan_abi.h - the types that the BPF programs and user space share.
  *
- * The generic contract. Each runtime's own part (CPython's:
- * src/cpython/abi.h) has a tag (enum tp_runtime), a payload in the procs
- * entry and a range of tail-call slots; taipan_runtimes.h lists them all for
- * the code that needs every one.
+ * The generic contract: no runtime is named here. Each runtime's own part
+ * (CPython's: src/cpython/abi.h) has a tag (enum tp_runtime), a payload in
+ * the procs entry, a range of tail-call slots and a range of walk-error ids;
+ * taipan_runtimes.h lists them all for the code that needs every one.
  *
  * Both sides include these headers, and only these. They use fixed-width
  * types only, hold target addresses as __u64 (never as pointers), and compile
@@ -47,7 +47,7 @@
 
 /* The runtimes whose stacks BPF walks: a process's procs entry and each of
  * its samples say which. TP_RT_NONE: a process of none (its kernel stack
- * only), and the generic range of slots below. */
+ * only), and the generic ranges of slots and error ids below. */
 enum tp_runtime {
 	TP_RT_NONE = 0,
 	TP_RT_CPYTHON = 1, /* src/cpython/abi.h */
@@ -107,11 +107,13 @@ struct tp_frame {
 	__u32 flags; /* enum tp_frame_flags */
 };
 
-/* Every place a Python walk can stop short, one row each: the id, the marker
+/* Every place a walk can stop short, one row each: the id, the marker
  * frame the profile shows at the root of such a stack, a short key (for
  * --stats, `dump --json` and the agent's /stats), and what it means. The
  * enum, the per-CPU counters and every table of names are generated from
- * this list, so a new site cannot be left out of any of them.
+ * these lists, so a new site cannot be left out of any of them. This one
+ * holds the generic sites, in range TP_RT_NONE; each runtime's ABI holds
+ * its own, in its range (TP_ERR_BASE).
  *   X(ID, MARKER, KEY, DESCRIPTION) */
 #define TP_WALK_ERRORS(X)                                                                          \
 	X(NONE, "", "ok", "the walk reached the bottom of the stack")                              \
@@ -119,24 +121,6 @@ struct tp_frame {
 	  "the task has no fs base, so its thread state cannot be matched")                        \
 	X(EXITING, "[thread exiting]", "exiting",                                                  \
 	  "the thread was sampled on its way out (exit): its Python state is gone")                \
-	X(INTERP_HEAD, "[interpreter unreadable]", "interp_head",                                  \
-	  "the pointer to the first interpreter could not be read")                                \
-	X(INTERP_THREADS, "[interpreter unreadable]", "interp_threads",                            \
-	  "an interpreter's list of thread states could not be read")                              \
-	X(INTERP_LIMIT, "[no Python thread state]", "interp_limit",                                \
-	  "more interpreters than the walk visits")                                                \
-	X(TSTATE_ID, "[thread state unreadable]", "tstate_id",                                     \
-	  "a thread state's thread id could not be read")                                          \
-	X(TSTATE_NEXT, "[thread state unreadable]", "tstate_next",                                 \
-	  "a thread state's link to the next one could not be read")                               \
-	X(THREAD_LIMIT, "[no Python thread state]", "thread_limit",                                \
-	  "more thread states in one interpreter than the walk visits")                            \
-	X(NO_TSTATE, "[no Python thread state]", "no_tstate",                                      \
-	  "no thread state belongs to the thread: not a Python thread, or not yet")                \
-	X(TSTATE_FRAME, "[thread state unreadable]", "tstate_frame",                               \
-	  "the thread state's pointer to its current frame could not be read")                     \
-	X(CFRAME, "[thread state unreadable]", "cframe",                                           \
-	  "the thread's _PyCFrame (3.11, 3.12) could not be read")                                 \
 	X(FRAME, "[frame unreadable]", "frame", "a frame could not be read: the stack is partial") \
 	X(FRAME_LOOP, "[broken frame chain]", "frame_loop",                                        \
 	  "the frame chain loops, or a caller link leads to something that is not a frame: a "     \
@@ -147,11 +131,17 @@ struct tp_frame {
 	X(NO_WALKER, "[walker missing]", "no_walker",                                              \
 	  "the frame walker program was not in the tail-call table: a bug in taipan")
 
+/* Walk-error ids: TP_ERR_RANGE of them a runtime, the generic ones first
+ * (range TP_RT_NONE), then each runtime's from TP_ERR_BASE(its tag). Ids
+ * between two ranges' rows name nothing. */
+#define TP_ERR_RANGE 32
+#define TP_ERR_BASE(rt) ((rt)*TP_ERR_RANGE)
 enum tp_walk_err {
 #define TP_X_ENUM(id, marker, key, desc) TP_ERR_##id,
 	TP_WALK_ERRORS(TP_X_ENUM)
 #undef TP_X_ENUM
-	    TP_ERR__COUNT
+	    TP_ERR__GENERIC_END,
+	TP_ERR__COUNT = TP_ERR_BASE(TP_RT__COUNT)
 };
 
 enum tp_event_kind {
@@ -475,6 +465,7 @@ _Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample
 _Static_assert(TP_MAX_FRAMES <= TP_WALK_STEPS, "the tail-call budget cannot reach TP_MAX_FRAMES");
 _Static_assert((TP_MAX_FRAMES & (TP_MAX_FRAMES - 1)) == 0, "TP_MAX_FRAMES is masked");
 _Static_assert(TP_ERR__COUNT < 65536, "tp_sample.err is a __u16");
+_Static_assert(TP_ERR__GENERIC_END <= TP_ERR_BASE(TP_RT_NONE + 1), "the generic error ids");
 _Static_assert(TP_WALK_NATIVE < TP_WALK_SLOT(TP_RT_NONE + 1, 0), "the generic slots");
 _Static_assert(sizeof(struct tp_umap_key) == 16 && sizeof(struct tp_umap) == 16, "umaps layout");
 #endif

@@ -1,8 +1,8 @@
 /* taipan_runtimes.h - every runtime's ABI, and the lists of them for the
- * code that must know them all: the programs of every tail-call slot
- * (core/bpfrun.c), and each runtime's BPF unit (bpf/taipan.bpf.c). A
- * runtime is one row in each list, after its tag (enum tp_runtime) and its
- * ABI header.
+ * code that must know them all: the names of every walk-error id
+ * (core/walkerr.c), the programs of every tail-call slot (core/bpfrun.c),
+ * and each runtime's BPF unit (bpf/taipan.bpf.c). A runtime is one row in
+ * each list, after its tag (enum tp_runtime) and its ABI header.
  */
 #ifndef TAIPAN_RUNTIMES_H
 #define TAIPAN_RUNTIMES_H
@@ -13,6 +13,10 @@
 /* X(TAG, NAME): the runtime's BPF unit defines NAME_start, NAME_whole and
  * NAME_exit (bpf/sample.bpf.h). */
 #define TP_RUNTIMES(X) X(TP_RT_CPYTHON, cpython)
+
+/* Each runtime's walk errors, X(ID, MARKER, KEY, DESCRIPTION) as
+ * TP_WALK_ERRORS, in its range of ids. */
+#define TP_RUNTIME_ERRORS(X) TP_PY_ERRORS(X)
 
 /* Each runtime's tail-call slots, X(SLOT, PROGRAM, ITS BPF_LOOP BUILD or
  * NULL). */

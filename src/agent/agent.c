@@ -150,14 +150,16 @@ static int json_counter(json_t *o, const char *key, json_int_t v)
 	return key ? json_object_set_new(o, key, json_integer(v)) : 0;
 }
 
-/* A vector of them as an object under key: name(i) for i from first. */
+/* A vector of them as an object under key: name(i) for i from first, but
+ * for the i that name(i) names none (NULL). */
 static int json_vector(json_t *o, const char *key, const uint64_t *v, unsigned int count,
 		       unsigned int first, const char *(*name)(unsigned int))
 {
 	json_t *vo = json_object();
 	int bad = !vo;
 	for (unsigned int i = first; vo && i < count; i++)
-		bad |= json_object_set_new(vo, name(i), json_integer((json_int_t)v[i]));
+		if (name(i))
+			bad |= json_object_set_new(vo, name(i), json_integer((json_int_t)v[i]));
 	return bad | (!vo || json_object_set_new(o, key, vo));
 }
 

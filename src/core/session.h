@@ -61,7 +61,7 @@ struct session_opts {
 /* The session's counters, each named once: X(type, field, key, text) for
  * a number, V(field, count, first, name, key) for a vector of them, by an
  * enum (name(i), a function of core/walkerr.h, names element i, from first
- * on). key is its name in the
+ * on; NULL: an i that names none, left out). key is its name in the
  * agent's GET /stats (NULL: not there); text says what it counts on the
  * first line of record's --stats, after the number (NULL: a line of its own,
  * or none). They make struct session_stats, that JSON and that line, in
@@ -96,7 +96,7 @@ struct session_opts {
 	/* stacks deeper than the walk limit */                                                    \
 	X(uint64_t, truncated, "truncated_stacks", NULL)                                           \
 	/* by enum tp_walk_err */                                                                  \
-	V(walk_errors, TP_ERR__COUNT, 1, walkerr_key, "walk_errors")                               \
+	V(walk_errors, TP_ERR__COUNT, 1, walkerr_row_key, "walk_errors")                           \
 	/* native walks, by how they ended */                                                      \
 	V(native_errors, TP_UERR__COUNT, 0, walkerr_native_key, "native_walks")                    \
 	/* samples whose native and Python stacks disagreed */                                     \

@@ -1,5 +1,7 @@
-/* walkerr.h - names of the walk failures of TP_WALK_ERRORS (taipan_abi.h),
- * generated from that one table for every place that prints them. */
+/* walkerr.h - names of the walk failures: the generic ones of
+ * TP_WALK_ERRORS (taipan_abi.h) and each runtime's (taipan_runtimes.h), each
+ * in its range of ids, generated from those tables for every place that
+ * prints them. */
 #ifndef TAIPAN_WALKERR_H
 #define TAIPAN_WALKERR_H
 
@@ -7,6 +9,12 @@
 
 #include "taipan_abi.h"
 
+/* Whether err is the id of a failure: ids between two ranges' rows name
+ * none. */
+bool walkerr_known(unsigned int err);
+/* For lists of every failure: walkerr_key(), or NULL for an id that names
+ * none. */
+const char *walkerr_row_key(unsigned int err);
 /* The marker frame at the root of a stack cut short by err ("[truncated]"). */
 const char *walkerr_marker(unsigned int err);
 /* A short key for stats and JSON ("depth"). */

@@ -1,5 +1,5 @@
 /* abi.h - what CPython's BPF walker and user space share: the generic ABI
- * (taipan_abi.h) carries it in its runtime payload and slots.
+ * (taipan_abi.h) carries it in its runtime payloads, ranges and slots.
  *
  * The same rules as the generic header: fixed-width types only, target
  * addresses as __u64, compiles on its own in either world, sizes guarded.
@@ -140,6 +140,37 @@ enum tp_py_walker {
 	X(TP_WALK_INTERP_FRAMES, "walk_interp_frames", "walk_interp_frames_loop")                  \
 	X(TP_WALK_DESCRIBE, "describe_codes", NULL)
 
+/* Every place a Python walk can stop short that only CPython has, in
+ * CPython's range of ids (after the generic ones of TP_WALK_ERRORS, whose
+ * rows these follow): X(ID, MARKER, KEY, DESCRIPTION). */
+#define TP_PY_ERRORS(X)                                                                            \
+	X(INTERP_HEAD, "[interpreter unreadable]", "interp_head",                                  \
+	  "the pointer to the first interpreter could not be read")                                \
+	X(INTERP_THREADS, "[interpreter unreadable]", "interp_threads",                            \
+	  "an interpreter's list of thread states could not be read")                              \
+	X(INTERP_LIMIT, "[no Python thread state]", "interp_limit",                                \
+	  "more interpreters than the walk visits")                                                \
+	X(TSTATE_ID, "[thread state unreadable]", "tstate_id",                                     \
+	  "a thread state's thread id could not be read")                                          \
+	X(TSTATE_NEXT, "[thread state unreadable]", "tstate_next",                                 \
+	  "a thread state's link to the next one could not be read")                               \
+	X(THREAD_LIMIT, "[no Python thread state]", "thread_limit",                                \
+	  "more thread states in one interpreter than the walk visits")                            \
+	X(NO_TSTATE, "[no Python thread state]", "no_tstate",                                      \
+	  "no thread state belongs to the thread: not a Python thread, or not yet")                \
+	X(TSTATE_FRAME, "[thread state unreadable]", "tstate_frame",                               \
+	  "the thread state's pointer to its current frame could not be read")                     \
+	X(CFRAME, "[thread state unreadable]", "cframe",                                           \
+	  "the thread's _PyCFrame (3.11, 3.12) could not be read")
+
+enum tp_py_walk_err {
+	TP_ERR__PY_FIRST = TP_ERR_BASE(TP_RT_CPYTHON) - 1,
+#define TP_X_ENUM(id, marker, key, desc) TP_ERR_##id,
+	TP_PY_ERRORS(TP_X_ENUM)
+#undef TP_X_ENUM
+	    TP_ERR__PY_END
+};
+
 /* What identifies a code object (struct tp_frame.ident), computed alike by
  * BPF at the sample and by user space when it reads the object: the
  * addresses of its co_name and co_filename and the first 8 bytes of the
@@ -204,6 +235,7 @@ _Static_assert(sizeof(struct tp_py_proc) == 72, "tp_py_proc layout");
 _Static_assert(sizeof(struct tp_py_proc) <= sizeof(((struct tp_proc *)0)->data),
 	       "CPython's payload fits in a procs entry");
 _Static_assert(TP_WALK_DESCRIBE < TP_WALK_SLOT(TP_RT_CPYTHON + 1, 0), "CPython's slots");
+_Static_assert(TP_ERR__PY_END <= TP_ERR_BASE(TP_RT_CPYTHON + 1), "CPython's error ids");
 _Static_assert((TP_CODE_HEAD & (TP_CODE_HEAD - 1)) == 0, "TP_CODE_HEAD is masked");
 _Static_assert(__builtin_offsetof(struct tp_code_ev, head) % 8 == 0, "tp_code_ev layout");
 #endif

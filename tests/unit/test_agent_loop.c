@@ -18,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/push.h"
 #include "core/session.h"
+#include "core/walkerr.h"
 /* Only its sampler is used here, not its helpers for samples. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -222,7 +223,16 @@ static void test_stats_keys(void **state)
 		at = k + 1;
 	}
 	assert_true(json_is_false(json_object_get(o, "push_enabled")));
-	assert_true(json_is_object(json_object_get(o, "walk_errors")));
+	/* A key a walk-error id, but for the ids between two ranges' rows. */
+	json_t *we = json_object_get(o, "walk_errors");
+	assert_true(json_is_object(we));
+	size_t known = 0;
+	for (unsigned int i = 1; i < TP_ERR__COUNT; i++)
+		known += walkerr_known(i);
+	assert_int_equal(json_object_size(we), known);
+	assert_null(json_object_get(we, "unknown"));
+	assert_non_null(json_object_get(we, "no_fsbase"));
+	assert_non_null(json_object_get(we, "cframe"));
 	assert_non_null(json_object_get(json_object_get(o, "native_walks"), "ok"));
 	json_decref(o);
 	free(text);
