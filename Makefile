@@ -5,6 +5,7 @@
 #   make check      install missing packages, build, run every test (what CI runs)
 #   make quick      the fast lane: lint, build, unit tests; no root, network or apt
 #   make SAN=1 ...  the same with AddressSanitizer + UndefinedBehaviorSanitizer (build/san)
+#   make san-select which functional tests the sanitizer pass runs (by coverage)
 #   make test-lsan  the unit and functional tests under LeakSanitizer (build/lsan)
 #   make fuzz       libFuzzer over every parser of untrusted input (tests/fuzz/fuzz.mk)
 #   make vmlinux    regenerate the vendored src/bpf/vmlinux/x86/vmlinux.h from this kernel
@@ -28,6 +29,10 @@ else ifeq ($(SAN),lsan)
 # LeakSanitizer alone: every leak fails the run that exits with it.
 BUILD ?= build/lsan
 SANFLAGS = -fsanitize=leak -fno-omit-frame-pointer
+else ifeq ($(SAN),cov)
+# gcov: the lines each functional test reaches (make san-select).
+BUILD ?= build/cov
+SANFLAGS = --coverage
 else
 BUILD ?= build
 SANFLAGS =
@@ -86,7 +91,7 @@ LIB_OBJS += $(BUILD)/obj/html_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all quick deps roots run check test unit functional test-san test-lsan test-load lint format clean install \
+.PHONY: all quick deps roots run check test unit functional test-san test-lsan test-load san-select lint format clean install \
 	uninstall offsets demo bench bench-unwtab pkg-check vmlinux
 .DELETE_ON_ERROR:
 
@@ -183,8 +188,8 @@ unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 # (conftest.py's matrix_sample): the sanitizers check taipan's memory, which
 # those few exercise along every code path, at a fraction of the time.
 functional: $(BUILD)/taipan $(BUILD)/tests/test_output_html
-	TAIPAN=$(abspath $(BUILD)/taipan) TAIPAN_SANITIZED=$(if $(SANFLAGS),1,) \
-		$(PYTHON) -m pytest -q -ra --durations=15 tests/functional
+	TAIPAN=$(abspath $(BUILD)/taipan) TAIPAN_SANITIZED=$(if $(filter 1 lsan,$(SAN)),1,) \
+		$(PYTHON) -m pytest -q -ra --durations=30 tests/functional
 
 # The fast lane, for every edit: nothing installed, no root (the unit tests
 # that load BPF skip without it), no network, no test roots.
@@ -205,14 +210,19 @@ roots:
 # CI's command (.ci/run): the functional suite twice, once under load (every
 # core kept busy, as a profiler's host often is) and once under the
 # sanitizers (on a quiet machine: under load they would take twice as long).
+# The sanitizer pass runs the functional tests of tests/functional/san-tests.txt
+# (make san-select): those that reach code the loaded pass's others do not.
+# Each pass's time is printed at the end (scripts/pass.sh).
 check: deps
-	$(MAKE) all
-	$(MAKE) roots
-	$(MAKE) unit
-	$(MAKE) fuzz-regress
-	$(MAKE) test-load
-	$(MAKE) SAN=1 all
-	$(MAKE) SAN=1 test
+	@rm -f build/passes.txt
+	@scripts/pass.sh build $(MAKE) all
+	@scripts/pass.sh roots $(MAKE) roots
+	@scripts/pass.sh unit $(MAKE) unit
+	@scripts/pass.sh fuzz-regress $(MAKE) fuzz-regress
+	@scripts/pass.sh loaded $(MAKE) test-load
+	@scripts/pass.sh san-build $(MAKE) SAN=1 all
+	@scripts/pass.sh san $(MAKE) SAN=1 test
+	@echo "== make check passes:" && cat build/passes.txt
 
 test-san:
 	$(MAKE) SAN=1 all
@@ -224,6 +234,19 @@ test-san:
 # takes about 28 minutes so, against 25 on a quiet machine.
 test-load: roots all $(BUILD)/tests/test_output_html
 	scripts/with-load.sh $(MAKE) functional
+
+# The functional tests the sanitizer pass runs (tests/functional/san-tests.txt):
+# the whole suite once with gcov (build/cov), each test's lines of src/, and
+# the fewest tests that reach them all (scripts/san-select.py). Run it again
+# when tests or code move a lot; a test the list does not name runs anyway.
+san-select: roots
+	$(MAKE) SAN=cov all
+	rm -rf build/cov/runs build/cov/junit.xml
+	-TAIPAN_COVERAGE=$(abspath build/cov/runs) PYTEST_ADDOPTS=--junitxml=$(abspath build/cov/junit.xml) \
+		$(MAKE) SAN=cov functional
+	$(PYTHON) scripts/san-select.py --runs build/cov/runs --build build/cov \
+		--junit build/cov/junit.xml > tests/functional/san-tests.txt.new
+	mv tests/functional/san-tests.txt.new tests/functional/san-tests.txt
 
 # The unit and functional suites under LeakSanitizer alone (build/lsan).
 test-lsan:

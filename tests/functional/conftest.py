@@ -93,13 +93,66 @@ def interpreter_matrix():
 
 MATRIX = interpreter_matrix()
 
-# Under the sanitizers (make SAN=1 functional) the tests that repeat over
-# the whole matrix take one interpreter of each kind: the oldest, a
-# PyFrameObject 3.x, the 3.12 shims, Debian's stripped static build, a PIE
-# build in a root, the free-threaded build, and the newest, read through
-# _Py_DebugOffsets alone.
+# The sanitizer pass (make SAN=1 functional, TAIPAN_SANITIZED=1) runs the
+# tests that reach code of taipan's that the others do not: san-tests.txt
+# (written by make san-select from one coverage run of the whole suite)
+# marks each test it analysed "+" (run under the sanitizers) or "-" (every
+# line it reaches, a "+" test reaches too). A test it does not list, newer
+# than the list, runs; the tests that feed taipan hostile input run whatever
+# the list says, since what the sanitizers look for there is in the data,
+# not in the lines.
 SANITIZED = os.environ.get("TAIPAN_SANITIZED") == "1"
-SAN_SAMPLE = ["pyenv-2.7", "pyenv-3.9", "pyenv-3.12", "debian-3.11-static", "sid-3.13-pie", "sid-3.13t", "sid-3.15"]
+SAN_LIST = os.path.join(HERE, "san-tests.txt")
+SAN_ALWAYS = ("tests/functional/test_hostile.py::", "tests/functional/test_attacks.py::")
+
+
+def read_san_list(path=SAN_LIST):
+    """{test id: True to run under the sanitizers, False to leave out}."""
+    marks = {}
+    if os.path.exists(path):
+        for line in open(path):
+            if line[:2] in ("+ ", "- "):
+                marks[line[2:].split()[0]] = line[0] == "+"
+    return marks
+
+
+def pytest_collection_modifyitems(config, items):
+    if not SANITIZED:
+        return
+    marks = read_san_list()
+    keep, drop = [], []
+    for item in items:
+        out = marks.get(item.nodeid) is False and not item.nodeid.startswith(SAN_ALWAYS)
+        (drop if out else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+# Coverage runs (make san-select): the gcov data of every taipan a test runs
+# goes to TAIPAN_COVERAGE/<the test's id>.
+COVERAGE = os.environ.get("TAIPAN_COVERAGE")
+
+
+@pytest.fixture(autouse=True)
+def _coverage_prefix(request):
+    if not COVERAGE:
+        yield
+        return
+    d = os.path.join(COVERAGE, re.sub(r"[^\w.-]", "_", request.node.nodeid))
+    os.makedirs(d, exist_ok=True)
+    os.chmod(d, 0o1777)  # taipan run as another user writes here too
+    with open(os.path.join(d, "nodeid"), "w") as f:
+        f.write(request.node.nodeid)
+    old = os.environ.get("GCOV_PREFIX")
+    os.environ["GCOV_PREFIX"] = d
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("GCOV_PREFIX", None)
+        else:
+            os.environ["GCOV_PREFIX"] = old
 
 
 # The throughput tests (hundreds of processes that live for a moment, each
@@ -111,9 +164,9 @@ throughput = pytest.mark.skipif(SANITIZED, reason="measures taipan's speed, whic
 
 
 def matrix_sample():
-    """The MATRIX ids a matrix-wide test runs over: all of them, or under the
-    sanitizers SAN_SAMPLE."""
-    return [m[0] for m in MATRIX if not SANITIZED or m[0] in SAN_SAMPLE]
+    """The MATRIX ids a matrix-wide test runs over: all of them (the
+    sanitizer pass picks among them by san-tests.txt)."""
+    return [m[0] for m in MATRIX]
 
 
 def require(path, what):
