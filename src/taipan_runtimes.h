@@ -1,8 +1,9 @@
-/* taipan_runtimes.h - every runtime's ABI, and the lists of them for the
- * code that must know them all: the names of every walk-error id
+/* taipan_runtimes.h - the runtime table: every runtime's ABI, and the lists
+ * of them for the code that must know them all: the runtimes user space
+ * tries (core/runtimes.c, NAME_runtime), the names of every walk-error id
  * (core/walkerr.c), the programs of every tail-call slot (core/bpfrun.c),
- * and each runtime's BPF unit (bpf/taipan.bpf.c). A runtime is one row in
- * each list, after its tag (enum tp_runtime) and its ABI header.
+ * and each runtime's BPF entry points (bpf/sample.bpf.h). A runtime is one
+ * row in each list, after its tag (enum tp_runtime) and its ABI header.
  */
 #ifndef TAIPAN_RUNTIMES_H
 #define TAIPAN_RUNTIMES_H
@@ -10,8 +11,9 @@
 #include "taipan_abi.h"
 #include "cpython/abi.h"
 
-/* X(TAG, NAME): the runtime's BPF unit defines NAME_start, NAME_whole and
- * NAME_exit (bpf/sample.bpf.h). */
+/* X(TAG, NAME): user space's operations are NAME_runtime (core/runtime.h),
+ * tried in this order; the runtime's BPF unit defines NAME_start,
+ * NAME_whole and NAME_exit (bpf/sample.bpf.h). */
 #define TP_RUNTIMES(X) X(TP_RT_CPYTHON, cpython)
 
 /* Each runtime's walk errors, X(ID, MARKER, KEY, DESCRIPTION) as
