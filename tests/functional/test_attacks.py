@@ -131,7 +131,7 @@ class UnixAgent:
     command line prefixed by prefix (prlimit), -v logging to a file."""
 
     def __init__(self, taipan, tmp_path, *args, prefix=()):
-        from test_agent import UnixHTTPConnection, wait_for
+        from agent_fixtures import UnixHTTPConnection, wait_for
         self._conn = UnixHTTPConnection
         self.sock = str(tmp_path / "agent.sock")
         self.log = tmp_path / "agent.log"
@@ -256,7 +256,7 @@ def test_many_mapped_files_do_not_take_every_descriptor(taipan, workload, tmp_pa
         # The agent reads her 1,100 mappings and builds tables for 768
         # of them (a process's bound): wait until their number stops
         # growing.
-        from test_agent import wait_for
+        from agent_fixtures import wait_for
         seen = []
 
         def settled():
