@@ -91,7 +91,7 @@ enum tp_frame_flags {
 };
 
 /* One interpreted frame as BPF saw it. Symbols and lines are resolved in user space
- * (doc/DESIGN.md decision 6): this is cheap, fixed-size, and version-neutral. */
+ * (doc/design/naming.md, decision 6): this is cheap, fixed-size, and version-neutral. */
 struct tp_frame {
 	__u64 code;  /* the code object's address */
 	__u64 aux;   /* the runtime's (CPython: TP_LF_SELF_CLASS: the class of the first
@@ -239,7 +239,7 @@ struct tp_switch_task {
 
 /* A thread of one process as the snap_threads iterator finds it: how BPF
  * sees a thread that is not running, for the threads already asleep when a
- * wall recording starts (doc/DESIGN.md, "Off-CPU time"). */
+ * wall recording starts (doc/design/off-cpu.md). */
 struct tp_thread_snap {
 	__u32 tid;
 	__u32 state;	  /* task->__state: 0 runnable or running, else why it sleeps */
@@ -260,9 +260,9 @@ enum tp_switch_flags {
 	TP_SWF_RECOVERED = 1 << 0,
 };
 
-/* Code objects a sample describes at most (TP_EV_CODE events, sent ahead
- * of it: BPF's first look at each, doc/DESIGN.md "Code objects"); the rest
- * wait for a later sample. */
+/* Code objects a sample describes at most (TP_EV_CODE events, sent ahead of
+ * it: BPF's first look at each, doc/design/naming.md "Code objects"); the
+ * rest wait for a later sample. */
 #define TP_DESCRIBE_MAX 32
 
 /* A sample as it travels through the ring buffer. Only the used part of
@@ -292,7 +292,7 @@ struct tp_sample {
 	struct tp_frame frames[TP_MAX_FRAMES];
 };
 
-/* Native unwinding (doc/DESIGN.md "Native frames"). User space turns each
+/* Native unwinding (doc/design/native-stacks.md). User space turns each
  * mapped file's call-frame information (.eh_frame, .debug_frame) into rows;
  * BPF follows them from the sampled thread's user registers. x86-64 only: the
  * return address is always at CFA - 8 there, so a row does not hold it. */

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """gen_offsets.py - writes taipan's CPython layout tables from the DWARF of real builds.
 
-No offset in taipan is typed by hand (doc/DESIGN.md decision 2). This tool asks gdb
-for `&((T *)0)->member` and `sizeof(T)` against the DWARF of each pyenv-built
-libpython, which evaluates the expressions from debug info alone and never runs
-the interpreter. It writes three files:
+No offset in taipan is typed by hand (doc/design/python-stacks.md, decision 2).
+This tool asks gdb for `&((T *)0)->member` and `sizeof(T)` against the DWARF
+of each pyenv-built libpython, which evaluates the expressions from debug
+info alone and never runs the interpreter. It writes three files:
 
   layouts     src/cpython/gen/pyoffsets_table.c: one struct py_layout row per minor version
               that has no _Py_DebugOffsets (2.7, 3.6-3.12), and the capability

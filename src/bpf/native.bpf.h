@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
-/* native.bpf.h - native unwinding (walk/native.h, doc/DESIGN.md decision
- * 12): each file's unwind table is an inner array sized by user space;
- * ufile_info says how it is laid out; umaps leads from a process's address
- * range to its file. The unwinder runs after the interpreted walk, as
- * programs of its own (walk_native) that tail-call themselves, or in the
- * calling program (native_whole).
+/* native.bpf.h - native unwinding (walk/native.h,
+ * doc/design/native-stacks.md, decision 12): each file's unwind table is an
+ * inner array sized by user space; ufile_info says how it is laid out; umaps
+ * leads from a process's address range to its file. The unwinder runs after
+ * the interpreted walk, as programs of its own (walk_native) that tail-call
+ * themselves, or in the calling program (native_whole).
  */
 #ifndef TAIPAN_BPF_NATIVE_BPF_H
 #define TAIPAN_BPF_NATIVE_BPF_H

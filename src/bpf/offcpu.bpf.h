@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
-/* offcpu.bpf.h - off-CPU time (--mode wall and off-cpu; doc/DESIGN.md,
- * "Off-CPU time"). When a thread of a target leaves the CPU, its stack is
- * taken right there, while its memory is still the current one, and sent as
- * a sample with TP_SF_OFFCPU and the reason it left; its task's storage
+/* offcpu.bpf.h - off-CPU time (--mode wall and off-cpu;
+ * doc/design/off-cpu.md). When a thread of a target leaves the CPU, its stack
+ * is taken right there, while its memory is still the current one, and sent
+ * as a sample with TP_SF_OFFCPU and the reason it left; its task's storage
  * remembers when. When it runs again, a TP_EV_SWITCH_IN event carries both
  * times, and user space weighs the sample by the difference.
  *

@@ -1,6 +1,6 @@
 /* offcpu.c - time off the CPU (--mode wall, off-cpu): each thread's stack
  * as it leaves the CPU weighs the time until it runs again
- * (doc/DESIGN.md, "Off-CPU time"), and threads asleep when the recording
+ * (doc/design/off-cpu.md), and threads asleep when the recording
  * starts weigh from the start. */
 #include <errno.h>
 #include <stdlib.h>

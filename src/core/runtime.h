@@ -4,8 +4,9 @@
  * each one taipan knows (src/cpython/ for CPython) fills in a struct
  * runtime_ops, and the session keeps, for each process, the runtime that
  * recognised it and that runtime's data (struct rt_proc, opaque here).
- * Adding a runtime is a wing of its own, a row in runtimes.c, and its BPF
- * walker (doc/DESIGN.md, "Adding a runtime").
+ * Adding a runtime is a wing of its own, its rows in taipan_runtimes.h (from
+ * which runtimes.c makes its list), and its BPF walker (doc/DESIGN.md,
+ * "Adding a runtime").
  *
  * The shape is the OpenTelemetry profiler's interpreter interface: a
  * loader that recognises a process (detect), the data of a process

@@ -1,7 +1,8 @@
 /* session.c - events from the ring buffer become stacks in the profile.
  *
  * Samples are symbolized as they arrive, not at the end, so that processes
- * that exit during the recording keep their names (doc/DESIGN.md decision 6).
+ * that exit during the recording keep their names (doc/design/naming.md,
+ * decision 6).
  */
 #include <errno.h>
 #include <signal.h>
@@ -558,16 +559,16 @@ static void scan_proc(struct session *s)
 	free(pids);
 }
 
-/* Threads asleep when a wall recording starts (doc/DESIGN.md, "Off-CPU
- * time"). BPF takes a thread's stack as it leaves the CPU, so one asleep
- * since before the start would be seen only once it woke: a server's idle
- * workers, perhaps never. Each such thread of a process known at the start
- * gets the stack BPF would have taken: its Python frames read from its
- * memory, its native ones unwound from the registers it entered the kernel
- * with, its kernel ones as the kernel keeps them (snap_threads); and BPF
- * learns when it left (set_away), so that its return comes as any other's.
- * Nothing is stopped: a thread whose CPU time moved while it was read is
- * left out, and BPF sees it leave the CPU again. */
+/* Threads asleep when a wall recording starts (doc/design/off-cpu.md,
+ * "Threads asleep at the start"). BPF takes a thread's stack as it leaves the
+ * CPU, so one asleep since before the start would be seen only once it woke:
+ * a server's idle workers, perhaps never. Each such thread of a process known
+ * at the start gets the stack BPF would have taken: its Python frames read
+ * from its memory, its native ones unwound from the registers it entered the
+ * kernel with, its kernel ones as the kernel keeps them (snap_threads); and
+ * BPF learns when it left (set_away), so that its return comes as any
+ * other's. Nothing is stopped: a thread whose CPU time moved while it was
+ * read is left out, and BPF sees it leave the CPU again. */
 int session_start(struct session *s, char *err, size_t errlen)
 {
 	/* Now rather than at the first kernel frame, which would stop the

@@ -60,8 +60,8 @@ struct session {
 };
 
 /* A thread off the CPU (--mode wall, off-cpu): the sample its stack went
- * into, with a count of 0 until the thread runs again (doc/DESIGN.md,
- * "Off-CPU time"). */
+ * into, with a count of 0 until the thread runs again
+ * (doc/design/off-cpu.md). */
 struct away {
 	UT_hash_handle hh;
 	uint32_t tid;

@@ -43,7 +43,8 @@
 #define TP_MAX_TSTATES 65536 /* tstates: thread -> PyThreadState (LRU) */
 
 /* What the frame walker must know about one Python version's memory layout:
- * flags and offsets, never a version number (doc/DESIGN.md decision 1). */
+ * flags and offsets, never a version number (doc/design/python-stacks.md,
+ * decision 1). */
 enum tp_layout_flags {
 	TP_LF_INTERP_FRAME = 1 << 0, /* frames are _PyInterpreterFrame (3.11+) */
 	TP_LF_CFRAME = 1 << 1,	     /* top frame is tstate->cframe->current_frame (3.11, 3.12) */
@@ -186,8 +187,8 @@ static inline __u64 tp_code_ident(__u64 name, __u64 chars, __u64 file)
 	return id ? id : 1;
 }
 
-/* BPF's first look at a code object (doc/DESIGN.md, "Code objects"): the
- * first time a process's stack shows a code object (by address and
+/* BPF's first look at a code object (doc/design/naming.md, "Code objects"):
+ * the first time a process's stack shows a code object (by address and
  * identity), BPF copies the bytes user space needs to name it (the head of
  * the object, its name, qualified name and file name objects, and the start
  * of its line table object), and sends them before the sample, as a

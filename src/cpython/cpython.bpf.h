@@ -9,9 +9,9 @@
  * sample driver (bpf/sample.bpf.h) cpython_start, cpython_whole and
  * cpython_exit. Everything that depends on the Python version arrives as
  * data in the procs entry (struct tp_py_proc): offsets plus capability
- * flags. Nothing here compares version numbers (doc/DESIGN.md decision 1).
- * Every way a walk can fail has a counter, and the sample is still sent
- * with what was read (decision 9).
+ * flags. Nothing here compares version numbers (doc/design/python-stacks.md,
+ * decision 1). Every way a walk can fail has a counter, and the sample is
+ * still sent with what was read (doc/design/failures.md, decision 9).
  */
 #ifndef TAIPAN_CPYTHON_CPYTHON_BPF_H
 #define TAIPAN_CPYTHON_CPYTHON_BPF_H

@@ -186,7 +186,7 @@ struct elf_facts {
 	uint64_t interp_head; /* &interp_head (2.7, 3.6), 0 if not found */
 };
 
-/* The version, most reliable source first (doc/DESIGN.md decision 3). */
+/* The version, most reliable source first (doc/design/python-stacks.md, decision 3). */
 static void read_version(struct elf_file *ef, const char *file_name, struct elf_facts *f)
 {
 	uint64_t v, size, hex = 0;

@@ -3,7 +3,7 @@
  * Lines are computed here rather than in BPF: decoding a line table is a
  * loop over variable-length entries that the verifier would make expensive,
  * while user space can cache the table per code object and decode any offset
- * (doc/DESIGN.md decision 6).
+ * (doc/design/naming.md, decision 6).
  */
 #include <errno.h>
 #include <stdio.h>

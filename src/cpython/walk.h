@@ -23,8 +23,9 @@
  * to the buffer's size, loops have constant bounds, and where versions differ
  * the difference is a mask computed once, not a branch per frame. Those
  * masks also keep a user-space build inside its buffers whatever the target's
- * memory holds. Nothing here compares a version number (doc/DESIGN.md decision
- * 1): what varies arrives in the process's procs entry (struct tp_py_proc).
+ * memory holds. Nothing here compares a version number
+ * (doc/design/python-stacks.md, decision 1): what varies arrives in the
+ * process's procs entry (struct tp_py_proc).
  */
 #ifndef TAIPAN_CPYTHON_WALK_H
 #define TAIPAN_CPYTHON_WALK_H

@@ -480,7 +480,7 @@ static bool is_plt_expr(const Dwarf_Op *o, size_t n, int *threshold)
 }
 
 /* libdw's rules for one row, as a tp_urow. Anything it cannot follow (see
- * doc/DESIGN.md) is TP_CFA_INVALID. */
+ * doc/design/native-stacks.md, "Row") is TP_CFA_INVALID. */
 static void convert(Dwarf_Frame *f, struct tp_urow *r)
 {
 	Dwarf_Op mem[3], *ops;

@@ -4,8 +4,8 @@
  * A table covers [rows[0].pc, ∞) in the file's link-time addresses: each row
  * holds from its pc up to the next row's pc, and the last row (TP_CFA_NOCFI,
  * after the last FDE) holds for everything beyond. Rows are sorted by pc,
- * strictly increasing, and no two adjacent rows are equal. See doc/DESIGN.md
- * ("Native unwind tables").
+ * strictly increasing, and no two adjacent rows are equal. See
+ * doc/design/native-stacks.md ("Native unwind tables").
  */
 #ifndef TAIPAN_UNWTAB_H
 #define TAIPAN_UNWTAB_H

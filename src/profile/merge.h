@@ -1,6 +1,7 @@
 /* merge.h - where a stack's Python frames go among its native frames
- * (doc/DESIGN.md, "Merging"): the pairing of eval-loop calls with the Python
- * frames each runs, shared by the sampling session and `taipan dump`.
+ * (doc/design/native-stacks.md, "Merging"): the pairing of eval-loop calls
+ * with the Python frames each runs, shared by the sampling session and
+ * `taipan dump`.
  *
  * Pure: arrays in, an order out, no allocation and no naming.
  */
@@ -42,7 +43,7 @@ struct merge_in {
 	bool interp_frames; /* TP_LF_INTERP_FRAME: an eval-loop call runs up to an entry frame */
 	bool py_cut;	    /* the Python walk stopped short (its root part is missing) */
 	bool nat_cut;	    /* the native walk stopped short */
-	bool filtered;	    /* the filtered view (doc/DESIGN.md decision 12) */
+	bool filtered;	    /* the filtered view (doc/design/native-stacks.md) */
 };
 
 /* The merge_in of sample smp, whose native frames have the kinds nkind[0 ..
