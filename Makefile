@@ -108,7 +108,8 @@ $(GEN)/profile.pb-c.c $(GEN)/profile.pb-c.h: src/output/profile.proto
 	@mkdir -p $(GEN)
 	cd src/output && $(PROTOC_C) --c_out=../../$(GEN) profile.proto
 
-$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c $(wildcard src/*.h src/bpf/*.h src/walk/*.h src/cpython/*.h) \
+# Every header may reach BPF: a runtime's wing holds its ABI and its BPF unit.
+$(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c $(wildcard src/*.h src/*/*.h) \
 		    $(VMLINUX_H)
 	@mkdir -p $(GEN)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@

@@ -208,11 +208,6 @@ static void counts(const struct rt_proc *rp, uint64_t *snapshots_used, size_t *b
 	*lines_shared = symbolizer_lines_shared(rp->sz);
 }
 
-const struct pyproc *cpython_proc(const struct rt_proc *rp)
-{
-	return &rp->pp;
-}
-
 const struct runtime_ops cpython_runtime = {
     .name = "python",
     .title = "Python",

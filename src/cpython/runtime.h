@@ -7,8 +7,4 @@
 
 extern const struct runtime_ops cpython_runtime;
 
-/* The process a CPython rt_proc holds: for the CPython wing's own users
- * (dump's thread list). */
-const struct pyproc *cpython_proc(const struct rt_proc *rp);
-
 #endif /* TAIPAN_CPYTHON_RUNTIME_H */
