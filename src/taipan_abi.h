@@ -25,6 +25,8 @@
 #define TP_KSTACK_MAX 127
 /* Native user frames per sample; a power of two (masked in BPF). */
 #define TP_USTACK_MAX 128
+/* Anchors (walk/state.h) a sample's walk keeps; a power of two. */
+#define TP_ANCHORS_MAX 64
 /* Interpreted frames per sample. A power of two so the BPF side can mask indices. */
 #define TP_MAX_FRAMES 2048
 /* Frames walked by one BPF program before it tail-calls the next. */
@@ -167,6 +169,8 @@ enum tp_sample_flags {
 				     loop runs no frame yet, or none any more */
 	TP_SF_OFFCPU = 1 << 4,	  /* taken as the thread left the CPU (sched_switch): it weighs the
 				     time until its TP_EV_SWITCH_IN, and state says why it left */
+	TP_SF_ANCHORED = 1 << 5,  /* anchored[] says which native frames are the runtime's
+				     eval-loop calls (walk/state.h, struct tpw_anchors) */
 };
 
 /* Why a thread was not running (struct tp_sample.state). */
@@ -287,9 +291,29 @@ struct tp_sample {
 	__u8 gil;     /* enum tp_gil_state */
 	__u8 runtime; /* enum tp_runtime: whose walk, whose frames */
 	__u8 pad2[5];
+	/* TP_SF_ANCHORED: bit i set when native frame i holds on its stack
+	 * one of the anchors the runtime's walk passed: it is an eval-loop
+	 * call, whatever its name, or if it has none (a stripped build's
+	 * _PyEval_EvalFrameDefault.cold). */
+	__u64 anchored[TP_USTACK_MAX / 64];
 	/* Instruction pointers: the sampled one, then each return address. */
 	__u64 ustack[TP_USTACK_MAX];
 	struct tp_frame frames[TP_MAX_FRAMES];
+};
+
+/* The anchors of a walk: addresses on the native stack that the runtime's
+ * walk passed, innermost first (CPython 3.12+: each eval-loop call's entry
+ * frame, a local variable of that call). The native walk (walk/native.h)
+ * marks the frame whose stack holds each (struct tp_sample.anchored), so
+ * that merging knows the eval-loop calls by where their data lies, not by
+ * their names, which a stripped interpreter lacks for the pieces the
+ * compiler made of its eval loop. Part of the walk state (walk/state.h). */
+struct tpw_anchors {
+	__u64 addr[2 * TP_ANCHORS_MAX]; /* the upper half takes the writes past the limit */
+	__u32 n;			/* anchors in addr[], at most TP_ANCHORS_MAX */
+	__u32 next;			/* the first that no native frame has held yet */
+	__u32 full;			/* 1 when some did not fit */
+	__u32 pad;
 };
 
 /* Native unwinding (doc/design/native-stacks.md). User space turns each

@@ -165,7 +165,7 @@ static int walk(struct capture *c)
 	pywalk_free(&w);
 	for (size_t i = 0; i < c->nthreads; i++) {
 		uint64_t id = ((uint64_t)c->pp.pid << 32) | (uint32_t)c->pp.pid;
-		ret = pywalk_sample(&c->pp, id, c->threads[i].thread_id, s);
+		ret = pywalk_sample(&c->pp, id, c->threads[i].thread_id, s, NULL);
 		if (ret)
 			goto out;
 		symbolize_all(sz, s->frames, s->nframes);

@@ -83,6 +83,7 @@ struct nwalk {
 	size_t nfiles;
 	struct nativesym *ns;
 	struct tpw_state *st;
+	struct tpw_anchors anchors; /* of the runtime's walk of the thread being walked */
 	char root[64];
 	struct nwalk_stats stats;
 	/* Threads seized that did not stop in time: their interrupt is still
@@ -374,11 +375,18 @@ static void copy_stack(struct nwalk *nw, uint64_t sp)
 	}
 }
 
-/* The native stack from the registers, into out. */
-static void unwind(struct nwalk *nw, const struct user_regs_struct *r, struct tp_sample *out)
+/* The native stack from the registers, into out, its frames that hold
+ * anchors (NULL: none) marked. */
+static void unwind(struct nwalk *nw, const struct user_regs_struct *r,
+		   const struct tpw_anchors *anchors, struct tp_sample *out)
 {
 	struct tpw_state *st = nw->st;
 	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
+	st->s.flags = 0;
+	if (anchors)
+		st->a = *anchors;
+	else
+		st->a.n = st->a.full = 0;
 	tpn_begin(st, r->rip, r->rsp, r->rbp);
 	/* Each step unwinds at least one frame until TP_USTACK_MAX ends it. */
 	for (unsigned int runs = 0; runs <= TP_USTACK_MAX && tpn_step(st); runs++)
@@ -386,9 +394,10 @@ static void unwind(struct nwalk *nw, const struct user_regs_struct *r, struct tp
 	if (!st->u.done)
 		tpn_fail(st, TP_UERR_STEPS);
 	memcpy(out->ustack, st->s.ustack, sizeof(out->ustack));
+	memcpy(out->anchored, st->s.anchored, sizeof(out->anchored));
 	out->nustack = st->s.nustack;
 	out->uerr = st->s.uerr;
-	out->flags |= TP_SF_NATIVE;
+	out->flags |= TP_SF_NATIVE | (st->s.flags & TP_SF_ANCHORED);
 }
 
 /* Waits for the seized and interrupted thread tid to stop, at most
@@ -435,6 +444,7 @@ int nwalk_thread(struct nwalk *nw, pid_t tid, uint64_t tstate, struct tp_sample 
 		 size_t errlen)
 {
 	struct user_regs_struct regs;
+	struct tpw_anchors *anchors = &nw->anchors;
 	int status, sig = 0, ret = 0;
 
 	if (ptrace(PTRACE_SEIZE, tid, 0, 0)) {
@@ -479,7 +489,8 @@ int nwalk_thread(struct nwalk *nw, pid_t tid, uint64_t tstate, struct tp_sample 
 		goto detach;
 	}
 	memset(out, 0, offsetof(struct tp_sample, frames));
-	if (tstate && (ret = nw->rt->walk_tstate(nw->rp, tstate, out)))
+	anchors->n = anchors->full = 0;
+	if (tstate && (ret = nw->rt->walk_tstate(nw->rp, tstate, out, anchors)))
 		goto detach;
 	out->pid = (uint32_t)nw->pid;
 	out->tid = (uint32_t)tid;
@@ -488,7 +499,7 @@ detach:
 	ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig);
 	uint64_t stop = clock_ns(CLOCK_MONOTONIC) - t0;
 	if (!ret)
-		unwind(nw, &regs, out); /* the thread runs again */
+		unwind(nw, &regs, anchors, out); /* the thread runs again */
 	nw->stats.stopped_ns += stop;
 	if (stop > nw->stats.max_stop_ns)
 		nw->stats.max_stop_ns = stop;
@@ -498,11 +509,17 @@ detach:
 	return ret;
 }
 
-void nwalk_regs(struct nwalk *nw, uint64_t ip, uint64_t sp, uint64_t bp, struct tp_sample *out)
+struct tpw_anchors *nwalk_anchors(struct nwalk *nw)
+{
+	return &nw->anchors;
+}
+
+void nwalk_regs(struct nwalk *nw, uint64_t ip, uint64_t sp, uint64_t bp,
+		const struct tpw_anchors *anchors, struct tp_sample *out)
 {
 	struct user_regs_struct regs = {.rip = ip, .rsp = sp, .rbp = bp};
 	copy_stack(nw, sp);
-	unwind(nw, &regs, out);
+	unwind(nw, &regs, anchors, out);
 	nw->stats.threads++;
 }
 

@@ -56,9 +56,14 @@ int nwalk_thread(struct nwalk *nw, pid_t tid, uint64_t tstate, struct tp_sample 
 
 /* The native stack of a thread of the process that is asleep in the kernel,
  * from the user registers it entered it with (struct tp_thread_snap), into
- * *out (TP_SF_NATIVE, ustack, uerr): nothing is stopped. The thread must not
+ * *out (TP_SF_NATIVE, ustack, uerr; TP_SF_ANCHORED and anchored, with the
+ * anchors of the runtime's walk of the thread, or NULL): nothing is stopped. The thread must not
  * run meanwhile; the caller checks that its CPU time stayed the same. */
-void nwalk_regs(struct nwalk *nw, uint64_t ip, uint64_t sp, uint64_t bp, struct tp_sample *out);
+/* Room for the anchors of a runtime's walk of a thread, for nwalk_regs(). */
+struct tpw_anchors *nwalk_anchors(struct nwalk *nw);
+
+void nwalk_regs(struct nwalk *nw, uint64_t ip, uint64_t sp, uint64_t bp,
+		const struct tpw_anchors *anchors, struct tp_sample *out);
 
 /* A named native frame. */
 struct nwalk_sym {

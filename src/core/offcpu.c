@@ -169,11 +169,12 @@ static int asleep_stack(struct session *s, struct sproc *p, struct nwalk *nw,
 			const struct tp_thread_snap *t, int state, struct tp_sample *smp)
 {
 	uint64_t id = (uint64_t)(uint32_t)p->pid << 32 | t->tid;
-	int ret = p->rt->walk_thread(p->rp, id, t->fsbase, smp);
+	struct tpw_anchors *anchors = nw ? nwalk_anchors(nw) : NULL;
+	int ret = p->rt->walk_thread(p->rp, id, t->fsbase, smp, anchors);
 	if (ret)
 		return ret;
 	if (nw)
-		nwalk_regs(nw, t->ip, t->sp, t->bp, smp);
+		nwalk_regs(nw, t->ip, t->sp, t->bp, anchors, smp);
 	smp->kind = TP_EV_SAMPLE;
 	smp->flags |= TP_SF_OFFCPU;
 	smp->state = (uint8_t)state;

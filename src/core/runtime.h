@@ -122,11 +122,13 @@ struct runtime_ops {
 	 * interpreted frames of the thread whose pid_tgid is id and whose fs
 	 * base is fsbase (walk_thread), or of the thread state tstate that
 	 * the runtime found for a thread (walk_tstate), into *out (frames,
-	 * tstate, lock state, err, flags). 0 or -ENOMEM; read failures are in
-	 * out->err. */
+	 * tstate, lock state, err, flags), and the anchors it passed into
+	 * *anchors (NULL: not wanted) for the native walk. 0 or -ENOMEM; read
+	 * failures are in out->err. */
 	int (*walk_thread)(const struct rt_proc *rp, uint64_t id, uint64_t fsbase,
-			   struct tp_sample *out);
-	int (*walk_tstate)(const struct rt_proc *rp, uint64_t tstate, struct tp_sample *out);
+			   struct tp_sample *out, struct tpw_anchors *anchors);
+	int (*walk_tstate)(const struct rt_proc *rp, uint64_t tstate, struct tp_sample *out,
+			   struct tpw_anchors *anchors);
 	/* Every thread of the live process with its frames, into *out (free
 	 * it with threads_free, in every case). 0; -ESRCH: gone; -ENOMEM;
 	 * another negative errno with msg saying why the list cannot be

@@ -515,6 +515,7 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 			    p->rt->lock_wait_function))
 			*lock_wait = true;
 	}
+	merge_anchor_kinds(smp, kind);
 	struct merge_in in =
 	    merge_in_sample(smp, kind, p->rt->interp_frames(p->rp), st->o.filtered);
 	size_t nsteps = merge_stack(&in, st->gend, st->steps);

@@ -258,7 +258,8 @@ static int walk_frames(struct tpw_state *st, struct pywalk_thread *t)
 	return 0;
 }
 
-int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct tp_sample *out)
+int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct tp_sample *out,
+		  struct tpw_anchors *anchors)
 {
 	struct tpw_state *st = state_new(pp);
 	if (!st)
@@ -278,11 +279,14 @@ int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct 
 		walk_tstate(st, ts);
 	}
 	*out = st->s;
+	if (anchors)
+		*anchors = st->a;
 	free(st);
 	return 0;
 }
 
-int pywalk_tstate(const struct pyproc *pp, uint64_t tstate, struct tp_sample *out)
+int pywalk_tstate(const struct pyproc *pp, uint64_t tstate, struct tp_sample *out,
+		  struct tpw_anchors *anchors)
 {
 	struct tpw_state *st = state_new(pp);
 	if (!st)
@@ -293,6 +297,8 @@ int pywalk_tstate(const struct pyproc *pp, uint64_t tstate, struct tp_sample *ou
 	st->s.gil = tpw_gil_state(st, tstate);
 	walk_tstate(st, tstate);
 	*out = st->s;
+	if (anchors)
+		*anchors = st->a;
 	free(st);
 	return 0;
 }

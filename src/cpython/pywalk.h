@@ -63,14 +63,18 @@ int pywalk_read(const struct pyproc *pp, struct pywalk *w);
 /* One thread's stack exactly as the BPF program samples it: the thread
  * state found by matching fsbase (the thread's pthread_self()) against the
  * interpreters' thread lists, then its frames. id is the sample's pid_tgid.
- * Fills *out's frames, tstate, gil, nframes, err and flags. Returns 0 or -ENOMEM
+ * Fills *out's frames, tstate, gil, nframes, err and flags, and *anchors
+ * (NULL: not wanted) with the entry frames passed. Returns 0 or -ENOMEM
  * (read failures are in out->err). */
-int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct tp_sample *out);
+int pywalk_sample(const struct pyproc *pp, uint64_t id, uint64_t fsbase, struct tp_sample *out,
+		  struct tpw_anchors *anchors);
 
 /* The frames of thread state tstate as the BPF program walks them once it
- * has found it (flags, entry marks, err and GIL state included), into *out. Returns 0
- * or -ENOMEM (read failures are in out->err). */
-int pywalk_tstate(const struct pyproc *pp, uint64_t tstate, struct tp_sample *out);
+ * has found it (flags, entry marks, err and GIL state included), into *out,
+ * and its anchors into *anchors (NULL: not wanted). Returns 0 or -ENOMEM
+ * (read failures are in out->err). */
+int pywalk_tstate(const struct pyproc *pp, uint64_t tstate, struct tp_sample *out,
+		  struct tpw_anchors *anchors);
 
 /* Frees what pywalk_read() allocated and zeroes w. Accepts a zeroed w. */
 void pywalk_free(struct pywalk *w);

@@ -136,14 +136,15 @@ static bool interp_frames(const struct rt_proc *rp)
 }
 
 static int walk_thread(const struct rt_proc *rp, uint64_t id, uint64_t fsbase,
-		       struct tp_sample *out)
+		       struct tp_sample *out, struct tpw_anchors *anchors)
 {
-	return pywalk_sample(&rp->pp, id, fsbase, out);
+	return pywalk_sample(&rp->pp, id, fsbase, out, anchors);
 }
 
-static int walk_tstate(const struct rt_proc *rp, uint64_t tstate, struct tp_sample *out)
+static int walk_tstate(const struct rt_proc *rp, uint64_t tstate, struct tp_sample *out,
+		       struct tpw_anchors *anchors)
 {
-	return pywalk_tstate(&rp->pp, tstate, out);
+	return pywalk_tstate(&rp->pp, tstate, out, anchors);
 }
 
 static int threads(const struct rt_proc *rp, struct rt_threads *out, char *msg, size_t msglen)

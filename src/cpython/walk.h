@@ -589,6 +589,10 @@ TPW_INLINE bool tpw_interp_frame(struct tpw_state *st)
 	 * the code object anyway, and BPF pays nothing for it. */
 	fr->aux = ip & ip_mask;
 	st->s.frames[tpw_frame_idx(n - 1)].flags |= (1 - keep) & TP_FF_ENTRY;
+	/* The entry frame is a local of its eval-loop call (3.12+): an anchor
+	 * for the native walk. 3.15's base frame, in the thread state, is one
+	 * no native frame holds. */
+	tpw_anchor(st, f, 1 - keep);
 	st->s.nframes = n + keep;
 	return tpw_advance(st, f, tpw_win_u64(st, at, o->frame_back));
 }

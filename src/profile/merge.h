@@ -52,6 +52,14 @@ struct merge_in {
 struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkind,
 				bool interp_frames, bool filtered);
 
+/* Where the runtime's walk left anchors (TP_SF_ANCHORED), they alone say
+ * which native frames are its eval-loop calls, whatever their names say:
+ * sets nkind[i] (i < smp->nustack) to MERGE_NK_EVAL for each anchored
+ * frame, and an eval loop by name that holds none to MERGE_NK_OTHER. A
+ * stripped interpreter names none of the pieces the compiler made of its
+ * eval loop (doc/design/native-stacks.md, "Merging"). */
+void merge_anchor_kinds(const struct tp_sample *smp, uint8_t *nkind);
+
 /* Room merge_stack() needs in out: every frame and one marker. */
 #define MERGE_STEPS_MAX(nnative, nframes) ((size_t)(nnative) + (nframes) + 1)
 

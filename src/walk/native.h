@@ -32,6 +32,14 @@
 TPW_INLINE void tpn_begin(struct tpw_state *st, __u64 ip, __u64 sp, __u64 fp)
 {
 	st->s.flags |= TP_SF_NATIVE;
+	/* The runtime's walk, over by now, left anchors: the frames that
+	 * hold them are its eval-loop calls. Any that did not fit leaves the
+	 * merge to names. */
+	for (int i = 0; i < TP_USTACK_MAX / 64; i++)
+		st->s.anchored[i] = 0;
+	if (st->a.n && !st->a.full)
+		st->s.flags |= TP_SF_ANCHORED;
+	st->a.next = 0;
 	st->s.nustack = 0;
 	st->s.uerr = TP_UERR_NONE;
 	st->u.ip = ip;
@@ -93,6 +101,26 @@ TPW_INLINE int tpn_find_row(struct tpw_state *st, void *t, const struct tp_ufile
 		return -1;
 	*row = *e;
 	return 0;
+}
+
+/* Marks the frame just recorded, whose stack is [sp, cfa), if it holds the
+ * next anchor: an anchor below it, which no frame held, is passed over. */
+TPW_INLINE void tpn_anchor(struct tpw_state *st, __u64 sp, __u64 cfa)
+{
+	__u32 i = st->a.next, k = st->s.nustack - 1;
+	if (i >= st->a.n)
+		return;
+	__u64 a = st->a.addr[i & (TP_ANCHORS_MAX - 1)];
+	if (a < sp) {
+		st->a.next = ++i;
+		if (i >= st->a.n)
+			return;
+		a = st->a.addr[i & (TP_ANCHORS_MAX - 1)];
+	}
+	if (a < sp || a >= cfa)
+		return;
+	st->a.next = i + 1;
+	st->s.anchored[(k >> 6) & (TP_USTACK_MAX / 64 - 1)] |= 1ULL << (k & 63);
 }
 
 /* One unwinding step: records the current frame, then moves the registers to
@@ -164,6 +192,7 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 		tpn_fail(st, TP_UERR_BAD_STEP);
 		return;
 	}
+	tpn_anchor(st, sp, cfa);
 	if (row.fp == TP_FP_AT && row.fp_off == -16) {
 		__u64 pair[2];
 		if (tpw_read(st, pair, sizeof(pair), cfa - 16)) {

@@ -56,6 +56,7 @@ struct tpw_state {
 		__u32 frames; /* unwound so far, the sampled one included */
 		__u32 done;   /* the native walk is over */
 	} u;
+	struct tpw_anchors a;
 	struct tp_sample s; /* s.time_ns must be set: the caches age by it */
 	struct tpw_host host;
 };
@@ -147,6 +148,17 @@ TPW_INLINE int tpw_win_read_u64(struct tpw_state *st, __u64 *dst, __u64 addr)
 	return tpw_read_u64(st, dst, addr);
 }
 
+/* Adds anchor addr when add is 1, nothing when it is 0: without a branch,
+ * for the runtimes' unrolled walks. */
+TPW_INLINE void tpw_anchor(struct tpw_state *st, __u64 addr, __u32 add)
+{
+	__u32 n = st->a.n;
+	__u32 room = (n - TP_ANCHORS_MAX) >> 31; /* n < TP_ANCHORS_MAX */
+	st->a.addr[n & (2 * TP_ANCHORS_MAX - 1)] = addr;
+	st->a.n = n + (add & room);
+	st->a.full |= add & (1 - room);
+}
+
 /* Starts a walk of the sample in st->s, whose pid, tid and time_ns are set,
  * for the runtime of st->proc: no frames, no error, no native walk. Forgets
  * the window, which held another process's memory, or memory changed since.
@@ -166,6 +178,9 @@ TPW_INLINE void tpw_begin(struct tpw_state *st)
 	st->s.nustack = 0;
 	st->s.uerr = TP_UERR_NONE;
 	st->u.done = 1;
+	st->a.n = 0;
+	st->a.next = 0;
+	st->a.full = 0;
 	st->win_len = 0;
 }
 

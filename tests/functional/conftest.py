@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -33,6 +33,11 @@ class Interp:
     path: str  # the interpreter as the process sees it
     version: tuple
     root: str = None  # a Debian root it runs in through chroot, or None
+    # Run as a user's machine has it: the debug files of the -dbg packages
+    # (which the test roots install, and which name the regular
+    # interpreter's every function) out of its sight, under an empty tmpfs
+    # in a mount namespace of its own.
+    hide_debug: bool = False
 
     @property
     def has_qualname(self):
@@ -41,12 +46,19 @@ class Interp:
     def argv(self, script, *args):
         """The command that runs a workload (a host path) with this interpreter."""
         if not self.root:
-            return [self.path, script] + [str(a) for a in args]
-        inside = os.path.join(ROOT_WORKLOADS, os.path.basename(script))
-        copy_workloads(self.root)
-        if not os.path.exists(self.root + inside):
-            shutil.copy(script, self.root + inside)
-        return ["chroot", self.root, self.path, inside] + [str(a) for a in args]
+            argv = [self.path, script] + [str(a) for a in args]
+        else:
+            inside = os.path.join(ROOT_WORKLOADS, os.path.basename(script))
+            copy_workloads(self.root)
+            if not os.path.exists(self.root + inside):
+                shutil.copy(script, self.root + inside)
+            argv = ["chroot", self.root, self.path, inside] + [str(a) for a in args]
+        if self.hide_debug:
+            debug = (self.root or "") + "/usr/lib/debug"
+            argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                    '{ [ ! -d "$0" ] || mount -t tmpfs taipan-no-debug "$0"; } && exec "$@"',
+                    debug] + argv
+        return argv
 
 
 def copy_workloads(root):
@@ -223,6 +235,12 @@ def interpreter(ident):
         if row[0] == ident:
             return _installed(row)
     raise KeyError(ident)
+
+
+def without_debug_files(ident):
+    """interpreter(ident) as a user's machine runs it: without the debug
+    files of its -dbg package."""
+    return replace(interpreter(ident), hide_debug=True)
 
 
 def pyenv(ident):

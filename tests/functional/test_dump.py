@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import WORKLOADS, error_lines, interpreter, marked_lines, pyenv, require, run_on_sleeper, run_taipan
+from conftest import (WORKLOADS, error_lines, interpreter, marked_lines, pyenv, require, run_on_sleeper, run_taipan,
+                      without_debug_files)
 
 BLOCKED_THREADS = 50
 # What the dump of a 50-thread process may take, start to exit.
@@ -299,6 +300,27 @@ def test_native_frames_interleave_with_python(taipan, workload, tmp_path, ident)
     assert not t["native_notes"], t
     # Python frames only, and the eval loop never shows.
     assert not any("EvalFrame" in n for _, n, _ in t["stack"]), t["stack"]
+
+
+def test_native_merge_on_a_stripped_interpreter(taipan, workload):
+    """Debian's sid python3.13 without its -dbg package, whose eval loop
+    runs in an unnamed piece (_PyEval_EvalFrameDefault.cold): dump merges
+    as record does, by the entry frames on the native stack. The comparator
+    under qsort under sort_once, the parts never disagreeing."""
+    w = workload(without_debug_files("sid-3.13"), "native_qsort.py")
+
+    def seq(threads):
+        t = threads[w.pid]
+        return [n for k, n, _ in t["stack"] if n in ("compare", "sort_once") or
+                (k == "native" and ("qsort" in n or "msort" in n))][:3]
+
+    threads = dump_until(taipan, w.pid, lambda t: seq(t)[:1] == ["compare"], "--native", "all")
+    t = threads[w.pid]
+    assert not any("disagree" in n for n in t["native_notes"]), t
+    assert seq(threads) == ["compare", "qsort_r", "sort_once"] or \
+        (seq(threads)[0] == "compare" and seq(threads)[2] == "sort_once"), t["stack"]
+    # The interpreter's functions are unnamed here: no debug file was read.
+    assert any(k == "native" and re.match(r"^python3\.13\+0x", n) for k, n, _ in t["stack"]), t["stack"]
 
 
 def test_native_libc_wrapper_under_the_sleeper(taipan, workload):

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from conftest import (WORKLOADS, go_pprof, interpreter, marked_lines, matrix_sample, record, record_folded,
-                      require, run_taipan, total)
+                      require, run_taipan, total, without_debug_files)
 
 # The interpreters whose headers are on this machine: the test extension
 # is built against them.
@@ -36,18 +36,23 @@ def under(stack, func):
 
 def no_eval_loops(stacks, version):
     """Merged stacks never keep an eval-loop frame: each one was replaced by
-    its Python frames. Two kinds of sample say why they may keep one: those
-    whose parts disagree, and those whose Python walk stopped short (a walk
+    its Python frames. Three kinds of sample say why they may keep one: those
+    whose parts disagree, those whose Python walk stopped short (a walk
     failure's marker at the root: the eval loops nearest the root have no
-    Python frames to take their place)."""
+    Python frames to take their place), and those taken in an eval loop's
+    first instructions, before its entry frame was linked (3.12+: the
+    innermost native frame, which runs no Python frame yet)."""
     loop = EVAL_LOOP[version[0]]
 
     def excused(s):
         py_cut = s.frames and s.frames[0].marker and not s.frames[0].name.startswith("[native")
         return py_cut or any(f.name.startswith("[native and Python") for f in s.frames)
 
-    left = [s for s in stacks if any(loop.match(f.name) for f in s.frames if f.native)
-            and not excused(s)]
+    def kept(s):
+        native = [f for f in s.frames if f.native]
+        return any(loop.match(f.name) for f in (native if version < (3, 12) else native[:-1]))
+
+    left = [s for s in stacks if kept(s) and not excused(s)]
     assert not left, "eval-loop frames left in: %s" % names(left[0])
 
 
@@ -112,6 +117,64 @@ def qsort_order(taipan, tmp_path, workload, interp, mode):
             good += s.count
     assert good >= 0.9 * total(hits), "python/ffi/qsort/closure/python order in %d of %d: %s" % (
         good, total(hits), [f.text for f in hits[0].frames])
+
+
+# Debian's own interpreters. Their -dbg packages (which the test roots
+# install) carry the debug file of the regular interpreter too, naming what
+# its dynamic symbols do not: sid's compiler leaves 1 KB of the eval loop
+# under _PyEval_EvalFrameDefault and puts the rest in
+# _PyEval_EvalFrameDefault.cold, which only the debug file names.
+DEBIAN = ["sid-3.13", "sid-3.13-pie", "sid-3.14", "sid-3.15", "debian-3.11-static"]
+MIXED_PHASES = {"sort_once": "qsort", "regex": "regex", "encode": "encode"}
+UNNAMED_IN_INTERP = re.compile(r"^python3\.\d+(-pie)?\+0x[0-9a-f]+$")
+
+
+@pytest.mark.parametrize("ident,debug", [(i, False) for i in DEBIAN] + [("sid-3.13", True), ("sid-3.15", True)])
+def test_debian_interpreters_merge_in_place(taipan, tmp_path, workload, ident, debug):
+    """re, json and ctypes' qsort with a Python comparator, on the
+    interpreters Debian ships, as a user's machine has them (without the
+    -dbg packages) and with them: the Python frames in place among the
+    native ones in 99% of the samples, and the two parts disagreeing in at
+    most 0.5% (the eval-loop calls are found by their entry frames on the
+    native stack, not by their names)."""
+    it = interpreter(ident) if debug else without_debug_files(ident)
+    w = workload(it, "native_mixed.py")
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", "all"])
+    line = marked_lines(os.path.join(WORKLOADS, "native_mixed.py"))
+    n = total(stacks)
+    assert n >= 300, "few samples: %d" % n
+    disagree = total([s for s in stacks if any(f.name.startswith("[native and Python") for f in s.frames)])
+    assert disagree <= 0.005 * n, "the parts disagree in %d of %d samples: %s" % (
+        disagree, n, next(s for s in stacks if any(f.name.startswith("[native and") for f in s.frames)).frames)
+    no_eval_loops(stacks, it.version)
+
+    def in_place(s):
+        py = [(f.name, f.line) for f in s.python if f.file and f.file.endswith("native_mixed.py")]
+        if len(py) < 2 or py[0][0] != "<module>" or py[1][0] not in MIXED_PHASES or \
+                py[1][1] != line[MIXED_PHASES[py[1][0]]]:
+            return False
+        if len(py) == 2:
+            return True
+        # The comparator: under qsort, through libffi, in its own line.
+        names_ = [f.name for f in s.frames]
+        i, j = names_.index("sort_once"), len(names_) - 1 - names_[::-1].index("compare")
+        between = [x.lower() for x in names_[i + 1:j]]
+        return py[1][0] == "sort_once" and py[2] == ("compare", line["compare"]) and len(py) == 3 and \
+            any("qsort" in x or "msort" in x for x in between) and any("ffi" in x for x in between)
+
+    good = total([s for s in stacks if in_place(s)])
+    compares = total([s for s in stacks if any(f.name == "compare" for f in s.python)])
+    assert compares >= 0.05 * n, "few samples in the comparator: %d of %d" % (compares, n)
+    assert good >= 0.99 * n, "in place in %d of %d samples: %s" % (
+        good, n, [f.text for f in next(s for s in stacks if not in_place(s)).frames])
+    # What the test ran is what it says: the interpreter's own functions
+    # unnamed without the debug files, named with them.
+    if ident.startswith("sid-"):
+        unnamed = total([s for s in stacks if any(UNNAMED_IN_INTERP.match(f.name) for f in s.native)])
+        if debug:
+            assert unnamed <= 0.01 * n, "interpreter frames unnamed in %d of %d samples" % (unnamed, n)
+        else:
+            assert unnamed >= 0.5 * n, "interpreter frames unnamed in only %d of %d samples" % (unnamed, n)
 
 
 @pytest.mark.parametrize("ident,mode", [(i, "filtered") for i in HEADERS] +

@@ -91,7 +91,7 @@ static int check_capture(const char *path, size_t *nthreads, size_t *nframes)
 	for (size_t i = 0; i < c.nthreads; i++) {
 		const struct capture_thread *t = &c.threads[i];
 		/* As BPF samples it: tid 1 of pid 1, whose fs base is thread_id. */
-		assert_int_equal(pywalk_sample(&c.pp, (1ULL << 32) | 1, t->thread_id, s), 0);
+		assert_int_equal(pywalk_sample(&c.pp, (1ULL << 32) | 1, t->thread_id, s, NULL), 0);
 		bad += compare(path, "sampled", sz, t, s->frames, s->nframes, s->err);
 		/* As dump lists it. */
 		const struct pywalk_thread *listed = NULL;

@@ -224,6 +224,59 @@ static void test_merge_in_sample(void **state)
 	assert_true(in.nat_cut);
 }
 
+/* A stripped 3.13: the eval loop's frames carry no name (the pieces its
+ * compiler made: _PyEval_EvalFrameDefault.cold), but the native walk
+ * found each eval-loop call by the entry frame on its stack. The anchors
+ * decide: a named eval loop that holds none is an ordinary frame. */
+static void test_anchors_decide(void **state)
+{
+	(void)state;
+	static struct tp_sample smp;
+	memset(&smp, 0, sizeof(smp));
+	/* Leaf first: a C function, an unnamed anchored frame, machinery, a
+	 * frame named as the eval loop but not anchored, the second anchored
+	 * one (native frame 68: the second word of the mask), the root. */
+	uint8_t kind[70];
+	memset(kind, OTHER, sizeof(kind));
+	kind[2] = MACH;
+	kind[3] = EVAL;
+	smp.nustack = 70;
+	smp.anchored[0] = 1ULL << 1;
+	smp.anchored[1] = 1ULL << (68 - 64);
+	/* Without TP_SF_ANCHORED the names stand. */
+	merge_anchor_kinds(&smp, kind);
+	assert_int_equal(kind[1], OTHER);
+	assert_int_equal(kind[3], EVAL);
+	smp.flags = TP_SF_ANCHORED;
+	merge_anchor_kinds(&smp, kind);
+	for (int i = 0; i < 70; i++)
+		assert_int_equal(kind[i], i == 1 || i == 68 ? EVAL : i == 2 ? MACH : OTHER);
+	/* Two groups of frames, one per anchored call: merged in place. */
+	struct tp_frame frames[3] = {{0}};
+	frames[0].flags = TP_FF_ENTRY;
+	struct merge_in in = merge_in_sample(&smp, kind, true, false);
+	in.nframes = 3;
+	in.frames = frames;
+	struct merge_step steps[MERGE_STEPS_MAX(70, 3)];
+	int gend[4];
+	size_t n = merge_stack(&in, gend, steps);
+	assert_int_equal(n, 70 - 2 + 3);
+	assert_int_equal(steps[0].op, MERGE_NATIVE);
+	assert_int_equal(steps[0].index, 69);
+	assert_int_equal(steps[1].op, MERGE_PYTHON);
+	assert_int_equal(steps[1].index, 2);
+	assert_int_equal(steps[2].op, MERGE_PYTHON);
+	assert_int_equal(steps[2].index, 1);
+	for (int i = 67; i >= 2; i--) { /* the native frames between the calls */
+		assert_int_equal(steps[3 + 67 - i].op, MERGE_NATIVE);
+		assert_int_equal(steps[3 + 67 - i].index, i);
+	}
+	assert_int_equal(steps[69].op, MERGE_PYTHON);
+	assert_int_equal(steps[69].index, 0);
+	assert_int_equal(steps[70].op, MERGE_NATIVE);
+	assert_int_equal(steps[70].index, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -231,6 +284,7 @@ int main(void)
 	    cmocka_unit_test(test_entry_frames_group), cmocka_unit_test(test_disagree),
 	    cmocka_unit_test(test_native_cut),	       cmocka_unit_test(test_interp_cut),
 	    cmocka_unit_test(test_top_shim),	       cmocka_unit_test(test_merge_in_sample),
+	    cmocka_unit_test(test_anchors_decide),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,166 @@
+/* test_native_walk.c - unit tests for the anchors of the native walk
+ * (walk/native.h, the source BPF runs): the frame whose stack holds each
+ * anchor the runtime's walk passed is marked as the runtime's eval-loop
+ * call, one anchor per frame, innermost first, and one that no frame holds
+ * is passed over. The walk runs over a stack built here, frame-pointer
+ * chained, with the real unwinding code. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "taipan_abi.h"
+
+/* The walk state's hooks: memory is the stack built here. */
+struct tpw_host {
+	const uint8_t *mem;
+	uint64_t base, len;
+};
+
+static int host_read(const struct tpw_host *h, void *dst, size_t len, uint64_t addr)
+{
+	if (addr < h->base || addr - h->base > h->len || len > h->len - (addr - h->base))
+		return -1;
+	memcpy(dst, h->mem + (addr - h->base), len);
+	return 0;
+}
+
+#define tpw_read(st, dst, len, addr) host_read(&(st)->host, (dst), (len), (addr))
+#define tpw_count(st, stat) ((void)(st), (void)(stat))
+#include "walk/state.h"
+
+/* Code at CODE_LO .. CODE_HI is mapped, with no table: frame pointers. */
+#define CODE_LO 0x400000ULL
+#define CODE_HI 0x500000ULL
+
+static int tpn_mapping(struct tpw_state *st, uint64_t ip, struct tp_umap *m)
+{
+	(void)st;
+	if (ip < CODE_LO || ip >= CODE_HI)
+		return -1;
+	*m = (struct tp_umap){.bias = 0, .file = 0, .flags = TP_UM_FP};
+	return 0;
+}
+#define tpn_table(st, file) ((void)(st), (void)(file), (void *)NULL)
+#define tpn_file(st, file, info) ((void)(st), (void)(file), (void)(info), -1)
+#define tpn_entry(st, t, i) ((void)(st), (void)(t), (void)(i), (const struct tp_urow *)NULL)
+#include "walk/native.h"
+
+#define STACK_BASE 0x7ff000000000ULL
+#define NFRAMES 5
+#define FRAME_BYTES                                                                                \
+	0x40 /* each frame's stack: [sp, sp + 0x40), its saved rbp and                             \
+	      * return address at the top */
+
+static uint64_t stack_mem[(NFRAMES * FRAME_BYTES) / 8 + 2];
+static struct tpw_state st;
+
+/* NFRAMES frames, leaf first: frame k's stack is [sp_k, sp_k + FRAME_BYTES),
+ * its rbp points 16 bytes below the top, where the caller's rbp and the
+ * return address into the caller lie. The outermost has a zero return
+ * address. */
+static uint64_t frame_sp(int k)
+{
+	return STACK_BASE + (uint64_t)k * FRAME_BYTES;
+}
+
+static void build_stack(void)
+{
+	memset(stack_mem, 0, sizeof(stack_mem));
+	for (int k = 0; k < NFRAMES; k++) {
+		uint64_t fp = frame_sp(k) + FRAME_BYTES - 16;
+		size_t at = (size_t)(fp - STACK_BASE) / 8;
+		stack_mem[at] = k + 1 < NFRAMES ? frame_sp(k + 1) + FRAME_BYTES - 16 : 0;
+		stack_mem[at + 1] = k + 1 < NFRAMES ? CODE_LO + 0x100 * (uint64_t)(k + 2) : 0;
+	}
+	memset(&st, 0, sizeof(st));
+	st.host = (struct tpw_host){(const uint8_t *)stack_mem, STACK_BASE, sizeof(stack_mem)};
+	st.s.time_ns = 1;
+	tpw_begin(&st);
+}
+
+/* Walks the stack with the anchors given (innermost first) and returns
+ * the anchored mask of its frames. */
+static uint64_t walk(const uint64_t *anchors, int n)
+{
+	build_stack();
+	for (int i = 0; i < n; i++)
+		tpw_anchor(&st, anchors[i], 1);
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), frame_sp(0) + FRAME_BYTES - 16);
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_NONE);
+	assert_int_equal(st.s.nustack, NFRAMES);
+	assert_int_equal(st.s.anchored[1], 0);
+	return st.s.anchored[0];
+}
+
+/* Each anchor marks the frame whose stack holds it. */
+static void test_frames_holding_anchors(void **state)
+{
+	(void)state;
+	const uint64_t a[] = {frame_sp(1) + 8, frame_sp(3) + 0x20};
+	assert_int_equal(walk(a, 2), (1 << 1) | (1 << 3));
+	assert_true(st.s.flags & TP_SF_ANCHORED);
+	/* The sampled frame itself may hold one. */
+	const uint64_t b[] = {frame_sp(0)};
+	assert_int_equal(walk(b, 1), 1 << 0);
+}
+
+/* A frame holds one anchor at most: a second in the same frame is no
+ * frame's, and is passed over at the next frame, which takes the one
+ * after it. */
+static void test_one_per_frame(void **state)
+{
+	(void)state;
+	const uint64_t a[] = {frame_sp(1) + 8, frame_sp(1) + 16, frame_sp(2) + 8};
+	assert_int_equal(walk(a, 3), (1 << 1) | (1 << 2));
+}
+
+/* An anchor above the whole stack (3.15's base frame, in the thread
+ * state) marks nothing; one below the sampled stack pointer is passed
+ * over. */
+static void test_anchors_no_frame_holds(void **state)
+{
+	(void)state;
+	const uint64_t a[] = {frame_sp(2) + 8, STACK_BASE + 0x100000};
+	assert_int_equal(walk(a, 2), 1 << 2);
+	const uint64_t b[] = {STACK_BASE - 64, frame_sp(1)};
+	assert_int_equal(walk(b, 2), 1 << 1);
+}
+
+/* Without anchors, or with more than fit, the sample is not anchored:
+ * the merge goes by names. */
+static void test_none_or_too_many(void **state)
+{
+	(void)state;
+	assert_int_equal(walk(NULL, 0), 0);
+	assert_false(st.s.flags & TP_SF_ANCHORED);
+	static uint64_t many[TP_ANCHORS_MAX + 1];
+	for (int i = 0; i <= TP_ANCHORS_MAX; i++)
+		many[i] = frame_sp(0) + (uint64_t)i / 8;
+	walk(many, TP_ANCHORS_MAX + 1);
+	assert_int_equal(st.a.n, TP_ANCHORS_MAX);
+	assert_true(st.a.full);
+	assert_false(st.s.flags & TP_SF_ANCHORED);
+	/* A non-anchor (add 0) costs nothing. */
+	build_stack();
+	tpw_anchor(&st, frame_sp(1), 0);
+	assert_int_equal(st.a.n, 0);
+	assert_false(st.a.full);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_frames_holding_anchors),
+	    cmocka_unit_test(test_one_per_frame),
+	    cmocka_unit_test(test_anchors_no_frame_holds),
+	    cmocka_unit_test(test_none_or_too_many),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
