@@ -296,6 +296,10 @@ struct tp_sample {
 	 * call, whatever its name, or if it has none (a stripped build's
 	 * _PyEval_EvalFrameDefault.cold). */
 	__u64 anchored[TP_USTACK_MAX / 64];
+	/* TP_SF_NATIVE: bit i set when ustack[i] is where a signal found the
+	 * thread, or the kernel's signal frame, and not a return address (the
+	 * sampled ustack[0] always is): named as is, not as its call. */
+	__u64 exact[TP_USTACK_MAX / 64];
 	/* Instruction pointers: the sampled one, then each return address. */
 	__u64 ustack[TP_USTACK_MAX];
 	struct tp_frame frames[TP_MAX_FRAMES];
@@ -335,7 +339,17 @@ enum tp_cfa_kind {
 	TP_CFA_PLT = 3,	    /* a PLT stub: sp + cfa_off, + 8 when (ip & 15) >= 11 */
 	TP_CFA_END = 4,	    /* the outermost frame: the return address is undefined */
 	TP_CFA_NOCFI = 5,   /* no CFI covers it: follow the frame pointer */
+	TP_CFA_SIGNAL = 6,  /* a signal frame (CIE augmentation 'S': the C library's
+			       __restore_rt): sp points at the ucontext the kernel saved, and
+			       the interrupted thread's registers are in its mcontext */
 };
+
+/* Where the interrupted registers lie from a TP_CFA_SIGNAL frame's sp (x86-64
+ * Linux: struct ucontext's uc_mcontext.gregs[], after uc_flags, uc_link and
+ * uc_stack): REG_RBP, REG_RSP, REG_RIP. */
+#define TP_UC_RBP (40 + 10 * 8)
+#define TP_UC_RSP (40 + 15 * 8)
+#define TP_UC_RIP (40 + 16 * 8)
 
 /* Where the caller's frame pointer (rbp) is. */
 enum tp_fp_rule {

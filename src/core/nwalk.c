@@ -395,6 +395,7 @@ static void unwind(struct nwalk *nw, const struct user_regs_struct *r,
 		tpn_fail(st, TP_UERR_STEPS);
 	memcpy(out->ustack, st->s.ustack, sizeof(out->ustack));
 	memcpy(out->anchored, st->s.anchored, sizeof(out->anchored));
+	memcpy(out->exact, st->s.exact, sizeof(out->exact));
 	out->nustack = st->s.nustack;
 	out->uerr = st->s.uerr;
 	out->flags |= TP_SF_NATIVE | (st->s.flags & TP_SF_ANCHORED);

@@ -505,7 +505,8 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 	uint8_t kind[TP_USTACK_MAX];
 	int ret;
 	for (uint32_t i = 0; i < nat; i++) {
-		ids[i] = native_frame(st, p, smp->ustack[i], i == 0, &kind[i]);
+		bool exact = i == 0 || ((smp->exact[i >> 6] >> (i & 63)) & 1);
+		ids[i] = native_frame(st, p, smp->ustack[i], exact, &kind[i]);
 		if (ids[i] < 0)
 			return ids[i];
 		/* A thread without the lock in the function that takes it

@@ -491,8 +491,16 @@ static void convert(Dwarf_Frame *f, struct tp_urow *r)
 
 	*r = (struct tp_urow){.cfa = TP_CFA_INVALID, .fp = TP_FP_SAME};
 	ra = dwarf_frame_info(f, NULL, NULL, &signal);
-	if (ra != REG_RA || signal)
+	if (ra != REG_RA)
 		return;
+	/* A signal frame ('S'): the C library's __restore_rt, whose CFI
+	 * describes the kernel's struct rt_sigframe with expressions. The
+	 * registers are where x86-64 Linux puts them, whatever the
+	 * expressions: BPF reads them from the ucontext (TP_CFA_SIGNAL). */
+	if (signal) {
+		r->cfa = TP_CFA_SIGNAL;
+		return;
+	}
 	/* The return address: undefined ends the stack; else at CFA - 8. */
 	if (dwarf_frame_register(f, REG_RA, mem, &ops, &nops))
 		return;

@@ -35,8 +35,10 @@ TPW_INLINE void tpn_begin(struct tpw_state *st, __u64 ip, __u64 sp, __u64 fp)
 	/* The runtime's walk, over by now, left anchors: the frames that
 	 * hold them are its eval-loop calls. Any that did not fit leaves the
 	 * merge to names. */
-	for (int i = 0; i < TP_USTACK_MAX / 64; i++)
+	for (int i = 0; i < TP_USTACK_MAX / 64; i++) {
 		st->s.anchored[i] = 0;
+		st->s.exact[i] = 0;
+	}
 	if (st->a.n && !st->a.full)
 		st->s.flags |= TP_SF_ANCHORED;
 	st->a.next = 0;
@@ -47,6 +49,7 @@ TPW_INLINE void tpn_begin(struct tpw_state *st, __u64 ip, __u64 sp, __u64 fp)
 	st->u.fp = fp;
 	st->u.frames = 0;
 	st->u.done = 0;
+	st->u.exact = 1;
 }
 
 TPW_INLINE void tpn_fail(struct tpw_state *st, __u16 err)
@@ -132,14 +135,16 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 	__u64 ip = st->u.ip, sp = st->u.sp, cfa, ra, fp = st->u.fp;
 	/* A return address points after its call, which may be the last
 	 * instruction of a function: look up the call itself. The sampled
-	 * instruction is where it is. */
-	__u64 at = st->u.frames ? ip - 1 : ip;
+	 * instruction, or one a signal interrupted, is where it is. */
+	__u64 at = st->u.exact ? ip : ip - 1;
 
 	if (st->s.nustack >= TP_USTACK_MAX) {
 		tpn_fail(st, TP_UERR_DEPTH);
 		return;
 	}
-	st->s.ustack[st->s.nustack & (TP_USTACK_MAX - 1)] = ip;
+	__u32 k = st->s.nustack;
+	st->s.ustack[k & (TP_USTACK_MAX - 1)] = ip;
+	st->s.exact[(k >> 6) & (TP_USTACK_MAX / 64 - 1)] |= (__u64)(st->u.exact & 1) << (k & 63);
 	st->s.nustack++;
 	st->u.frames++;
 
@@ -173,6 +178,27 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 	case TP_CFA_END:
 		st->u.done = 1; /* the thread's root */
 		return;
+	case TP_CFA_SIGNAL: {
+		/* The kernel's signal frame: the interrupted registers, saved
+		 * on the stack; the caller is the interrupted instruction.
+		 * Its stack need not lie above (sigaltstack), and the walk is
+		 * bounded anyway. */
+		__u64 regs[(TP_UC_RIP - TP_UC_RBP) / 8 + 1];
+		if (tpw_read(st, regs, sizeof(regs), sp + TP_UC_RBP)) {
+			tpn_fail(st, TP_UERR_READ);
+			return;
+		}
+		/* Named as is: the kernel's return address is the
+		 * trampoline's first instruction, not after a call. */
+		st->s.exact[(k >> 6) & (TP_USTACK_MAX / 64 - 1)] |= 1ULL << (k & 63);
+		st->u.fp = regs[0];
+		st->u.sp = regs[(TP_UC_RSP - TP_UC_RBP) / 8];
+		st->u.ip = regs[(TP_UC_RIP - TP_UC_RBP) / 8];
+		st->u.exact = 1;
+		if (!st->u.ip)
+			st->u.done = 1;
+		return;
+	}
 	case TP_CFA_NOCFI:
 		if (!fp) {
 			/* The x86-64 ABI's mark of the outermost frame: _start
@@ -214,6 +240,7 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 	st->u.ip = ra;
 	st->u.sp = cfa;
 	st->u.fp = fp;
+	st->u.exact = 0;
 	if (!ra)
 		st->u.done = 1; /* a zero return address ends a frame-pointer chain */
 }

@@ -55,6 +55,10 @@ struct tpw_state {
 		__u64 ip, sp, fp;
 		__u32 frames; /* unwound so far, the sampled one included */
 		__u32 done;   /* the native walk is over */
+		__u32 exact;  /* ip is where the thread was interrupted (the sampled
+			       * frame, or the one a signal interrupted), not a return
+			       * address */
+		__u32 pad;
 	} u;
 	struct tpw_anchors a;
 	struct tp_sample s; /* s.time_ns must be set: the caches age by it */

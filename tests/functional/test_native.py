@@ -177,6 +177,42 @@ def test_debian_interpreters_merge_in_place(taipan, tmp_path, workload, ident, d
             assert unnamed >= 0.5 * n, "interpreter frames unnamed in only %d of %d samples" % (unnamed, n)
 
 
+@pytest.mark.parametrize("ident", ["pyenv-3.12", "pyenv-3.9", "debian-3.11-static"])
+def test_stack_goes_through_a_signal_frame(taipan, tmp_path, workload, ident):
+    """Python code in a signal handler that interrupted C code: the stack
+    runs from the callback through the C handler and the kernel's signal
+    frame (the C library's __restore_rt, whose CFI is a signal frame's) into
+    the interrupted C loop, and on to the thread's root."""
+    it = interpreter(ident)
+    d = tmp_path / "sigspin"
+    d.mkdir()
+    subprocess.run(["cc", "-O2", "-fomit-frame-pointer", "-fPIC", "-shared",
+                    os.path.join(WORKLOADS, "sigspin.c"), "-o", str(d / "sigspin.so")], check=True)
+    w = workload(it, "native_signal.py", d)
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", "all"])
+    line = marked_lines(os.path.join(WORKLOADS, "native_signal.py"))
+    hits = [s for s in stacks if s.python and s.python[-1].name == "on_alarm"]
+    assert total(hits) >= 30, "few samples in the handler: %d of %d" % (total(hits), total(stacks))
+
+    def through(s):
+        names_ = [f.name for f in s.frames]
+        if any(f.marker for f in s.frames) or names_[0] != "_start" or "sigspin_loop" not in names_:
+            return False
+        loop = names_.index("sigspin_loop")
+        rest = s.frames[loop + 1:]
+        # The signal frame (named from libc6-dbg's debug file, as is: the
+        # kernel's return address is its first instruction), then the C
+        # handler, then Python.
+        return len(rest) > 2 and rest[0].native and rest[0].name == "__restore_rt" and \
+            rest[1].name == "on_signal" and \
+            any(f.name == "<module>" and f.line == line["loop"] for f in s.python) and \
+            s.python[-1].line == line["on_alarm"]
+
+    good = total([s for s in hits if through(s)])
+    assert good >= 0.9 * total(hits), "through the signal frame in %d of %d: %s" % (
+        good, total(hits), [f.text for f in next(s for s in hits if not through(s)).frames])
+
+
 @pytest.mark.parametrize("ident,mode", [(i, "filtered") for i in HEADERS] +
                          [("pyenv-3.9", "all"), ("pyenv-3.12", "all")])
 def test_extension_interleaves_python_and_c(taipan, tmp_path, workload, ident, mode):

@@ -33,21 +33,52 @@ static int host_read(const struct tpw_host *h, void *dst, size_t len, uint64_t a
 #define tpw_count(st, stat) ((void)(st), (void)(stat))
 #include "walk/state.h"
 
-/* Code at CODE_LO .. CODE_HI is mapped, with no table: frame pointers. */
+/* Code at CODE_LO .. CODE_HI is mapped, with no table: frame pointers.
+ * SIG_LO holds a signal trampoline, whose table (file 1) has a signal
+ * frame's row from the byte before it, as the C library's FDE does. */
 #define CODE_LO 0x400000ULL
 #define CODE_HI 0x500000ULL
+#define SIG_LO 0x600000ULL
+
+static const struct tp_urow sig_table[] = {
+    {.pc = 0},						    /* page 0's first row */
+    {.pc = (uint32_t)(SIG_LO - 1), .cfa = TP_CFA_SIGNAL},   /* __restore_rt */
+    {.pc = (uint32_t)(SIG_LO + 0x10), .cfa = TP_CFA_NOCFI}, /* past it */
+};
 
 static int tpn_mapping(struct tpw_state *st, uint64_t ip, struct tp_umap *m)
 {
 	(void)st;
+	if (ip >= SIG_LO - 1 && ip < SIG_LO + 0x1000) {
+		*m = (struct tp_umap){.bias = 0, .file = 1, .flags = 0};
+		return 0;
+	}
 	if (ip < CODE_LO || ip >= CODE_HI)
 		return -1;
 	*m = (struct tp_umap){.bias = 0, .file = 0, .flags = TP_UM_FP};
 	return 0;
 }
-#define tpn_table(st, file) ((void)(st), (void)(file), (void *)NULL)
-#define tpn_file(st, file, info) ((void)(st), (void)(file), (void)(info), -1)
-#define tpn_entry(st, t, i) ((void)(st), (void)(t), (void)(i), (const struct tp_urow *)NULL)
+
+static void *tpn_table(struct tpw_state *st, uint32_t file)
+{
+	(void)st;
+	return file == 1 ? (void *)sig_table : NULL;
+}
+
+static int tpn_file(struct tpw_state *st, uint32_t file, struct tp_ufile *info)
+{
+	(void)st;
+	if (file != 1)
+		return -1;
+	*info = (struct tp_ufile){.base = (uint32_t)(SIG_LO - 1), .npages = 1, .nrows = 2};
+	return 0;
+}
+
+static const struct tp_urow *tpn_entry(struct tpw_state *st, void *t, uint32_t i)
+{
+	(void)st;
+	return t && i < sizeof(sig_table) / sizeof(sig_table[0]) ? &sig_table[i] : NULL;
+}
 #include "walk/native.h"
 
 #define STACK_BASE 0x7ff000000000ULL
@@ -154,13 +185,43 @@ static void test_none_or_too_many(void **state)
 	assert_false(st.a.full);
 }
 
+/* A signal frame: the kernel's trampoline, found by its row
+ * (TP_CFA_SIGNAL), gives the interrupted registers from the ucontext on the
+ * stack. The interrupted instruction is looked up as is (it is the first of
+ * its mapping: as a return address, the byte before would be unmapped), and
+ * both it and the trampoline are marked exact for naming. */
+static void test_signal_frame(void **state)
+{
+	(void)state;
+	build_stack();
+	/* Frame 0 (a handler, frame pointers) returns into the trampoline;
+	 * its CFA, the trampoline's sp, is the ucontext. Frame 2, the
+	 * interrupted one, is frame 3 of the built chain. */
+	uint64_t fp0 = frame_sp(0) + FRAME_BYTES - 16, uc = frame_sp(1);
+	stack_mem[(fp0 + 8 - STACK_BASE) / 8] = SIG_LO;
+	stack_mem[(uc + TP_UC_RBP - STACK_BASE) / 8] = frame_sp(3) + FRAME_BYTES - 16;
+	stack_mem[(uc + TP_UC_RSP - STACK_BASE) / 8] = frame_sp(3);
+	stack_mem[(uc + TP_UC_RIP - STACK_BASE) / 8] = CODE_LO;
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), fp0);
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_NONE);
+	assert_int_equal(st.s.nustack, 4);
+	assert_int_equal(st.s.ustack[1], SIG_LO);
+	assert_int_equal(st.s.ustack[2], CODE_LO);
+	assert_int_equal(st.s.ustack[3], CODE_LO + 0x100 * 5);
+	assert_int_equal(st.s.exact[0], 0x7);
+	/* Without the signal, only the sampled frame is exact. */
+	walk(NULL, 0);
+	assert_int_equal(st.s.exact[0], 0x1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_frames_holding_anchors),
-	    cmocka_unit_test(test_one_per_frame),
-	    cmocka_unit_test(test_anchors_no_frame_holds),
-	    cmocka_unit_test(test_none_or_too_many),
+	    cmocka_unit_test(test_frames_holding_anchors), cmocka_unit_test(test_one_per_frame),
+	    cmocka_unit_test(test_anchors_no_frame_holds), cmocka_unit_test(test_none_or_too_many),
+	    cmocka_unit_test(test_signal_frame),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
