@@ -20,6 +20,7 @@
 #include "proc/procfs.h"
 #include "proc/procmaps.h"
 #include "proc/mapfile.h"
+#include "proc/perfmap.h"
 #include "proc/safeopen.h"
 #include "proc/unwtab.h"
 #include "util/clock.h"
@@ -490,6 +491,8 @@ int native_scan(struct native *n, pid_t pid, struct native_proc *np)
 	int ret = procmaps_read(pid, &pm);
 	if (ret)
 		return ret;
+	if (!np->perfmap)
+		np->perfmap = perfmap_new(pid, n->budget); /* reads nothing yet */
 	n->st.scans++;
 	bool *known = calloc(pm.n ? pm.n : 1, sizeof(*known));
 	struct native_map *v = realloc(np->v, (np->n + pm.n ? np->n + pm.n : 1) * sizeof(*v));
@@ -592,6 +595,7 @@ void native_drop(struct native *n, pid_t pid, struct native_proc *np)
 	for (size_t i = 0; i < np->n; i++)
 		map_forget(n, pid, &np->v[i]);
 	free(np->v);
+	perfmap_free(np->perfmap);
 	n->st.maps_capped -= np->ncapped;
 	*np = (struct native_proc){0};
 }

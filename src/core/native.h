@@ -54,6 +54,9 @@ struct native_proc {
 	size_t n;
 	uint32_t nbuilt;  /* tables built for it */
 	uint32_t ncapped; /* mappings past the cap, at the last scan */
+	/* The names of its JIT code (proc/perfmap.h), read at the first
+	 * frame in anonymous code that needs one. */
+	struct perfmap *perfmap;
 };
 
 /* Totals, for --stats and the benchmarks. */

@@ -18,6 +18,7 @@
 #include "proc/procmaps.h"
 #include "proc/memread.h"
 #include "proc/mapfile.h"
+#include "proc/perfmap.h"
 #include "proc/unwtab.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -84,6 +85,7 @@ struct nwalk {
 	struct nativesym *ns;
 	struct tpw_state *st;
 	struct tpw_anchors anchors; /* of the runtime's walk of the thread being walked */
+	struct perfmap *perfmap;    /* the names of its JIT code, read when first needed */
 	char root[64];
 	struct nwalk_stats stats;
 	/* Threads seized that did not stop in time: their interrupt is still
@@ -266,6 +268,11 @@ int nwalk_new(pid_t pid, const struct runtime_ops *rt, const struct rt_proc *rp,
 	if (!nw)
 		return -ENOMEM;
 	nw->pid = pid;
+	nw->perfmap = perfmap_new(pid, NULL);
+	if (!nw->perfmap) {
+		free(nw);
+		return -ENOMEM;
+	}
 	nw->rt = rt;
 	nw->rp = rp;
 	snprintf(nw->root, sizeof(nw->root), "/proc/%d/root", pid);
@@ -351,6 +358,7 @@ void nwalk_free(struct nwalk *nw)
 	free(nw->stack);
 	procmaps_free(&nw->pm);
 	nativesym_free(nw->ns);
+	perfmap_free(nw->perfmap);
 	free(nw->st);
 	free(nw);
 }
@@ -532,11 +540,16 @@ void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym 
 	out->build_id[0] = 0;
 	out->kind = MERGE_NK_OTHER;
 	snprintf(out->name, sizeof(out->name), "0x%llx", (unsigned long long)addr);
-	if (!me)
-		return;
-	int fi = map_file(nw, me);
+	int fi = me ? map_file(nw, me) : -1;
 	if (fi < 0) {
-		out->module = "[anonymous]";
+		if (me)
+			out->module = "[anonymous]";
+		/* JIT code: named by the process's perf map, if it has one. */
+		const char *jit = perfmap_find(nw->perfmap, at, clock_ns(CLOCK_MONOTONIC));
+		if (jit) {
+			snprintf(out->name, sizeof(out->name), "%s", jit);
+			out->kind = (uint8_t)nw->rt->native_kind(nw->rp, out->name, out->module);
+		}
 		return;
 	}
 	struct nw_file *f = &nw->files[fi];

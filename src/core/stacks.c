@@ -12,6 +12,7 @@
 #include "core/nwalk.h"
 #include "core/stacks.h"
 #include "core/walkerr.h"
+#include "proc/perfmap.h"
 #include "proc/procfs.h"
 #include "profile/ksyms.h"
 #include "profile/merge.h"
@@ -465,8 +466,18 @@ static int native_frame(struct stacks *st, const struct stacks_proc *p, uint64_t
 		/* The same function in every process, whatever its load address. */
 		f.addr = addr - m->bias;
 		*kind = (uint8_t)p->rt->native_kind(p->rp, fn, f.module);
-	} else if (m) {
-		f.module = "[anonymous]";
+	} else {
+		if (m)
+			f.module = "[anonymous]";
+		/* JIT code: named by the process's perf map, if it has one. */
+		const char *jit =
+		    p->np && p->np->perfmap
+			? perfmap_find(p->np->perfmap, addr - !sampled, clock_ns(CLOCK_MONOTONIC))
+			: NULL;
+		if (jit) {
+			f.name = jit;
+			*kind = (uint8_t)p->rt->native_kind(p->rp, jit, f.module);
+		}
 	}
 	int id = profile_intern_frame(st->prof, &f);
 	if (id >= 0 && e)

@@ -80,6 +80,10 @@ int cpython_native_kind(const char *name, const char *module, const char *interp
 {
 	if (!name)
 		return MERGE_NK_OTHER;
+	/* -X perf (3.12+): each eval-loop call goes through a trampoline in
+	 * JIT memory, which the perf map names "py::qualname:file". */
+	if (!strncmp(name, "py::", 4))
+		return MERGE_NK_MACHINERY;
 	/* The eval loop: _PyEval_EvalFrameDefault on 3.x, where
 	 * PyEval_EvalFrameEx is only a wrapper around it. */
 	if (cpython_is_eval_loop(name) &&

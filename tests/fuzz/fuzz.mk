@@ -15,20 +15,20 @@
 FUZZ_BUILD ?= $(BUILD)/fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= $(CLANG)
-FUZZERS ?= elf procmaps linetable debugoffsets symbolize pywalk ksyms unwtab
+FUZZERS ?= elf procmaps linetable debugoffsets symbolize pywalk ksyms unwtab perfmap
 
 FUZZ_CFLAGS = -O1 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-omit-frame-pointer \
 	      -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	      -Isrc -Itests/fuzz -MMD -MP
 # Only the modules that parse what targets control, and what they need.
-FUZZ_LIB_SRCS := $(addprefix src/proc/,elfsym.c procfs.c procmaps.c safeopen.c memread.c unwtab.c) \
+FUZZ_LIB_SRCS := $(addprefix src/proc/,elfsym.c procfs.c procmaps.c safeopen.c memread.c unwtab.c perfmap.c) \
 		 $(addprefix src/cpython/,linetable.c debugoffsets.c pyproc.c pyoffsets.c pywalk.c rules.c pystr.c \
 		   symbolize.c gen/debugoffsets_table.c gen/pyoffsets_table.c) \
 		 $(addprefix src/,profile/ksyms.c profile/nativesym.c util/strutil.c util/log.c \
 		   util/budget.c)
 FUZZ_LIB_OBJS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS)) \
 		 $(FUZZ_BUILD)/obj/fuzz_target.o
-FUZZ_ALL := elf procmaps linetable debugoffsets symbolize pywalk ksyms unwtab
+FUZZ_ALL := elf procmaps linetable debugoffsets symbolize pywalk ksyms unwtab perfmap
 FUZZ_BINS := $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_ALL))
 
 # The interpreters whose _Py_DebugOffsets seed the fuzzers of target memory.

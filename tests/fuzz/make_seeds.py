@@ -3,7 +3,8 @@
 #
 # Usage: tests/fuzz/make_seeds.py OUTDIR FIXTURES_DIR CC
 #
-# Writes OUTDIR/elf, OUTDIR/procmaps, OUTDIR/linetable, OUTDIR/ksyms and OUTDIR/unwtab. The
+# Writes OUTDIR/elf, OUTDIR/procmaps, OUTDIR/linetable, OUTDIR/ksyms, OUTDIR/unwtab and
+# OUTDIR/perfmap. The
 # fuzzers for target memory (symbolize, pywalk) and for _Py_DebugOffsets write
 # their own seeds (TAIPAN_FUZZ_SEEDS; see tests/fuzz/run.sh), since they need
 # the layout tables compiled into taipan.
@@ -19,7 +20,9 @@
 #   ksyms      slices of /proc/kallsyms, module symbols included;
 #   unwtab     whole small ELF files with CFI: pyenv's small extension modules,
 #              and tests/fixtures/unwtab built here (.eh_frame with a PLT,
-#              .debug_frame, frame pointers); fuzz_unwtab corrupts their CFI.
+#              .debug_frame, frame pointers); fuzz_unwtab corrupts their CFI;
+#   perfmap    perf maps as CPython -X perf, bcc and Node write them, a last
+#              line cut short, and broken lines.
 import glob
 import os
 import struct
@@ -184,6 +187,16 @@ def unwtab_seeds(out, cc):
         print("make_seeds: no ELF seeds for unwtab", file=sys.stderr)
 
 
+def perfmap_seeds(out):
+    """Perf maps as CPython -X perf, bcc and Node write them, and broken ones."""
+    d = os.path.join(out, "perfmap")
+    write(d, "cpython", b"7f05df0bb000 b py::_find_and_load:<frozen importlib._bootstrap>\n"
+                        b"7f05df0bb00b b py::Worker.run.<locals>.inner:/tmp/chain.py\n")
+    write(d, "bcc", b"0x7f0000001000 0x20 LazyCompile:*g /b.js:10\r\n0x10 0x10 x\n")
+    write(d, "partial", b"1000 100 one\n2000 1")
+    write(d, "bad", b"zz 10 bad\n1 0 empty\nffffffffffffff00 1000 wraps\n\n\n1 1\n")
+
+
 def main():
     if len(sys.argv) != 4:
         print("usage: make_seeds.py OUTDIR FIXTURES_DIR CC", file=sys.stderr)
@@ -194,6 +207,7 @@ def main():
     linetable_seeds(out, fixtures)
     ksyms_seeds(out)
     unwtab_seeds(out, cc)
+    perfmap_seeds(out)
     return 0
 
 
