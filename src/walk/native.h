@@ -199,7 +199,25 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 			st->u.done = 1;
 		return;
 	}
-	case TP_CFA_NOCFI:
+	case TP_CFA_NOCFI: {
+		/* Code without CFI that returns at once says itself where its
+		 * return address is: the instructions at ip are what runs
+		 * next. `ret`, or `add $N, %rsp; ret`: CPython's -X perf
+		 * trampolines (3.12, 3.13) keep no frame pointer, and every
+		 * call through one returns to `add $8, %rsp; ret`. */
+		__u8 code[5];
+		if (!tpw_read(st, code, sizeof(code), ip)) {
+			__u32 pop = code[0] == 0xc3 ? 0
+				    : code[0] == 0x48 && code[1] == 0x83 && code[2] == 0xc4 &&
+					    code[3] < 0x80 && code[4] == 0xc3
+					? code[3]
+					: 256;
+			if (pop < 256) {
+				cfa = sp + pop + 8;
+				row.fp = TP_FP_SAME;
+				break;
+			}
+		}
 		if (!fp) {
 			/* The x86-64 ABI's mark of the outermost frame: _start
 			 * clears rbp (ld.so's has no CFI to say so). */
@@ -210,6 +228,7 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 		row.fp = TP_FP_AT;
 		row.fp_off = -16;
 		break;
+	}
 	default:
 		tpn_fail(st, TP_UERR_CFI);
 		return;

@@ -213,6 +213,89 @@ def test_stack_goes_through_a_signal_frame(taipan, tmp_path, workload, ident):
         good, total(hits), [f.text for f in next(s for s in hits if not through(s)).frames])
 
 
+def perf_map_cleanup(pid):
+    try:
+        os.unlink("/tmp/perf-%d.map" % pid)
+    except FileNotFoundError:
+        pass
+
+
+@pytest.mark.parametrize("ident", ["pyenv-3.12", "pyenv-3.13"])
+def test_perf_trampolines_named_and_unwound(taipan, tmp_path, workload, ident):
+    """CPython's perf trampolines (-X perf, here sys.activate_stack_trampoline):
+    each eval-loop call from C runs through one, in anonymous memory, named
+    in the process's perf map. The frame is named py::keyfunc:FILE from it,
+    and the stack goes through it (the trampoline keeps no frame pointer:
+    the code it returns to, add $8, %rsp; ret, gives its frame) to the
+    thread's root, the Python frames in place; the filtered view hides it
+    as call machinery."""
+    it = interpreter(ident)
+    w = workload(it, "native_perf.py")
+    try:
+        line = marked_lines(os.path.join(WORKLOADS, "native_perf.py"))
+        stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", "all"])
+        hits = [s for s in stacks if s.python and s.python[-1].name == "keyfunc"]
+        assert total(hits) >= 0.5 * total(stacks), "few samples in keyfunc: %d of %d" % (
+            total(hits), total(stacks))
+
+        def through(s):
+            names_ = [f.name for f in s.frames]
+            if any(f.marker for f in s.frames) or names_[0] != "_start":
+                return False
+            py = [(f.name, f.line) for f in s.python]
+            k = names_.index("keyfunc")
+            tramp = [f.name for f in s.frames[names_.index("work") + 1:k] if f.native and f.name.startswith("py::")]
+            return py[-3:] == [("<module>", py[-3][1]), ("work", line["sorted"]), ("keyfunc", line["keyfunc"])] \
+                and tramp and tramp[-1].startswith("py::keyfunc:") and tramp[-1].endswith("native_perf.py")
+
+        good = total([s for s in hits if through(s)])
+        assert good >= 0.9 * total(hits), "named and whole in %d of %d: %s" % (
+            good, total(hits), [f.text for f in next(s for s in hits if not through(s)).frames])
+        stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2)
+        shown = total([s for s in stacks if any(f.name.startswith("py::") for f in s.frames)])
+        assert shown <= 0.01 * total(stacks), "trampolines shown in the filtered view: %d of %d" % (
+            shown, total(stacks))
+    finally:
+        perf_map_cleanup(w.pid)
+
+
+def test_jit_code_named_from_the_perf_map(taipan, tmp_path, workload):
+    """A function a JIT wrote into anonymous executable memory, with a frame
+    pointer, and named in /tmp/perf-PID.map, called through ctypes with a
+    Python callback: named, and the stack goes on past it (by its frame
+    pointer) to the thread's root, in record and in dump."""
+    it = interpreter("pyenv-3.12")
+    w = workload(it, "native_jit.py")
+    try:
+        line = marked_lines(os.path.join(WORKLOADS, "native_jit.py"))
+        stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", "all"])
+        hits = [s for s in stacks if s.python and s.python[-1].name == "spin"]
+        assert total(hits) >= 0.5 * total(stacks), "few samples in the callback: %d of %d" % (
+            total(hits), total(stacks))
+
+        def through(s):
+            names_ = [f.name for f in s.frames]
+            if any(f.marker for f in s.frames) or names_[0] != "_start" or "jitted_call" not in names_:
+                return False
+            j = names_.index("jitted_call")
+            below = [f for f in s.frames[:j]]
+            return s.frames[j].native and any(f.name == "<module>" and f.line == line["jitted"] for f in below) \
+                and any("ffi_call" in f.name for f in below) and s.python[-1].line == line["spin"]
+
+        good = total([s for s in hits if through(s)])
+        assert good >= 0.9 * total(hits), "named and whole in %d of %d: %s" % (
+            good, total(hits), [f.text for f in next(s for s in hits if not through(s)).frames])
+        # dump: the thread is in the callback nearly always; a few tries.
+        for _ in range(20):
+            r = run_taipan(taipan, ["dump", "-p", str(w.pid), "--native", "all"])
+            assert r.returncode == 0, r.stderr
+            if "jitted_call ([anonymous])" in r.stdout:
+                break
+        assert "jitted_call ([anonymous])" in r.stdout, r.stdout
+    finally:
+        perf_map_cleanup(w.pid)
+
+
 @pytest.mark.parametrize("ident,mode", [(i, "filtered") for i in HEADERS] +
                          [("pyenv-3.9", "all"), ("pyenv-3.12", "all")])
 def test_extension_interleaves_python_and_c(taipan, tmp_path, workload, ident, mode):

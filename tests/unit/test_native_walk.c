@@ -15,18 +15,28 @@
 
 #include "taipan_abi.h"
 
-/* The walk state's hooks: memory is the stack built here. */
+/* The walk state's hooks: memory is the stack built here, and some code. */
 struct tpw_host {
 	const uint8_t *mem;
 	uint64_t base, len;
+	const uint8_t *code;
+	uint64_t code_base, code_len;
 };
+
+static int region_read(const uint8_t *mem, uint64_t base, uint64_t n, void *dst, size_t len,
+		       uint64_t addr)
+{
+	if (!mem || addr < base || addr - base > n || len > n - (addr - base))
+		return -1;
+	memcpy(dst, mem + (addr - base), len);
+	return 0;
+}
 
 static int host_read(const struct tpw_host *h, void *dst, size_t len, uint64_t addr)
 {
-	if (addr < h->base || addr - h->base > h->len || len > h->len - (addr - h->base))
-		return -1;
-	memcpy(dst, h->mem + (addr - h->base), len);
-	return 0;
+	if (!region_read(h->mem, h->base, h->len, dst, len, addr))
+		return 0;
+	return region_read(h->code, h->code_base, h->code_len, dst, len, addr);
 }
 
 #define tpw_read(st, dst, len, addr) host_read(&(st)->host, (dst), (len), (addr))
@@ -109,7 +119,8 @@ static void build_stack(void)
 		stack_mem[at + 1] = k + 1 < NFRAMES ? CODE_LO + 0x100 * (uint64_t)(k + 2) : 0;
 	}
 	memset(&st, 0, sizeof(st));
-	st.host = (struct tpw_host){(const uint8_t *)stack_mem, STACK_BASE, sizeof(stack_mem)};
+	st.host = (struct tpw_host){
+	    (const uint8_t *)stack_mem, STACK_BASE, sizeof(stack_mem), NULL, 0, 0};
 	st.s.time_ns = 1;
 	tpw_begin(&st);
 }
@@ -216,12 +227,59 @@ static void test_signal_frame(void **state)
 	assert_int_equal(st.s.exact[0], 0x1);
 }
 
+/* Code without CFI that returns at once: CPython's -X perf trampoline
+ * (sub $8, %rsp; call *%rcx; add $8, %rsp; ret) keeps no frame pointer, so
+ * its caller's is still in rbp; the code at the return address gives the
+ * frame's size instead. */
+static void test_code_that_returns_at_once(void **state)
+{
+	(void)state;
+	static const uint8_t tramp[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd1,
+					0x48, 0x83, 0xc4, 0x08, 0xc3};
+	const uint64_t at = CODE_LO + 0x8000;
+	build_stack();
+	memset(stack_mem, 0, sizeof(stack_mem));
+	st.host.code = tramp;
+	st.host.code_base = at;
+	st.host.code_len = sizeof(tramp);
+	uint64_t fp0 = STACK_BASE + 0x30, outer = STACK_BASE + 0x80;
+	stack_mem[(fp0 - STACK_BASE) / 8] = outer;	/* frame 0 saved its caller's rbp */
+	stack_mem[(fp0 + 8 - STACK_BASE) / 8] = at + 6; /* into the trampoline */
+	stack_mem[0x48 / 8] = CODE_LO + 0x200;		/* the trampoline's return */
+	stack_mem[(outer - STACK_BASE) / 8] = 0;	/* the outermost frame */
+	tpn_begin(&st, CODE_LO + 0x100, STACK_BASE, fp0);
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_NONE);
+	assert_int_equal(st.s.nustack, 3);
+	assert_int_equal(st.s.ustack[1], at + 6);
+	assert_int_equal(st.s.ustack[2], CODE_LO + 0x200);
+	/* A lone `ret` is a frame of the return address alone. */
+	static const uint8_t ret[] = {0xc3, 0, 0, 0, 0};
+	build_stack();
+	memset(stack_mem, 0, sizeof(stack_mem));
+	st.host.code = ret;
+	st.host.code_base = at;
+	st.host.code_len = sizeof(ret);
+	stack_mem[0] = CODE_LO + 0x300;
+	stack_mem[(outer - STACK_BASE) / 8] = 0;
+	tpn_begin(&st, at, STACK_BASE, outer);
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_NONE);
+	assert_int_equal(st.s.nustack, 2);
+	assert_int_equal(st.s.ustack[1], CODE_LO + 0x300);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_frames_holding_anchors), cmocka_unit_test(test_one_per_frame),
-	    cmocka_unit_test(test_anchors_no_frame_holds), cmocka_unit_test(test_none_or_too_many),
+	    cmocka_unit_test(test_frames_holding_anchors),
+	    cmocka_unit_test(test_one_per_frame),
+	    cmocka_unit_test(test_anchors_no_frame_holds),
+	    cmocka_unit_test(test_none_or_too_many),
 	    cmocka_unit_test(test_signal_frame),
+	    cmocka_unit_test(test_code_that_returns_at_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
