@@ -278,6 +278,7 @@ int nwalk_new(pid_t pid, const struct runtime_ops *rt, const struct rt_proc *rp,
 	snprintf(nw->root, sizeof(nw->root), "/proc/%d/root", pid);
 	ret = procmaps_read(pid, &nw->pm);
 	if (ret) {
+		perfmap_free(nw->perfmap);
 		free(nw);
 		return ret;
 	}
