@@ -415,8 +415,9 @@ struct tp_umap {
 	X(REGS, "[native: no user registers]", "regs",                                             \
 	  "the user registers of the sampled thread could not be read")                            \
 	X(UNMAPPED, "[native: unknown code]", "unmapped",                                          \
-	  "an address outside every mapping taipan has read: code mapped since (dlopen), which "   \
-	  "taipan reads again, or a corrupt return address")                                       \
+	  "an address outside every mapping taipan has read: code mapped since (dlopen, a JIT), "  \
+	  "which taipan reads again, or a return address into no mapping; the profile's marker "   \
+	  "says which")                                                                            \
 	X(TABLE, "[native: no unwind table]", "table",                                             \
 	  "the mapping's unwind table could not be read from the BPF maps")                        \
 	X(CFI, "[native: unsupported CFI]", "cfi",                                                 \
@@ -427,7 +428,10 @@ struct tp_umap {
 	  "an unwinding step did not move up the stack: a wrong rule or a corrupt stack")          \
 	X(DEPTH, "[native: truncated]", "depth", "more native frames than a sample holds")         \
 	X(STEPS, "[native: truncated]", "steps",                                                   \
-	  "the BPF tail-call budget ran out before the native stack did")
+	  "the BPF tail-call budget ran out before the native stack did")                          \
+	X(NOFP, "[native: no CFI, no frame pointer]", "no_frame_pointer",                          \
+	  "code without call-frame information (assembly, JIT code) whose frame pointer leads "    \
+	  "nowhere; the profile's marker names its module")
 
 enum tp_native_err {
 #define TP_X_ENUM(id, marker, key, desc) TP_UERR_##id,

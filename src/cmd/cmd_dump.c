@@ -322,8 +322,11 @@ static void print_frame(const struct profile *prof, const struct dthread *d, uin
 		printf(")\n");
 		return;
 	case STACKS_FROM_NATIVE_CUT:
-		printf("  %s %s\n", walkerr_native_marker(d->smp->uerr),
-		       walkerr_native_desc(d->smp->uerr));
+		/* The marker as the stacks said it (the module of code without
+		 * CFI, where an unknown address lies), then what it means. */
+		printf("  ");
+		put_esc(f->name);
+		printf(" %s\n", walkerr_native_desc(d->smp->uerr));
 		return;
 	case STACKS_FROM_WALK_ERR:
 		if (walkerr_is_cut(d->smp->err))

@@ -533,6 +533,12 @@ void nwalk_regs(struct nwalk *nw, uint64_t ip, uint64_t sp, uint64_t bp,
 	nw->stats.threads++;
 }
 
+const char *nwalk_mapping_at(const struct nwalk *nw, uint64_t addr)
+{
+	const struct map_entry *me = find_map(nw, addr);
+	return me ? me->path : NULL;
+}
+
 void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym *out)
 {
 	uint64_t at = addr - !sampled;

@@ -77,6 +77,11 @@ struct nwalk_sym {
  * return address. */
 void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym *out);
 
+/* The executable mapping of the process that holds addr, as the process's
+ * maps were when nw was made: its path, "" for anonymous memory, or NULL
+ * when none holds it. */
+const char *nwalk_mapping_at(const struct nwalk *nw, uint64_t addr);
+
 void nwalk_get_stats(const struct nwalk *nw, struct nwalk_stats *out);
 
 #endif /* TAIPAN_NWALK_H */

@@ -739,6 +739,8 @@ void session_stats(struct session *s, struct session_stats *st)
 	st->snapped_codes = sc.snapped_codes;
 	st->no_python = sc.no_frame;
 	st->merge_failures = sc.merge_failures;
+	st->native_new_code = sc.native_new_code;
+	st->native_nowhere = sc.native_nowhere;
 	st->truncated = sc.truncated;
 	memcpy(st->walk_errors, sc.walk_errors, sizeof(st->walk_errors));
 	memcpy(st->native_errors, sc.native_errors, sizeof(st->native_errors));

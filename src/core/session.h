@@ -9,6 +9,7 @@
 
 #include "profile/profile.h"
 #include "core/sampler.h"
+#include "core/walkerr.h"
 #include "taipan_abi.h"
 
 /* Native frames in the stacks (--native). */
@@ -101,6 +102,11 @@ struct session_opts {
 	V(native_errors, TP_UERR__COUNT, 0, walkerr_native_key, "native_walks")                    \
 	/* samples whose native and Python stacks disagreed */                                     \
 	X(uint64_t, merge_failures, "native_merge_failures", NULL)                                 \
+	X(uint64_t, native_new_code, "native_new_code",                                            \
+	  "native walks that met code mapped after taipan read the process's maps "                \
+	  "(" STACKS_MARKER_NEW_CODE ")")                                                          \
+	X(uint64_t, native_nowhere, "native_nowhere",                                              \
+	  "native walks that met a return address no mapping holds (" STACKS_MARKER_NOWHERE ")")   \
 	/* code objects BPF described (struct tp_code_ev) */                                       \
 	X(uint64_t, codes_described, NULL, NULL)                                                   \
 	/* ... named from that copy: gone when user space looked */                                \

@@ -504,6 +504,43 @@ static int push_interp(struct stacks *st, const struct stacks_proc *p, const str
 	return 0;
 }
 
+/* The marker of a native walk that stopped short: its error's, said more
+ * precisely where user space knows more of the last frame it reached. Code
+ * BPF had no mapping for is code mapped since (dlopen, a JIT) if a mapping
+ * holds it now, else a return address into nothing; a frame pointer lost in
+ * code without CFI names that code's module. Counts the first two. */
+static const char *native_cut_marker(struct stacks *st, const struct stacks_proc *p,
+				     const struct tp_sample *smp, char *buf, size_t len)
+{
+	uint32_t nat = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack;
+	if (!nat || (smp->uerr != TP_UERR_UNMAPPED && smp->uerr != TP_UERR_NOFP) ||
+	    (!p->np && !p->nw))
+		return walkerr_native_marker(smp->uerr);
+	uint32_t k = nat - 1;
+	bool exact = !k || ((smp->exact[k >> 6] >> (k & 63)) & 1);
+	uint64_t at = smp->ustack[k] - !exact;
+	const char *path; /* NULL: no mapping holds it; "": anonymous */
+	if (p->nw) {
+		path = nwalk_mapping_at(p->nw, at);
+	} else {
+		const struct native_map *m = native_find(p->np, at);
+		path = !m ? NULL : m->file ? native_file_path(m->file) : "";
+	}
+	if (smp->uerr == TP_UERR_UNMAPPED) {
+		if (path) {
+			st->c.native_new_code++;
+			return STACKS_MARKER_NEW_CODE;
+		}
+		st->c.native_nowhere++;
+		return STACKS_MARKER_NOWHERE;
+	}
+	if (!path || !*path || *path == '[')
+		return STACKS_MARKER_NOFP_JIT;
+	const char *base = strrchr(path, '/');
+	snprintf(buf, len, STACKS_NOFP_IN_FORMAT, base ? base + 1 : path);
+	return buf;
+}
+
 /* The interpreted frames with the native ones (profile/merge.h): counts
  * that cannot match give the sample a marker and both parts, never a
  * guess. *lock_wait is set when a thread without the interpreter's lock is
@@ -514,6 +551,7 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 	uint32_t nat = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack;
 	int ids[TP_USTACK_MAX];
 	uint8_t kind[TP_USTACK_MAX];
+	char buf[160];
 	int ret;
 	for (uint32_t i = 0; i < nat; i++) {
 		bool exact = i == 0 || ((smp->exact[i >> 6] >> (i & 63)) & 1);
@@ -552,7 +590,7 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 			break;
 		case MERGE_MARK_NATIVE_CUT:
 			if (smp->uerr < TP_UERR__COUNT &&
-			    (ret = push_mark(st, n, walkerr_native_marker(smp->uerr),
+			    (ret = push_mark(st, n, native_cut_marker(st, p, smp, buf, sizeof(buf)),
 					     STACKS_FROM_NATIVE_CUT)) < 0)
 				return ret;
 			break;

@@ -57,12 +57,14 @@ struct stacks_opts {
 
 /* What the stacks counted, since they were made. */
 struct stacks_counts {
-	uint64_t bad_frames;	 /* interpreted frames whose code could not be read */
-	uint64_t freed_frames;	 /* ... whose code was freed before it was read */
-	uint64_t snapped_codes;	 /* ... named from BPF's first look */
-	uint64_t no_frame;	 /* samples of a thread running no interpreted frame */
-	uint64_t merge_failures; /* samples whose native and interpreted stacks disagreed */
-	uint64_t truncated;	 /* stacks deeper than the walk limit */
+	uint64_t bad_frames;	  /* interpreted frames whose code could not be read */
+	uint64_t freed_frames;	  /* ... whose code was freed before it was read */
+	uint64_t snapped_codes;	  /* ... named from BPF's first look */
+	uint64_t no_frame;	  /* samples of a thread running no interpreted frame */
+	uint64_t merge_failures;  /* samples whose native and interpreted stacks disagreed */
+	uint64_t native_new_code; /* native walks stopped at code mapped since its maps were read */
+	uint64_t native_nowhere;  /* ... at a return address no mapping holds */
+	uint64_t truncated;	  /* stacks deeper than the walk limit */
 	uint64_t walk_errors[TP_ERR__COUNT];	/* by enum tp_walk_err */
 	uint64_t native_errors[TP_UERR__COUNT]; /* native walks, by how they ended */
 };

@@ -137,6 +137,7 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 	 * instruction of a function: look up the call itself. The sampled
 	 * instruction, or one a signal interrupted, is where it is. */
 	__u64 at = st->u.exact ? ip : ip - 1;
+	__u16 bad_step = TP_UERR_BAD_STEP, bad_read = TP_UERR_READ;
 
 	if (st->s.nustack >= TP_USTACK_MAX) {
 		tpn_fail(st, TP_UERR_DEPTH);
@@ -224,6 +225,9 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 			st->u.done = 1;
 			return;
 		}
+		/* By its frame pointer, which code without CFI may not keep:
+		 * a step that fails here fails for that. */
+		bad_step = bad_read = TP_UERR_NOFP;
 		cfa = fp + 16;
 		row.fp = TP_FP_AT;
 		row.fp_off = -16;
@@ -234,14 +238,14 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 		return;
 	}
 	if (cfa <= sp) {
-		tpn_fail(st, TP_UERR_BAD_STEP);
+		tpn_fail(st, bad_step);
 		return;
 	}
 	tpn_anchor(st, sp, cfa);
 	if (row.fp == TP_FP_AT && row.fp_off == -16) {
 		__u64 pair[2];
 		if (tpw_read(st, pair, sizeof(pair), cfa - 16)) {
-			tpn_fail(st, TP_UERR_READ);
+			tpn_fail(st, bad_read);
 			return;
 		}
 		fp = pair[0];

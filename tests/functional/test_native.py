@@ -296,6 +296,43 @@ def test_jit_code_named_from_the_perf_map(taipan, tmp_path, workload):
         perf_map_cleanup(w.pid)
 
 
+@pytest.mark.parametrize("func,marker", [
+    ("lost_nowhere", "[native: return address into no mapping]"),
+    ("lost_nofp", "[native: no CFI, no frame pointer in lost.so]")])
+def test_where_a_native_walk_is_lost_is_said(taipan, tmp_path, workload, func, marker):
+    """A Python callback called from code that loses the native walk
+    (lost.c): with a return address no mapping holds, or from code without
+    CFI that put a bogus value in rbp. The marker says which, naming the
+    module in the second case, in record and in dump; the Python frames
+    are all there; --stats counts the first."""
+    d = tmp_path / "lost"
+    d.mkdir()
+    subprocess.run(["cc", "-O2", "-fPIC", "-shared", os.path.join(WORKLOADS, "lost.c"),
+                    "-o", str(d / "lost.so")], check=True)
+    w = workload(interpreter("pyenv-3.12"), "native_lost.py", d, func)
+    line = marked_lines(os.path.join(WORKLOADS, "native_lost.py"))
+    stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=2, extra=["--native", "all", "--stats"])
+    hits = [s for s in stacks if s.python and s.python[-1].name == "spin"]
+    assert total(hits) >= 0.9 * total(stacks) and total(hits) >= 20, (total(hits), total(stacks))
+
+    def said(s):
+        names_ = [f.name for f in s.frames]
+        return marker in names_ and names_[0] == "<module>" and s.python[-1].line == line["spin"] and \
+            names_.index(marker) < names_.index("spin")
+
+    good = total([s for s in hits if said(s)])
+    assert good >= 0.9 * total(hits), "said in %d of %d: %s" % (
+        good, total(hits), [f.text for f in next(s for s in hits if not said(s)).frames])
+    if func == "lost_nowhere":
+        assert re.search(r"\b[1-9]\d* native walks that met a return address no mapping holds", res.stderr), res.stderr
+    for _ in range(10):
+        r = run_taipan(taipan, ["dump", "-p", str(w.pid), "--native", "all"])
+        assert r.returncode == 0, r.stderr
+        if marker in r.stdout:
+            break
+    assert "  " + marker + " " in r.stdout, r.stdout
+
+
 @pytest.mark.parametrize("ident,mode", [(i, "filtered") for i in HEADERS] +
                          [("pyenv-3.9", "all"), ("pyenv-3.12", "all")])
 def test_extension_interleaves_python_and_c(taipan, tmp_path, workload, ident, mode):

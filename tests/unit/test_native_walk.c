@@ -271,6 +271,25 @@ static void test_code_that_returns_at_once(void **state)
 	assert_int_equal(st.s.ustack[1], CODE_LO + 0x300);
 }
 
+/* Code without CFI whose frame pointer leads nowhere (below the stack
+ * pointer, or unreadable): the walk ends with TP_UERR_NOFP, not as a bad
+ * step of CFI it followed. */
+static void test_frame_pointer_lost(void **state)
+{
+	(void)state;
+	build_stack();
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), 0x20);
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_NOFP);
+	assert_int_equal(st.s.nustack, 1);
+	build_stack();
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), STACK_BASE + 0x100000);
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_NOFP);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -280,6 +299,7 @@ int main(void)
 	    cmocka_unit_test(test_none_or_too_many),
 	    cmocka_unit_test(test_signal_frame),
 	    cmocka_unit_test(test_code_that_returns_at_once),
+	    cmocka_unit_test(test_frame_pointer_lost),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
