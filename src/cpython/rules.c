@@ -65,6 +65,7 @@ bool cpython_is_call_machinery(const char *name, bool in_interpreter)
 	    "object_vacall",
 	    "call_unbound",
 	    "type_call",
+	    "py_trampoline_evaluator", /* 3.12+ with perf trampolines on */
 	};
 
 	if (!in_interpreter || !name || cpython_is_eval_loop(name))

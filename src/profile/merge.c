@@ -78,12 +78,9 @@ void merge_anchor_kinds(const struct tp_sample *smp, uint8_t *nkind)
 	uint32_t nat = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack;
 	if (!(smp->flags & TP_SF_ANCHORED))
 		return;
-	for (uint32_t i = 0; i < nat; i++) {
+	for (uint32_t i = 0; i < nat; i++)
 		if ((smp->anchored[i >> 6] >> (i & 63)) & 1)
 			nkind[i] = MERGE_NK_EVAL;
-		else if (nkind[i] == MERGE_NK_EVAL)
-			nkind[i] = MERGE_NK_OTHER;
-	}
 }
 
 struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkind,

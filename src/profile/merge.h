@@ -52,12 +52,14 @@ struct merge_in {
 struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkind,
 				bool interp_frames, bool filtered);
 
-/* Where the runtime's walk left anchors (TP_SF_ANCHORED), they alone say
- * which native frames are its eval-loop calls, whatever their names say:
- * sets nkind[i] (i < smp->nustack) to MERGE_NK_EVAL for each anchored
- * frame, and an eval loop by name that holds none to MERGE_NK_OTHER. A
- * stripped interpreter names none of the pieces the compiler made of its
- * eval loop (doc/design/native-stacks.md, "Merging"). */
+/* Where the runtime's walk left anchors (TP_SF_ANCHORED), each native
+ * frame that holds one is an eval-loop call, whatever its name: sets
+ * nkind[i] (i < smp->nustack) to MERGE_NK_EVAL for it. A stripped
+ * interpreter names none of the pieces the compiler made of its eval loop
+ * (doc/design/native-stacks.md, "Merging"). An eval loop by name that holds
+ * none stays one: its Python frames are missing (a caller link that skipped
+ * them, or its first instructions, before it linked its entry frame), and
+ * the merge fails as it did by names alone, never guessing. */
 void merge_anchor_kinds(const struct tp_sample *smp, uint8_t *nkind);
 
 /* Room merge_stack() needs in out: every frame and one marker. */

@@ -36,23 +36,18 @@ def under(stack, func):
 
 def no_eval_loops(stacks, version):
     """Merged stacks never keep an eval-loop frame: each one was replaced by
-    its Python frames. Three kinds of sample say why they may keep one: those
-    whose parts disagree, those whose Python walk stopped short (a walk
+    its Python frames. Two kinds of sample say why they may keep one: those
+    whose parts disagree, and those whose Python walk stopped short (a walk
     failure's marker at the root: the eval loops nearest the root have no
-    Python frames to take their place), and those taken in an eval loop's
-    first instructions, before its entry frame was linked (3.12+: the
-    innermost native frame, which runs no Python frame yet)."""
+    Python frames to take their place)."""
     loop = EVAL_LOOP[version[0]]
 
     def excused(s):
         py_cut = s.frames and s.frames[0].marker and not s.frames[0].name.startswith("[native")
         return py_cut or any(f.name.startswith("[native and Python") for f in s.frames)
 
-    def kept(s):
-        native = [f for f in s.frames if f.native]
-        return any(loop.match(f.name) for f in (native if version < (3, 12) else native[:-1]))
-
-    left = [s for s in stacks if kept(s) and not excused(s)]
+    left = [s for s in stacks if any(loop.match(f.name) for f in s.frames if f.native)
+            and not excused(s)]
     assert not left, "eval-loop frames left in: %s" % names(left[0])
 
 
@@ -150,8 +145,9 @@ def test_debian_interpreters_merge_in_place(taipan, tmp_path, workload, ident, d
 
     def in_place(s):
         py = [(f.name, f.line) for f in s.python if f.file and f.file.endswith("native_mixed.py")]
+        # The phase on its call, or on its loop's test (time.time()).
         if len(py) < 2 or py[0][0] != "<module>" or py[1][0] not in MIXED_PHASES or \
-                py[1][1] != line[MIXED_PHASES[py[1][0]]]:
+                py[1][1] not in (line[MIXED_PHASES[py[1][0]]], line[MIXED_PHASES[py[1][0]]] - 1):
             return False
         if len(py) == 2:
             return True
@@ -227,8 +223,10 @@ def test_perf_trampolines_named_and_unwound(taipan, tmp_path, workload, ident):
     in the process's perf map. The frame is named py::keyfunc:FILE from it,
     and the stack goes through it (the trampoline keeps no frame pointer:
     the code it returns to, add $8, %rsp; ret, gives its frame) to the
-    thread's root, the Python frames in place; the filtered view hides it
-    as call machinery."""
+    thread's root, the Python frames in place. The filtered view hides it as
+    call machinery where it follows a Python frame (work's, called from
+    <module>); keyfunc's follows sorted()'s C code, and shows, as the rest of
+    that call's machinery does."""
     it = interpreter(ident)
     w = workload(it, "native_perf.py")
     try:
@@ -245,15 +243,17 @@ def test_perf_trampolines_named_and_unwound(taipan, tmp_path, workload, ident):
             py = [(f.name, f.line) for f in s.python]
             k = names_.index("keyfunc")
             tramp = [f.name for f in s.frames[names_.index("work") + 1:k] if f.native and f.name.startswith("py::")]
-            return py[-3:] == [("<module>", py[-3][1]), ("work", line["sorted"]), ("keyfunc", line["keyfunc"])] \
+            # keyfunc on any of its lines (the loop's, its body's, return).
+            return [n for n, _ in py[-3:]] == ["<module>", "work", "keyfunc"] and py[-2][1] == line["sorted"] \
+                and line["keyfunc"] - 1 <= py[-1][1] <= line["keyfunc"] + 2 \
                 and tramp and tramp[-1].startswith("py::keyfunc:") and tramp[-1].endswith("native_perf.py")
 
         good = total([s for s in hits if through(s)])
         assert good >= 0.9 * total(hits), "named and whole in %d of %d: %s" % (
             good, total(hits), [f.text for f in next(s for s in hits if not through(s)).frames])
         stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2)
-        shown = total([s for s in stacks if any(f.name.startswith("py::") for f in s.frames)])
-        assert shown <= 0.01 * total(stacks), "trampolines shown in the filtered view: %d of %d" % (
+        shown = total([s for s in stacks if any(f.name.startswith("py::work:") for f in s.frames)])
+        assert total(stacks) >= 100 and shown == 0, "work's trampoline shown in the filtered view: %d of %d" % (
             shown, total(stacks))
     finally:
         perf_map_cleanup(w.pid)
@@ -280,7 +280,7 @@ def test_jit_code_named_from_the_perf_map(taipan, tmp_path, workload):
             j = names_.index("jitted_call")
             below = [f for f in s.frames[:j]]
             return s.frames[j].native and any(f.name == "<module>" and f.line == line["jitted"] for f in below) \
-                and any("ffi_call" in f.name for f in below) and s.python[-1].line == line["spin"]
+                and any("ffi_call" in f.name for f in below) and s.python[-1].line in (line["spin"], line["spin"] + 1)
 
         good = total([s for s in hits if through(s)])
         assert good >= 0.9 * total(hits), "named and whole in %d of %d: %s" % (
@@ -317,7 +317,7 @@ def test_where_a_native_walk_is_lost_is_said(taipan, tmp_path, workload, func, m
 
     def said(s):
         names_ = [f.name for f in s.frames]
-        return marker in names_ and names_[0] == "<module>" and s.python[-1].line == line["spin"] and \
+        return marker in names_ and names_[0] == "<module>" and s.python[-1].line in (line["spin"] - 1, line["spin"]) and \
             names_.index(marker) < names_.index("spin")
 
     good = total([s for s in hits if said(s)])

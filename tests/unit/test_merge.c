@@ -226,8 +226,9 @@ static void test_merge_in_sample(void **state)
 
 /* A stripped 3.13: the eval loop's frames carry no name (the pieces its
  * compiler made: _PyEval_EvalFrameDefault.cold), but the native walk
- * found each eval-loop call by the entry frame on its stack. The anchors
- * decide: a named eval loop that holds none is an ordinary frame. */
+ * found each eval-loop call by the entry frame on its stack: those are
+ * eval loops. A named eval loop that holds none stays one (the Python walk
+ * missed its frames: the merge must fail). */
 static void test_anchors_decide(void **state)
 {
 	(void)state;
@@ -250,8 +251,12 @@ static void test_anchors_decide(void **state)
 	smp.flags = TP_SF_ANCHORED;
 	merge_anchor_kinds(&smp, kind);
 	for (int i = 0; i < 70; i++)
-		assert_int_equal(kind[i], i == 1 || i == 68 ? EVAL : i == 2 ? MACH : OTHER);
-	/* Two groups of frames, one per anchored call: merged in place. */
+		assert_int_equal(kind[i], i == 1 || i == 3 || i == 68 ? EVAL
+					  : i == 2		      ? MACH
+								      : OTHER);
+	/* Two groups of frames: with the unanchored eval loop, three calls
+	 * for two groups fail to merge; without it, one group per anchored
+	 * call, merged in place. */
 	struct tp_frame frames[3] = {{0}};
 	frames[0].flags = TP_FF_ENTRY;
 	struct merge_in in = merge_in_sample(&smp, kind, true, false);
@@ -260,6 +265,9 @@ static void test_anchors_decide(void **state)
 	struct merge_step steps[MERGE_STEPS_MAX(70, 3)];
 	int gend[4];
 	size_t n = merge_stack(&in, gend, steps);
+	assert_int_equal(steps[0].op, MERGE_MARK_DISAGREE);
+	kind[3] = OTHER;
+	n = merge_stack(&in, gend, steps);
 	assert_int_equal(n, 70 - 2 + 3);
 	assert_int_equal(steps[0].op, MERGE_NATIVE);
 	assert_int_equal(steps[0].index, 69);
