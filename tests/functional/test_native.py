@@ -34,6 +34,14 @@ def under(stack, func):
     return None
 
 
+def assert_most(stacks, pred, what, share=0.9):
+    """pred holds for at least share of the samples of stacks; else the
+    first stack it fails on is shown."""
+    good = total([s for s in stacks if pred(s)])
+    assert good >= share * total(stacks), "%s in %d of %d: %s" % (
+        what, good, total(stacks), [f.text for f in next(s for s in stacks if not pred(s)).frames])
+
+
 def no_eval_loops(stacks, version):
     """Merged stacks never keep an eval-loop frame: each one was replaced by
     its Python frames. Two kinds of sample say why they may keep one: those
@@ -158,11 +166,9 @@ def test_debian_interpreters_merge_in_place(taipan, tmp_path, workload, ident, d
         return py[1][0] == "sort_once" and py[2] == ("compare", line["compare"]) and len(py) == 3 and \
             any("qsort" in x or "msort" in x for x in between) and any("ffi" in x for x in between)
 
-    good = total([s for s in stacks if in_place(s)])
     compares = total([s for s in stacks if any(f.name == "compare" for f in s.python)])
     assert compares >= 0.05 * n, "few samples in the comparator: %d of %d" % (compares, n)
-    assert good >= 0.99 * n, "in place in %d of %d samples: %s" % (
-        good, n, [f.text for f in next(s for s in stacks if not in_place(s)).frames])
+    assert_most(stacks, in_place, "in place", share=0.99)
     # What the test ran is what it says: the interpreter's own functions
     # unnamed without the debug files, named with them.
     if ident.startswith("sid-"):
@@ -204,9 +210,7 @@ def test_stack_goes_through_a_signal_frame(taipan, tmp_path, workload, ident):
             any(f.name == "<module>" and f.line == line["loop"] for f in s.python) and \
             s.python[-1].line == line["on_alarm"]
 
-    good = total([s for s in hits if through(s)])
-    assert good >= 0.9 * total(hits), "through the signal frame in %d of %d: %s" % (
-        good, total(hits), [f.text for f in next(s for s in hits if not through(s)).frames])
+    assert_most(hits, through, "through the signal frame")
 
 
 def perf_map_cleanup(pid):
@@ -248,9 +252,7 @@ def test_perf_trampolines_named_and_unwound(taipan, tmp_path, workload, ident):
                 and line["keyfunc"] - 1 <= py[-1][1] <= line["keyfunc"] + 2 \
                 and tramp and tramp[-1].startswith("py::keyfunc:") and tramp[-1].endswith("native_perf.py")
 
-        good = total([s for s in hits if through(s)])
-        assert good >= 0.9 * total(hits), "named and whole in %d of %d: %s" % (
-            good, total(hits), [f.text for f in next(s for s in hits if not through(s)).frames])
+        assert_most(hits, through, "named and whole")
         stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2)
         shown = total([s for s in stacks if any(f.name.startswith("py::work:") for f in s.frames)])
         assert total(stacks) >= 100 and shown == 0, "work's trampoline shown in the filtered view: %d of %d" % (
@@ -282,9 +284,7 @@ def test_jit_code_named_from_the_perf_map(taipan, tmp_path, workload):
             return s.frames[j].native and any(f.name == "<module>" and f.line == line["jitted"] for f in below) \
                 and any("ffi_call" in f.name for f in below) and s.python[-1].line in (line["spin"], line["spin"] + 1)
 
-        good = total([s for s in hits if through(s)])
-        assert good >= 0.9 * total(hits), "named and whole in %d of %d: %s" % (
-            good, total(hits), [f.text for f in next(s for s in hits if not through(s)).frames])
+        assert_most(hits, through, "named and whole")
         # dump: the thread is in the callback nearly always; a few tries.
         for _ in range(20):
             r = run_taipan(taipan, ["dump", "-p", str(w.pid), "--native", "all"])
@@ -320,9 +320,7 @@ def test_where_a_native_walk_is_lost_is_said(taipan, tmp_path, workload, func, m
         return marker in names_ and names_[0] == "<module>" and s.python[-1].line in (line["spin"] - 1, line["spin"]) and \
             names_.index(marker) < names_.index("spin")
 
-    good = total([s for s in hits if said(s)])
-    assert good >= 0.9 * total(hits), "said in %d of %d: %s" % (
-        good, total(hits), [f.text for f in next(s for s in hits if not said(s)).frames])
+    assert_most(hits, said, "said")
     if func == "lost_nowhere":
         assert re.search(r"\b[1-9]\d* native walks that met a return address no mapping holds", res.stderr), res.stderr
     for _ in range(10):
