@@ -86,10 +86,11 @@ static bool grow(struct perfmap *pm, void **buf, size_t *cap, size_t need, size_
 		return false;
 	void *nb = realloc(*buf, ncap * size);
 	if (!nb) {
-		budget_give(pm->budget, pm->budget ? more : 0);
+		budget_give(pm->budget, more); /* accepts NULL */
 		return false;
 	}
-	pm->charged += pm->budget ? more : 0;
+	if (pm->budget)
+		pm->charged += more;
 	*buf = nb;
 	*cap = ncap;
 	return true;
