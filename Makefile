@@ -91,7 +91,7 @@ LIB_OBJS += $(BUILD)/obj/html_assets.o
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all quick deps roots run check test unit functional test-san test-lsan test-load san-select lint format clean install \
+.PHONY: all quick deps roots run check test unit functional test-san test-lsan test-load san-select lint format clean install cfi-rules \
 	uninstall offsets demo bench bench-unwtab pkg-check vmlinux
 .DELETE_ON_ERROR:
 
@@ -177,6 +177,12 @@ $(BUILD)/tools/taipan-capture: tools/capture.c $(BUILD)/libtaipan.a
 # taipan-nsym names addresses of ELF files as native frames are named, and
 # times it (doc/BENCHMARKS.md).
 $(BUILD)/tools/taipan-nsym: tools/nsym.c $(BUILD)/libtaipan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
+
+# taipan-cfirules prints ELF files' unwind rows by rule kind, and those the
+# native unwinder cannot follow (make cfi-rules).
+$(BUILD)/tools/taipan-cfirules: tools/cfirules.c $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
 
@@ -293,6 +299,23 @@ bench-unwtab: $(BUILD)/bench/unwtab
 	@if [ -z "$(UNWTAB_PY)" ]; then echo "bench-unwtab: no pyenv python3.12" >&2; exit 1; fi
 	$(BUILD)/bench/unwtab $(UNWTAB_FILES)
 	$(BUILD)/bench/unwtab --python $(UNWTAB_PY)
+
+# Native unwind rows by rule kind, and those taipan cannot follow, for the
+# libraries of real workloads (PyTorch, OpenBLAS, numpy, the C and C++
+# runtimes) and the interpreters of the test matrix: make cfi-rules
+# [CFI_FILES=...]. Files missing here are left out.
+LIBDIR := /usr/lib/x86_64-linux-gnu
+TEST_ROOTS ?= /var/cache/taipan-test
+CFI_FILES ?= $(wildcard $(LIBDIR)/libtorch_cpu.so.* $(LIBDIR)/libc10.so.* $(LIBDIR)/libtorch_python.so.*) \
+	$(wildcard $(LIBDIR)/openblas-pthread/libopenblasp-*.so) \
+	$(wildcard /usr/lib/python3/dist-packages/numpy/core/_multiarray_umath.*.so) \
+	$(wildcard $(LIBDIR)/libstdc++.so.6 $(LIBDIR)/libc.so.6 $(LIBDIR)/libm.so.6) \
+	$(wildcard /root/.pyenv/versions/*/lib/libpython*.so.1.0 /usr/bin/python3.11) \
+	$(wildcard $(TEST_ROOTS)/*/usr/bin/python3.[0-9] $(TEST_ROOTS)/*/usr/bin/python3.[0-9][0-9] \
+		$(TEST_ROOTS)/*/usr/bin/python3.[0-9][0-9]t)
+
+cfi-rules: $(BUILD)/tools/taipan-cfirules
+	$(BUILD)/tools/taipan-cfirules $(sort $(realpath $(CFI_FILES)))
 
 # Regenerate the offset tables from the DWARF of the pyenv interpreters.
 offsets:

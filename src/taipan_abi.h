@@ -333,28 +333,44 @@ struct tpw_anchors {
 /* How a row finds the canonical frame address (CFA: the caller's stack
  * pointer before the call). */
 enum tp_cfa_kind {
-	TP_CFA_INVALID = 0, /* CFI this unwinder cannot follow: stop, marked */
-	TP_CFA_SP = 1,	    /* CFA = sp + cfa_off */
-	TP_CFA_FP = 2,	    /* CFA = fp + cfa_off */
-	TP_CFA_PLT = 3,	    /* a PLT stub: sp + cfa_off, + 8 when (ip & 15) >= 11 */
-	TP_CFA_END = 4,	    /* the outermost frame: the return address is undefined */
-	TP_CFA_NOCFI = 5,   /* no CFI covers it: follow the frame pointer */
-	TP_CFA_SIGNAL = 6,  /* a signal frame (CIE augmentation 'S': the C library's
-			       __restore_rt): sp points at the ucontext the kernel saved, and
-			       the interrupted thread's registers are in its mcontext */
+	TP_CFA_INVALID = 0,  /* CFI this unwinder cannot follow: stop, marked */
+	TP_CFA_SP = 1,	     /* CFA = sp + cfa_off */
+	TP_CFA_FP = 2,	     /* CFA = fp + cfa_off */
+	TP_CFA_PLT = 3,	     /* a PLT stub: sp + cfa_off, + 8 when (ip & 15) >= 11 */
+	TP_CFA_END = 4,	     /* the outermost frame: the return address is undefined */
+	TP_CFA_NOCFI = 5,    /* no CFI covers it: follow the frame pointer */
+	TP_CFA_SIGNAL = 6,   /* a signal frame (CIE augmentation 'S': the C library's
+				__restore_rt): sp points at the ucontext the kernel saved, and
+				the interrupted thread's registers are in its mcontext */
+	TP_CFA_FP_DEREF = 7, /* CFA = *(fp + cfa_off): GCC's realigned stacks keep the CFA
+				there, from the register (DRAP) that held it in the prologue */
+	TP_CFA_R10 = 8,	     /* CFA = r10 + cfa_off: inside a realigning prologue or
+				epilogue; only where r10 is known (below) */
+	TP_CFA_R11 = 9,	     /* CFA = r11 + cfa_off: a stack-clash probe loop
+				(-fstack-clash-protection) */
+	TP_CFA_R13 = 10,     /* CFA = r13 + cfa_off: GCC's DRAP when r10 is taken */
 };
+/* r10, r11 and r13 are known only in a frame whose registers are all
+ * known: the sampled one, and one a signal interrupted. The code that keeps
+ * the CFA in them (a prologue, an epilogue, a probe loop) calls nothing, so
+ * no caller's row needs them. */
 
 /* Where the interrupted registers lie from a TP_CFA_SIGNAL frame's sp (x86-64
  * Linux: struct ucontext's uc_mcontext.gregs[], after uc_flags, uc_link and
- * uc_stack): REG_RBP, REG_RSP, REG_RIP. */
+ * uc_stack): REG_R10, REG_R11, REG_R13, REG_RBP, REG_RSP, REG_RIP. */
+#define TP_UC_R10 (40 + 2 * 8)
+#define TP_UC_R11 (40 + 3 * 8)
+#define TP_UC_R13 (40 + 5 * 8)
 #define TP_UC_RBP (40 + 10 * 8)
 #define TP_UC_RSP (40 + 15 * 8)
 #define TP_UC_RIP (40 + 16 * 8)
 
 /* Where the caller's frame pointer (rbp) is. */
 enum tp_fp_rule {
-	TP_FP_SAME = 0, /* unchanged in this frame */
-	TP_FP_AT = 1,	/* saved at CFA + fp_off */
+	TP_FP_SAME = 0,	 /* unchanged in this frame */
+	TP_FP_AT = 1,	 /* saved at CFA + fp_off */
+	TP_FP_AT_FP = 2, /* saved at fp + fp_off (DW_CFA_expression rbp: DW_OP_breg6 N, as
+			    GCC's realigning prologue describes its push of rbp) */
 };
 
 /* One row of an unwind table: from pc up to the next row's pc. */

@@ -109,7 +109,7 @@ static __always_inline bool native_start(struct tpw_state *st)
 		st->s.uerr = TP_UERR_REGS;
 		return false;
 	}
-	tpn_begin(st, regs.ip, regs.sp, regs.bp);
+	tpn_begin(st, regs.ip, regs.sp, regs.bp, regs.r10, regs.r11, regs.r13);
 	return true;
 }
 

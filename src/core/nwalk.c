@@ -396,7 +396,7 @@ static void unwind(struct nwalk *nw, const struct user_regs_struct *r,
 		st->a = *anchors;
 	else
 		st->a.n = st->a.full = 0;
-	tpn_begin(st, r->rip, r->rsp, r->rbp);
+	tpn_begin(st, r->rip, r->rsp, r->rbp, r->r10, r->r11, r->r13);
 	/* Each step unwinds at least one frame until TP_USTACK_MAX ends it. */
 	for (unsigned int runs = 0; runs <= TP_USTACK_MAX && tpn_step(st); runs++)
 		;

@@ -29,6 +29,9 @@
 /* x86-64 DWARF registers. */
 #define REG_RBP 6
 #define REG_RSP 7
+#define REG_R10 10
+#define REG_R11 11
+#define REG_R13 13
 #define REG_RA 16
 
 /* dwarf_cfi_addrframe interprets the FDE's program from its start on each
@@ -479,17 +482,104 @@ static bool is_plt_expr(const Dwarf_Op *o, size_t n, int *threshold)
 	return true;
 }
 
+/* An invalid row, with why it is (enum unwtab_why) in cfa_off until
+ * push_row() counts it. */
+static struct tp_urow invalid_row(int why)
+{
+	return (struct tp_urow){.cfa = TP_CFA_INVALID, .fp = TP_FP_SAME, .cfa_off = why};
+}
+
+/* A single DW_OP_bregN/bregx: *reg and *off, or false. */
+static bool op_breg(const Dwarf_Op *op, uint64_t *reg, int64_t *off)
+{
+	if (op->atom == DW_OP_bregx) {
+		*reg = op->number;
+		*off = (int64_t)op->number2;
+		return true;
+	}
+	if (op->atom >= DW_OP_breg0 && op->atom <= DW_OP_breg31) {
+		*reg = op->atom - DW_OP_breg0;
+		*off = (int64_t)op->number;
+		return true;
+	}
+	return false;
+}
+
+/* The row's CFA from libdw's expression for it (a DW_CFA_def_cfa is one
+ * DW_OP_breg): reg + off on rsp, rbp, r10, r11 or r13; *(rbp + off), the CFA
+ * that GCC's realigning prologue keeps on the stack; the PLT's. Returns -1,
+ * or why the row is invalid. */
+static int convert_cfa(const Dwarf_Op *ops, size_t nops, struct tp_urow *r)
+{
+	uint64_t reg;
+	int64_t off;
+	int threshold;
+
+	if (nops == 1 && op_breg(&ops[0], &reg, &off)) {
+		if (off < INT32_MIN || off > INT32_MAX)
+			return UNWTAB_WHY_RANGE;
+		switch (reg) {
+		case REG_RSP:
+			r->cfa = TP_CFA_SP;
+			break;
+		case REG_RBP:
+			r->cfa = TP_CFA_FP;
+			break;
+		case REG_R10:
+			r->cfa = TP_CFA_R10;
+			break;
+		case REG_R11:
+			r->cfa = TP_CFA_R11;
+			break;
+		case REG_R13:
+			r->cfa = TP_CFA_R13;
+			break;
+		default:
+			return UNWTAB_WHY_CFA_REG;
+		}
+		r->cfa_off = (int32_t)off;
+		return -1;
+	}
+	if (nops == 2 && op_breg(&ops[0], &reg, &off) && ops[1].atom == DW_OP_deref) {
+		if (reg != REG_RBP)
+			return UNWTAB_WHY_CFA_EXPR;
+		if (off < INT32_MIN || off > INT32_MAX)
+			return UNWTAB_WHY_RANGE;
+		r->cfa = TP_CFA_FP_DEREF;
+		r->cfa_off = (int32_t)off;
+		return -1;
+	}
+	if (is_plt_expr(ops, nops, &threshold) && r->fp == TP_FP_SAME) {
+		r->cfa = TP_CFA_PLT;
+		r->cfa_off = 8;
+		r->fp_off = (int16_t)threshold;
+		return -1;
+	}
+	return UNWTAB_WHY_CFA_EXPR;
+}
+
+/* DW_CFA_expression rbp: DW_OP_breg6 N, which libdw gives after the CFA
+ * that the expression's stack starts with: rbp saved at rbp + N. */
+static bool is_fp_expr(const Dwarf_Op *ops, size_t nops, int64_t *off)
+{
+	uint64_t reg;
+
+	if (nops == 2 && ops[0].atom == DW_OP_call_frame_cfa)
+		ops++, nops--;
+	return nops == 1 && op_breg(&ops[0], &reg, off) && reg == REG_RBP;
+}
+
 /* libdw's rules for one row, as a tp_urow. Anything it cannot follow (see
- * doc/design/native-stacks.md, "Row") is TP_CFA_INVALID. */
+ * doc/design/native-stacks.md, "Row") is TP_CFA_INVALID, with why. */
 static void convert(Dwarf_Frame *f, struct tp_urow *r)
 {
 	Dwarf_Op mem[3], *ops;
 	size_t nops;
 	bool signal;
 	int64_t off;
-	int ra, threshold;
+	int ra, why;
 
-	*r = (struct tp_urow){.cfa = TP_CFA_INVALID, .fp = TP_FP_SAME};
+	*r = invalid_row(UNWTAB_WHY_RA);
 	ra = dwarf_frame_info(f, NULL, NULL, &signal);
 	if (ra != REG_RA)
 		return;
@@ -498,7 +588,7 @@ static void convert(Dwarf_Frame *f, struct tp_urow *r)
 	 * registers are where x86-64 Linux puts them, whatever the
 	 * expressions: BPF reads them from the ucontext (TP_CFA_SIGNAL). */
 	if (signal) {
-		r->cfa = TP_CFA_SIGNAL;
+		*r = (struct tp_urow){.cfa = TP_CFA_SIGNAL, .fp = TP_FP_SAME};
 		return;
 	}
 	/* The return address: undefined ends the stack; else at CFA - 8. */
@@ -506,50 +596,38 @@ static void convert(Dwarf_Frame *f, struct tp_urow *r)
 		return;
 	if (nops == 0) {
 		if (ops) /* undefined (ops == mem); same_value has ops NULL */
-			r->cfa = TP_CFA_END;
+			*r = (struct tp_urow){.cfa = TP_CFA_END, .fp = TP_FP_SAME};
 		return;
 	}
 	if (!op_is_cfa_offset(ops, nops, &off) || off != -8)
 		return;
 
-	/* The caller's rbp: same_value and undefined leave it; offset(N) saved it. */
+	/* The caller's rbp: same_value and undefined leave it; offset(N)
+	 * saved it at CFA + N; expression(breg6 N) at rbp + N. */
+	*r = invalid_row(UNWTAB_WHY_FP);
 	if (dwarf_frame_register(f, REG_RBP, mem, &ops, &nops))
 		return;
 	if (nops) {
-		if (!op_is_cfa_offset(ops, nops, &off) || off < INT16_MIN || off > INT16_MAX)
+		if (op_is_cfa_offset(ops, nops, &off))
+			r->fp = TP_FP_AT;
+		else if (is_fp_expr(ops, nops, &off))
+			r->fp = TP_FP_AT_FP;
+		else
 			return;
-		r->fp = TP_FP_AT;
+		if (off < INT16_MIN || off > INT16_MAX) {
+			*r = invalid_row(UNWTAB_WHY_RANGE);
+			return;
+		}
 		r->fp_off = (int16_t)off;
 	}
 
-	if (dwarf_frame_cfa(f, &ops, &nops) || nops == 0)
-		goto invalid;
-	if (nops == 1) {
-		uint64_t reg;
-
-		if (ops[0].atom == DW_OP_bregx) {
-			reg = ops[0].number;
-			off = (int64_t)ops[0].number2;
-		} else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
-			reg = ops[0].atom - DW_OP_breg0;
-			off = (int64_t)ops[0].number;
-		} else {
-			goto invalid;
-		}
-		if (off < INT32_MIN || off > INT32_MAX || (reg != REG_RSP && reg != REG_RBP))
-			goto invalid;
-		r->cfa = reg == REG_RSP ? TP_CFA_SP : TP_CFA_FP;
-		r->cfa_off = (int32_t)off;
+	if (dwarf_frame_cfa(f, &ops, &nops) || nops == 0) {
+		*r = invalid_row(UNWTAB_WHY_LIBDW);
 		return;
 	}
-	if (is_plt_expr(ops, nops, &threshold) && r->fp == TP_FP_SAME) {
-		r->cfa = TP_CFA_PLT;
-		r->cfa_off = 8;
-		r->fp_off = (int16_t)threshold;
-		return;
-	}
-invalid:
-	*r = (struct tp_urow){.cfa = TP_CFA_INVALID, .fp = TP_FP_SAME};
+	why = convert_cfa(ops, nops, r);
+	if (why >= 0)
+		*r = invalid_row(why);
 }
 
 static bool row_eq(const struct tp_urow *a, const struct tp_urow *b)
@@ -563,8 +641,12 @@ static bool row_eq(const struct tp_urow *a, const struct tp_urow *b)
 static int push_row(struct build *b, uint64_t pc, struct tp_urow r)
 {
 	r.pc = (uint32_t)pc;
-	if (r.cfa == TP_CFA_INVALID)
+	if (r.cfa == TP_CFA_INVALID) {
 		b->t->rows_invalid++;
+		if (r.cfa_off >= 0 && r.cfa_off < UNWTAB_WHY_N)
+			b->t->invalid_why[r.cfa_off]++;
+		r.cfa_off = 0;
+	}
 	if (b->nrows && b->rows[b->nrows - 1].pc >= r.pc) {
 		if (b->rows[b->nrows - 1].pc > r.pc)
 			return 0; /* cannot happen with disjoint sorted spans */
@@ -593,7 +675,7 @@ static int push_row(struct build *b, uint64_t pc, struct tp_urow r)
 /* The rows of one span, one dwarf_cfi_addrframe call per row of libdw's. */
 static int walk_span(struct build *b, Dwarf_CFI *cfi, const struct span *s)
 {
-	const struct tp_urow bad = {.cfa = TP_CFA_INVALID, .fp = TP_FP_SAME};
+	const struct tp_urow bad = invalid_row(UNWTAB_WHY_LIBDW);
 	uint64_t pc = s->start;
 	int err;
 
@@ -648,25 +730,43 @@ struct run_state {
 /* convert() for a run_state: the same row for the same rules. */
 static struct tp_urow run_row(const struct run_state *st)
 {
-	const struct tp_urow bad = {.cfa = TP_CFA_INVALID, .fp = TP_FP_SAME};
-	struct tp_urow r = bad;
+	struct tp_urow r = {.fp = TP_FP_SAME};
 
 	if (st->ra == RR_UNDEF) {
 		r.cfa = TP_CFA_END;
 		return r;
 	}
 	if (st->ra != RR_OFFSET || st->ra_off != -8)
-		return r;
+		return invalid_row(UNWTAB_WHY_RA);
 	if (st->fp == RR_OFFSET) {
 		if (st->fp_off < INT16_MIN || st->fp_off > INT16_MAX)
-			return r;
+			return invalid_row(UNWTAB_WHY_RANGE);
 		r.fp = TP_FP_AT;
 		r.fp_off = (int16_t)st->fp_off;
 	}
-	if (st->cfa != RC_OFFSET || (st->cfa_reg != REG_RSP && st->cfa_reg != REG_RBP) ||
-	    st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX)
-		return bad;
-	r.cfa = st->cfa_reg == REG_RSP ? TP_CFA_SP : TP_CFA_FP;
+	if (st->cfa != RC_OFFSET)
+		return invalid_row(UNWTAB_WHY_LIBDW); /* as libdw: no CFA rule */
+	if (st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX)
+		return invalid_row(UNWTAB_WHY_RANGE);
+	switch (st->cfa_reg) {
+	case REG_RSP:
+		r.cfa = TP_CFA_SP;
+		break;
+	case REG_RBP:
+		r.cfa = TP_CFA_FP;
+		break;
+	case REG_R10:
+		r.cfa = TP_CFA_R10;
+		break;
+	case REG_R11:
+		r.cfa = TP_CFA_R11;
+		break;
+	case REG_R13:
+		r.cfa = TP_CFA_R13;
+		break;
+	default:
+		return invalid_row(UNWTAB_WHY_CFA_REG);
+	}
 	r.cfa_off = (int32_t)st->cfa_off;
 	return r;
 }
@@ -853,13 +953,14 @@ static int run_span(struct build *b, const struct span *s)
 {
 	struct run_state st = {.cfa = RC_UNDEF, .ra = RR_SAME, .fp = RR_SAME}, init;
 	size_t nrows = b->nrows;
-	uint32_t invalid = b->t->rows_invalid;
+	uint32_t invalid = b->t->rows_invalid, why[UNWTAB_WHY_N];
 	uint64_t loc = 0;
 	int err;
 
 	b->work += s->cost + 64u;
 	if (b->work > b->budget)
 		return -E2BIG;
+	memcpy(why, b->t->invalid_why, sizeof(why));
 	err = run_prog(b, s, s->init, s->init_end, &st, NULL, &loc);
 	if (!err) {
 		init = st;
@@ -872,6 +973,7 @@ static int run_span(struct build *b, const struct span *s)
 		/* Its first row only appended or merged: nothing before it moved. */
 		b->nrows = nrows;
 		b->t->rows_invalid = invalid;
+		memcpy(b->t->invalid_why, why, sizeof(why));
 	}
 	return err;
 }

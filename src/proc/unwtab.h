@@ -19,6 +19,18 @@
  * the table stops, and `truncated` says so. */
 #define UNWTAB_MAX_ROWS (4u << 20)
 
+/* Why a row is TP_CFA_INVALID: the rules that the unwinder cannot follow,
+ * counted for `make cfi-rules` (tools/cfirules.c) and the tests. */
+enum unwtab_why {
+	UNWTAB_WHY_RA,	     /* the return address is not saved at CFA - 8 */
+	UNWTAB_WHY_FP,	     /* rbp's rule is none of: kept, at CFA + N, at rbp + N */
+	UNWTAB_WHY_CFA_REG,  /* the CFA is on a register other than rsp, rbp, r10, r11, r13 */
+	UNWTAB_WHY_CFA_EXPR, /* a CFA expression other than *(rbp + N) and the PLT's */
+	UNWTAB_WHY_RANGE,    /* an offset too large for the row's fields */
+	UNWTAB_WHY_LIBDW,    /* libdw could not give the row: corrupt or unsupported CFI */
+	UNWTAB_WHY_N
+};
+
 struct unwtab {
 	uint32_t base;	 /* rows[0].pc rounded down to 1 << TP_UPAGE_SHIFT */
 	uint32_t npages; /* pages up to and including the last row's */
@@ -26,11 +38,12 @@ struct unwtab {
 	uint32_t nrows;
 	struct tp_urow *rows;
 	/* What the build met, for --stats and the tests. */
-	uint32_t fdes;		   /* FDEs turned into rows */
-	uint32_t fdes_bad;	   /* FDEs skipped: undecodable, empty, outside the file */
-	uint32_t from_debug_frame; /* of fdes, those taken from .debug_frame */
-	uint32_t rows_invalid;	   /* TP_CFA_INVALID rows (before merging) */
-	uint32_t truncated;	   /* 1 when a limit stopped the build: a partial table */
+	uint32_t fdes;			    /* FDEs turned into rows */
+	uint32_t fdes_bad;		    /* FDEs skipped: undecodable, empty, outside the file */
+	uint32_t from_debug_frame;	    /* of fdes, those taken from .debug_frame */
+	uint32_t rows_invalid;		    /* TP_CFA_INVALID rows (before merging) */
+	uint32_t invalid_why[UNWTAB_WHY_N]; /* of rows_invalid, by enum unwtab_why */
+	uint32_t truncated;		    /* 1 when a limit stopped the build: a partial table */
 };
 
 /* Builds the table of the ELF file at path. Returns 0 and fills *out (free it

@@ -29,7 +29,8 @@
 #include "walk/state.h"
 
 /* Starts a native walk at the registers of the sampled thread's user mode. */
-TPW_INLINE void tpn_begin(struct tpw_state *st, __u64 ip, __u64 sp, __u64 fp)
+TPW_INLINE void tpn_begin(struct tpw_state *st, __u64 ip, __u64 sp, __u64 fp, __u64 r10, __u64 r11,
+			  __u64 r13)
 {
 	st->s.flags |= TP_SF_NATIVE;
 	/* The runtime's walk, over by now, left anchors: the frames that
@@ -47,6 +48,9 @@ TPW_INLINE void tpn_begin(struct tpw_state *st, __u64 ip, __u64 sp, __u64 fp)
 	st->u.ip = ip;
 	st->u.sp = sp;
 	st->u.fp = fp;
+	st->u.r10 = r10;
+	st->u.r11 = r11;
+	st->u.r13 = r13;
 	st->u.frames = 0;
 	st->u.done = 0;
 	st->u.exact = 1;
@@ -172,6 +176,26 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 	case TP_CFA_FP:
 		cfa = fp + (__s64)row.cfa_off;
 		break;
+	case TP_CFA_FP_DEREF:
+		if (tpw_read(st, &cfa, sizeof(cfa), fp + (__s64)row.cfa_off)) {
+			tpn_fail(st, TP_UERR_READ);
+			return;
+		}
+		break;
+	case TP_CFA_R10:
+	case TP_CFA_R11:
+	case TP_CFA_R13:
+		/* A realigning prologue's or epilogue's, a probe loop's: only
+		 * the sampled frame, or one a signal interrupted, is in one. */
+		if (!st->u.exact) {
+			tpn_fail(st, TP_UERR_CFI);
+			return;
+		}
+		cfa = row.cfa == TP_CFA_R10   ? st->u.r10
+		      : row.cfa == TP_CFA_R11 ? st->u.r11
+					      : st->u.r13;
+		cfa += (__s64)row.cfa_off;
+		break;
 	case TP_CFA_PLT:
 		cfa = sp + (__s64)row.cfa_off + ((ip & 15) >= (__u64)row.fp_off ? 8 : 0);
 		row.fp = TP_FP_SAME;
@@ -184,17 +208,20 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 		 * on the stack; the caller is the interrupted instruction.
 		 * Its stack need not lie above (sigaltstack), and the walk is
 		 * bounded anyway. */
-		__u64 regs[(TP_UC_RIP - TP_UC_RBP) / 8 + 1];
-		if (tpw_read(st, regs, sizeof(regs), sp + TP_UC_RBP)) {
+		__u64 regs[(TP_UC_RIP - TP_UC_R10) / 8 + 1];
+		if (tpw_read(st, regs, sizeof(regs), sp + TP_UC_R10)) {
 			tpn_fail(st, TP_UERR_READ);
 			return;
 		}
 		/* Named as is: the kernel's return address is the
 		 * trampoline's first instruction, not after a call. */
 		st->s.exact[(k >> 6) & (TP_USTACK_MAX / 64 - 1)] |= 1ULL << (k & 63);
-		st->u.fp = regs[0];
-		st->u.sp = regs[(TP_UC_RSP - TP_UC_RBP) / 8];
-		st->u.ip = regs[(TP_UC_RIP - TP_UC_RBP) / 8];
+		st->u.r10 = regs[0];
+		st->u.r11 = regs[(TP_UC_R11 - TP_UC_R10) / 8];
+		st->u.r13 = regs[(TP_UC_R13 - TP_UC_R10) / 8];
+		st->u.fp = regs[(TP_UC_RBP - TP_UC_R10) / 8];
+		st->u.sp = regs[(TP_UC_RSP - TP_UC_R10) / 8];
+		st->u.ip = regs[(TP_UC_RIP - TP_UC_R10) / 8];
 		st->u.exact = 1;
 		if (!st->u.ip)
 			st->u.done = 1;
@@ -255,7 +282,9 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 			tpn_fail(st, TP_UERR_READ);
 			return;
 		}
-		if (row.fp == TP_FP_AT && tpw_read(st, &fp, sizeof(fp), cfa + (__s64)row.fp_off)) {
+		if (row.fp != TP_FP_SAME &&
+		    tpw_read(st, &fp, sizeof(fp),
+			     (row.fp == TP_FP_AT ? cfa : fp) + (__s64)row.fp_off)) {
 			tpn_fail(st, TP_UERR_READ);
 			return;
 		}

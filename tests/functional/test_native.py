@@ -223,6 +223,41 @@ def test_stack_goes_through_a_signal_frame(taipan, tmp_path, workload, ident):
     assert_most(hits, through, "through the signal frame")
 
 
+@pytest.mark.parametrize("ident", ["pyenv-3.12", "debian-3.11-static"])
+def test_realigned_stacks_and_stack_probes(taipan, tmp_path, workload, ident):
+    """Two CFI forms that GCC emits in real libraries (libtorch_cpu has
+    about 11,000 such rows, OpenBLAS 700): a stack realigned through a DRAP
+    register, whose CFA is *(rbp - 16) and whose rbp is saved at rbp + 0,
+    both CFI expressions; and a stack-clash probe loop, whose CFA is r11.
+    Python called from inside the realigned frame, and samples in the probe
+    loop, unwind to the thread's root with no marker."""
+    it = interpreter(ident)
+    d = tmp_path / "realign"
+    d.mkdir()
+    so = d / "realign.so"
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-fstack-clash-protection", "-fPIC", "-shared",
+                    os.path.join(WORKLOADS, "realign.c"), "-o", str(so)], check=True)
+    cfi = subprocess.run(["readelf", "-wF", str(so)], stdout=subprocess.PIPE, text=True, check=True).stdout
+    assert re.search(r"^\s*[0-9a-f]+ exp ", cfi, re.M), "no CFA expression in realign.so:\n" + cfi
+    assert re.search(r"^\s*[0-9a-f]+ r11\+", cfi, re.M), "no CFA on r11 in realign.so:\n" + cfi
+    w = workload(it, "native_realign.py", d)
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", "all"])
+    line = marked_lines(os.path.join(WORKLOADS, "native_realign.py"))
+
+    def whole(s, func):
+        names_ = names(s)
+        return not any(f.marker for f in s.frames) and names_[0] == "_start" and func in names_
+
+    called = [s for s in stacks if s.python and s.python[-1].name == "in_realigned"]
+    assert total(called) >= 30, "few samples in the callback: %d of %d" % (total(called), total(stacks))
+    assert_most(called, lambda s: whole(s, "realign_call") and s.python[-1].line == line["callback"],
+                "through the realigned frame")
+    probing = [s for s in stacks if s.frames and s.frames[-1].name == "big_frame"]
+    assert total(probing) >= 30, "few samples in big_frame: %d of %d" % (total(probing), total(stacks))
+    assert_most(probing, lambda s: whole(s, "probe_spin") and
+                any(f.line == line["probe"] for f in s.python), "from the probe loop")
+
+
 def perf_map_cleanup(pid):
     try:
         os.unlink("/tmp/perf-%d.map" % pid)

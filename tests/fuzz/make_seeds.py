@@ -183,6 +183,15 @@ def unwtab_seeds(out, cc):
                 with open(so, "rb") as f:
                     write(d, name, f.read())
                 n += 1
+        # The rule forms of realigned stacks and probe loops: CFA on r10,
+        # r11 and r13, CFA = *(rbp + N), rbp saved at rbp + N.
+        realign = os.path.join(tmp, "realign.so")
+        if subprocess.run([cc, "-O2", "-fPIC", "-shared", "-fomit-frame-pointer", "-fstack-clash-protection",
+                           os.path.join(src, "..", "..", "workloads", "realign.c"), os.path.join(src, "drap13.S"),
+                           "-o", realign]).returncode == 0:
+            with open(realign, "rb") as f:
+                write(d, "realign", f.read())
+            n += 1
     if n == 0:
         print("make_seeds: no ELF seeds for unwtab", file=sys.stderr)
 

@@ -18,7 +18,11 @@ $(BUILD)/fixtures/stamp: tests/fixtures/gen_fixtures.sh tests/fixtures/dump_line
 
 # Small libraries for test_unwtab: mixed.so has eh.c's CFI in .eh_frame and
 # dbg.c's only in .debug_frame (-g, no unwind tables); nocfi.so has none.
-UNWTAB_FIXTURES := $(BUILD)/fixtures/unwtab/mixed.so $(BUILD)/fixtures/unwtab/nocfi.so
+# realign.so has the CFI of realigned stacks (CFA on r10 or r13, then
+# *(rbp - N), rbp saved at rbp + 0) and of a stack-clash probe loop (CFA on
+# r11).
+UNWTAB_FIXTURES := $(BUILD)/fixtures/unwtab/mixed.so $(BUILD)/fixtures/unwtab/nocfi.so \
+	$(BUILD)/fixtures/unwtab/realign.so
 UNWTAB_FIX_CC = $(CC) -O1 -fPIC -fno-omit-frame-pointer -fcf-protection=none
 
 unit: $(UNWTAB_FIXTURES)
@@ -29,6 +33,10 @@ $(BUILD)/fixtures/unwtab/mixed.so: tests/fixtures/unwtab/eh.c tests/fixtures/unw
 	$(UNWTAB_FIX_CC) -g -fno-asynchronous-unwind-tables -fno-unwind-tables \
 		-c tests/fixtures/unwtab/dbg.c -o $@.dbg.o
 	$(CC) -shared -nostdlib -Wl,-z,max-page-size=4096 -o $@ $@.eh.o $@.dbg.o
+
+$(BUILD)/fixtures/unwtab/realign.so: tests/workloads/realign.c tests/fixtures/unwtab/drap13.S
+	@mkdir -p $(dir $@)
+	gcc -O2 -fPIC -shared -fomit-frame-pointer -fstack-clash-protection -o $@ $^
 
 $(BUILD)/fixtures/unwtab/nocfi.so: tests/fixtures/unwtab/dbg.c
 	@mkdir -p $(dir $@)

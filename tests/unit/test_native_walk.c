@@ -54,6 +54,10 @@ static const struct tp_urow sig_table[] = {
     {.pc = 0},						    /* page 0's first row */
     {.pc = (uint32_t)(SIG_LO - 1), .cfa = TP_CFA_SIGNAL},   /* __restore_rt */
     {.pc = (uint32_t)(SIG_LO + 0x10), .cfa = TP_CFA_NOCFI}, /* past it */
+    /* A probe loop's CFA on r11, a realigning prologue's on r13. */
+    {.pc = (uint32_t)(SIG_LO + 0x100), .cfa = TP_CFA_R11, .cfa_off = 0x18},
+    {.pc = (uint32_t)(SIG_LO + 0x110), .cfa = TP_CFA_R13},
+    {.pc = (uint32_t)(SIG_LO + 0x120), .cfa = TP_CFA_NOCFI},
 };
 
 static int tpn_mapping(struct tpw_state *st, uint64_t ip, struct tp_umap *m)
@@ -80,7 +84,7 @@ static int tpn_file(struct tpw_state *st, uint32_t file, struct tp_ufile *info)
 	(void)st;
 	if (file != 1)
 		return -1;
-	*info = (struct tp_ufile){.base = (uint32_t)(SIG_LO - 1), .npages = 1, .nrows = 2};
+	*info = (struct tp_ufile){.base = (uint32_t)(SIG_LO - 1), .npages = 1, .nrows = 5};
 	return 0;
 }
 
@@ -132,7 +136,7 @@ static uint64_t walk(const uint64_t *anchors, int n)
 	build_stack();
 	for (int i = 0; i < n; i++)
 		tpw_anchor(&st, anchors[i], 1);
-	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), frame_sp(0) + FRAME_BYTES - 16);
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), frame_sp(0) + FRAME_BYTES - 16, 0, 0, 0);
 	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
 		;
 	assert_int_equal(st.s.uerr, TP_UERR_NONE);
@@ -213,7 +217,7 @@ static void test_signal_frame(void **state)
 	stack_mem[(uc + TP_UC_RBP - STACK_BASE) / 8] = frame_sp(3) + FRAME_BYTES - 16;
 	stack_mem[(uc + TP_UC_RSP - STACK_BASE) / 8] = frame_sp(3);
 	stack_mem[(uc + TP_UC_RIP - STACK_BASE) / 8] = CODE_LO;
-	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), fp0);
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), fp0, 0, 0, 0);
 	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
 		;
 	assert_int_equal(st.s.uerr, TP_UERR_NONE);
@@ -247,7 +251,7 @@ static void test_code_that_returns_at_once(void **state)
 	stack_mem[(fp0 + 8 - STACK_BASE) / 8] = at + 6; /* into the trampoline */
 	stack_mem[0x48 / 8] = CODE_LO + 0x200;		/* the trampoline's return */
 	stack_mem[(outer - STACK_BASE) / 8] = 0;	/* the outermost frame */
-	tpn_begin(&st, CODE_LO + 0x100, STACK_BASE, fp0);
+	tpn_begin(&st, CODE_LO + 0x100, STACK_BASE, fp0, 0, 0, 0);
 	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
 		;
 	assert_int_equal(st.s.uerr, TP_UERR_NONE);
@@ -263,12 +267,48 @@ static void test_code_that_returns_at_once(void **state)
 	st.host.code_len = sizeof(ret);
 	stack_mem[0] = CODE_LO + 0x300;
 	stack_mem[(outer - STACK_BASE) / 8] = 0;
-	tpn_begin(&st, at, STACK_BASE, outer);
+	tpn_begin(&st, at, STACK_BASE, outer, 0, 0, 0);
 	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
 		;
 	assert_int_equal(st.s.uerr, TP_UERR_NONE);
 	assert_int_equal(st.s.nustack, 2);
 	assert_int_equal(st.s.ustack[1], CODE_LO + 0x300);
+}
+
+/* A CFA on r11 or r13 (a probe loop, a realigning prologue) is followed
+ * in the sampled frame, whose registers the walk starts with; in a caller,
+ * where they are not known, the walk stops with TP_UERR_CFI. */
+static void test_cfa_on_scratch_registers(void **state)
+{
+	(void)state;
+	build_stack();
+	memset(stack_mem, 0, sizeof(stack_mem));
+	/* r11 + 0x18 is the CFA: the return address below it. */
+	uint64_t r11 = STACK_BASE + 0x20;
+	stack_mem[(r11 + 0x18 - 8 - STACK_BASE) / 8] = CODE_LO + 0x200;
+	tpn_begin(&st, SIG_LO + 0x104, STACK_BASE, 0, 0, r11, 0);
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_NONE);
+	assert_int_equal(st.s.nustack, 2);
+	assert_int_equal(st.s.ustack[1], CODE_LO + 0x200);
+	/* r13 the same. */
+	uint64_t r13 = STACK_BASE + 0x40;
+	stack_mem[(r13 - 8 - STACK_BASE) / 8] = CODE_LO + 0x300;
+	tpn_begin(&st, SIG_LO + 0x114, STACK_BASE, 0, 0, 0, r13);
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_NONE);
+	assert_int_equal(st.s.ustack[1], CODE_LO + 0x300);
+	/* A caller in such a row: its registers are the callee's. */
+	build_stack();
+	uint64_t fp0 = frame_sp(0) + FRAME_BYTES - 16;
+	stack_mem[(fp0 + 8 - STACK_BASE) / 8] = SIG_LO + 0x105;
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), fp0, 0, r11, r13);
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_CFI);
+	assert_int_equal(st.s.nustack, 2);
 }
 
 /* Code without CFI whose frame pointer leads nowhere (below the stack
@@ -278,13 +318,13 @@ static void test_frame_pointer_lost(void **state)
 {
 	(void)state;
 	build_stack();
-	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), 0x20);
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), 0x20, 0, 0, 0);
 	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
 		;
 	assert_int_equal(st.s.uerr, TP_UERR_NOFP);
 	assert_int_equal(st.s.nustack, 1);
 	build_stack();
-	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), STACK_BASE + 0x100000);
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), STACK_BASE + 0x100000, 0, 0, 0);
 	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
 		;
 	assert_int_equal(st.s.uerr, TP_UERR_NOFP);
@@ -298,6 +338,7 @@ int main(void)
 	    cmocka_unit_test(test_anchors_no_frame_holds),
 	    cmocka_unit_test(test_none_or_too_many),
 	    cmocka_unit_test(test_signal_frame),
+	    cmocka_unit_test(test_cfa_on_scratch_registers),
 	    cmocka_unit_test(test_code_that_returns_at_once),
 	    cmocka_unit_test(test_frame_pointer_lost),
 	};

@@ -133,7 +133,8 @@ static int range_cmp(const void *a, const void *b)
 
 struct tally {
 	size_t fdes, rows, checked, mism, plt, end, fp_at, cfa_fp, invalid, gaps, signal;
-	uint64_t eh_lo, eh_hi; /* .eh_frame coverage, for .debug_frame FDEs */
+	size_t fp_at_fp, cfa_deref, cfa_reg; /* realigned stacks, probe loops */
+	uint64_t eh_lo, eh_hi;		     /* .eh_frame coverage, for .debug_frame FDEs */
 };
 
 /* What our row must be for readelf's state s. */
@@ -160,6 +161,11 @@ static bool expect_matches(const struct rstate *s, const struct tp_urow *r, stru
 		if (*end || r->fp != TP_FP_AT || r->fp_off != v)
 			return false;
 		n->fp_at++;
+	} else if (!strcmp(s->rbp, "exp")) {
+		/* readelf prints no expression: test_realign checks the shapes. */
+		if (r->fp != TP_FP_AT_FP && r->cfa != TP_CFA_INVALID)
+			return false;
+		n->fp_at_fp += r->fp == TP_FP_AT_FP;
 	} else {
 		return r->cfa == TP_CFA_INVALID;
 	}
@@ -168,15 +174,26 @@ static bool expect_matches(const struct rstate *s, const struct tp_urow *r, stru
 			n->plt++;
 			return r->cfa_off == 8 && (r->fp_off == 10 || r->fp_off == 11);
 		}
-		return r->cfa == TP_CFA_INVALID;
+		n->cfa_deref += r->cfa == TP_CFA_FP_DEREF;
+		return r->cfa == TP_CFA_FP_DEREF || r->cfa == TP_CFA_INVALID;
 	}
-	if (!strncmp(s->cfa, "rsp+", 4) || !strncmp(s->cfa, "rbp+", 4)) {
+	static const struct {
+		const char *reg;
+		uint8_t cfa;
+	} regs[] = {{"rsp+", TP_CFA_SP},
+		    {"rbp+", TP_CFA_FP},
+		    {"r10+", TP_CFA_R10},
+		    {"r11+", TP_CFA_R11},
+		    {"r13+", TP_CFA_R13}};
+	for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++) {
+		if (strncmp(s->cfa, regs[i].reg, 4))
+			continue;
 		v = strtol(s->cfa + 4, &end, 10);
 		if (*end)
 			return false;
-		if (s->cfa[1] == 'b')
-			n->cfa_fp++;
-		return r->cfa == (s->cfa[1] == 's' ? TP_CFA_SP : TP_CFA_FP) && r->cfa_off == v;
+		n->cfa_fp += regs[i].cfa == TP_CFA_FP;
+		n->cfa_reg += i >= 2;
+		return r->cfa == regs[i].cfa && r->cfa_off == v;
 	}
 	return r->cfa == TP_CFA_INVALID;
 }
@@ -369,7 +386,7 @@ static void check_against_readelf(const char *path, const struct unwtab *t, stru
 
 /* Checks path's table against readelf; returns the rows it checked in
  * signal frames. */
-static size_t oracle(const char *path, size_t min_fdes)
+static struct tally oracle(const char *path, size_t min_fdes)
 {
 	struct unwtab t;
 	struct tally n;
@@ -379,21 +396,23 @@ static size_t oracle(const char *path, size_t min_fdes)
 	check_against_readelf(path, &t, &n);
 	print_message("%s: %u rows, %zu bytes; readelf: %zu FDEs, %zu rows (%zu probes), %zu "
 		      "gaps, %zu PLT, %zu end, %zu signal, %zu rbp saved, %zu CFA=rbp, %zu "
-		      "invalid; %zu mismatches\n",
+		      "CFA=*(rbp+N), %zu CFA=r10/r11/r13, %zu rbp at rbp+N, %zu invalid; %zu "
+		      "mismatches\n",
 		      path, t.nrows, unwtab_bytes(&t), n.fdes, n.rows, n.checked, n.gaps, n.plt,
-		      n.end, n.signal, n.fp_at, n.cfa_fp, n.invalid, n.mism);
+		      n.end, n.signal, n.fp_at, n.cfa_fp, n.cfa_deref, n.cfa_reg, n.fp_at_fp,
+		      n.invalid, n.mism);
 	assert_int_equal(n.mism, 0);
 	assert_true(n.fdes >= min_fdes);
 	assert_true(n.fdes <= t.fdes + t.fdes_bad);
 	unwtab_free(&t);
-	return n.signal;
+	return n;
 }
 
 static void test_libc_oracle(void **state)
 {
 	(void)state;
 	/* Its __restore_rt, the signal trampoline, is a signal frame. */
-	assert_true(oracle(LIBC, 1000) > 0);
+	assert_true(oracle(LIBC, 1000).signal > 0);
 }
 
 static void test_libpython312_oracle(void **state)
@@ -406,6 +425,55 @@ static void test_debian_python311_oracle(void **state)
 {
 	(void)state;
 	oracle(EXE311_DEBIAN, 1000);
+}
+
+/* Whether readelf prints, in path's CFI, a line holding what, then
+ * "(DW_OP_breg6 (rbp): N" for N = off. */
+static bool readelf_has(const char *path, const char *what, long off)
+{
+	char cmd[4200], line[512], want[64];
+	bool found = false;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "readelf --debug-dump=frames '%s' 2>/dev/null", path);
+	snprintf(want, sizeof(want), "(DW_OP_breg6 (rbp): %ld", off);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, what) && strstr(line, want))
+			found = true;
+	pclose(f);
+	return found;
+}
+
+/* realign.so: GCC's realigned stack through r10 (realign_call), one through
+ * r13 (drap13.S) and a stack-clash probe loop on r11 (big_frame). Every row
+ * is followed, as readelf reads it; and each CFA = *(rbp + N) and rbp saved
+ * at rbp + N has the N of an expression that readelf prints. */
+static void test_realign(void **state)
+{
+	const char *path = fixture("realign.so");
+	struct tally n = oracle(path, 4);
+	bool kinds[16] = {false};
+	struct unwtab t;
+
+	(void)state;
+	assert_true(n.cfa_deref > 0 && n.fp_at_fp > 0 && n.cfa_reg > 0);
+	assert_int_equal(n.invalid, 0);
+	build_ok(path, &t);
+	assert_int_equal(t.rows_invalid, 0);
+	for (uint32_t i = 0; i < t.nrows; i++) {
+		const struct tp_urow *r = &t.rows[i];
+
+		kinds[r->cfa & 15] = true;
+		if (r->cfa == TP_CFA_FP_DEREF)
+			assert_true(readelf_has(path, "DW_CFA_def_cfa_expression", r->cfa_off));
+		if (r->fp == TP_FP_AT_FP)
+			assert_true(readelf_has(path, "DW_CFA_expression: r6 (rbp)", r->fp_off));
+	}
+	assert_true(kinds[TP_CFA_FP_DEREF] && kinds[TP_CFA_R10] && kinds[TP_CFA_R11] &&
+		    kinds[TP_CFA_R13]);
+	unwtab_free(&t);
 }
 
 /* --- particular rows --------------------------------------------------------------- */
@@ -601,6 +669,7 @@ int main(void)
 	    cmocka_unit_test(test_one_pass_matches_libdw),
 	    cmocka_unit_test(test_libpython312_oracle),
 	    cmocka_unit_test(test_debian_python311_oracle),
+	    cmocka_unit_test(test_realign),
 	    cmocka_unit_test(test_start_is_end),
 	    cmocka_unit_test(test_plt_and_gap),
 	    cmocka_unit_test(test_debug_frame),
