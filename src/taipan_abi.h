@@ -23,8 +23,9 @@
 #define TP_COMM_LEN 16
 /* Kernel frames per sample: the kernel's own default cap (PERF_MAX_STACK_DEPTH). */
 #define TP_KSTACK_MAX 127
-/* Native user frames per sample; a power of two (masked in BPF). */
-#define TP_USTACK_MAX 128
+/* Native user frames per sample; a power of two (masked in BPF). Deep C++
+ * (autograd, a template-heavy library) needs hundreds. */
+#define TP_USTACK_MAX 512
 /* Anchors (walk/state.h) a sample's walk keeps; a power of two. */
 #define TP_ANCHORS_MAX 64
 /* Interpreted frames per sample. A power of two so the BPF side can mask indices. */
@@ -269,8 +270,12 @@ enum tp_switch_flags {
  * rest wait for a later sample. */
 #define TP_DESCRIBE_MAX 32
 
-/* A sample as it travels through the ring buffer. Only the used part of
- * frames[] is sent: size = offsetof(struct tp_sample, frames) + nframes * sizeof(frame). */
+/* A sample, as the walk builds it. On the wire (the ring buffer) it is
+ * packed: the header (TP_SAMPLE_HDR bytes), then only the used entries of
+ * each array, in this order: kstack[nkstack]; anchored[] and exact[],
+ * TP_UWORDS(nustack) words each; ustack[nustack]; frames[nframes]
+ * (tp_sample_wire_bytes()). A deep native stack costs its bytes only in the
+ * samples that have one. */
 struct tp_sample {
 	__u32 kind; /* TP_EV_SAMPLE */
 	__u32 pid;  /* tgid, in the root pid namespace */
@@ -286,11 +291,12 @@ struct tp_sample {
 	__u16 nustack;		/* native frames in ustack[], innermost first (TP_SF_NATIVE) */
 	__u16 uerr;		/* enum tp_native_err (TP_SF_NATIVE) */
 	char comm[TP_COMM_LEN]; /* thread name */
-	__u64 kstack[TP_KSTACK_MAX];
-	__u8 state;   /* enum tp_thread_state */
-	__u8 gil;     /* enum tp_gil_state */
-	__u8 runtime; /* enum tp_runtime: whose walk, whose frames */
+	__u8 state;		/* enum tp_thread_state */
+	__u8 gil;		/* enum tp_gil_state */
+	__u8 runtime;		/* enum tp_runtime: whose walk, whose frames */
 	__u8 pad2[5];
+	/* The arrays, each packed on the wire. */
+	__u64 kstack[TP_KSTACK_MAX];
 	/* TP_SF_ANCHORED: bit i set when native frame i holds on its stack
 	 * one of the anchors the runtime's walk passed: it is an eval-loop
 	 * call, whatever its name, or if it has none (a stripped build's
@@ -304,6 +310,18 @@ struct tp_sample {
 	__u64 ustack[TP_USTACK_MAX];
 	struct tp_frame frames[TP_MAX_FRAMES];
 };
+
+/* The header of a packed sample, and the words of a bit mask over n native
+ * frames. */
+#define TP_SAMPLE_HDR __builtin_offsetof(struct tp_sample, kstack)
+#define TP_UWORDS(n) (((__u32)(n) + 63) / 64)
+
+/* The bytes of s packed (its counts within their arrays' sizes). */
+static inline __u64 tp_sample_wire_bytes(const struct tp_sample *s)
+{
+	return TP_SAMPLE_HDR + (__u64)s->nkstack * 8 + (__u64)TP_UWORDS(s->nustack) * 16 +
+	       (__u64)s->nustack * 8 + (__u64)s->nframes * sizeof(struct tp_frame);
+}
 
 /* The anchors of a walk: addresses on the native stack that the runtime's
  * walk passed, innermost first (CPython 3.12+: each eval-loop call's entry
@@ -386,9 +404,17 @@ struct tp_urow {
  * every tracked process that lead to them. */
 #define TP_MAX_UFILES 4096
 #define TP_MAX_URANGES (1 << 18)
-/* Native frames unwound by one BPF program before it tail-calls the next;
- * a row is found in at most TP_USEARCH steps within its page. */
+/* Native frames unwound by one BPF program before it tail-calls the next:
+ * unrolled (kernels before 5.17), or through bpf_loop, whose body the
+ * verifier checks once. The native walk shares the chain's
+ * TP_MAX_TAIL_CALLS with the runtime's walk, which takes one per
+ * TP_FRAMES_PER_PROG interpreted frames: with bpf_loop, TP_USTACK_MAX
+ * native frames take 4 tail calls; unrolled, 16 frames each, the native
+ * stack gets what the runtime's walk left (about 30 programs, 480 frames,
+ * under a Python stack of 64 frames or fewer). A row is found in at most
+ * TP_USEARCH steps within its page. */
 #define TP_UFRAMES_PER_PROG 16
+#define TP_UFRAMES_PER_LOOP 128
 #define TP_USEARCH 13
 
 /* A file's unwind table as BPF holds it: one array whose first npages
@@ -518,7 +544,10 @@ _Static_assert(sizeof(struct tp_switch_ev) == 32, "tp_switch_ev layout");
 _Static_assert(sizeof(struct tp_switch_task) == 80, "tp_switch_task layout");
 _Static_assert(sizeof(struct tp_thread_snap) == 72 + 8 * TP_KSTACK_MAX, "tp_thread_snap layout");
 _Static_assert(sizeof(struct tp_urow) == 12, "tp_urow layout");
-_Static_assert(__builtin_offsetof(struct tp_sample, kstack) == 64, "tp_sample header");
+_Static_assert(TP_SAMPLE_HDR == 72, "tp_sample header");
+_Static_assert(sizeof(struct tp_sample) == TP_SAMPLE_HDR + 8 * TP_KSTACK_MAX + 16 * TP_UWORDS(TP_USTACK_MAX) +
+					       8 * TP_USTACK_MAX + 32 * TP_MAX_FRAMES,
+	       "tp_sample: no padding between the arrays, as the packing assumes");
 _Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample frames alignment");
 _Static_assert(TP_MAX_FRAMES <= TP_WALK_STEPS, "the tail-call budget cannot reach TP_MAX_FRAMES");
 _Static_assert((TP_MAX_FRAMES & (TP_MAX_FRAMES - 1)) == 0, "TP_MAX_FRAMES is masked");

@@ -144,7 +144,7 @@ static __always_inline int native_prog(struct bpf_perf_event_data *ctx, bool loo
 	bool more;
 	if (loop) {
 		struct loop_ctx l = {.st = st};
-		bpf_loop(TP_UFRAMES_PER_PROG, native_frame_cb, &l, 0);
+		bpf_loop(TP_UFRAMES_PER_LOOP, native_frame_cb, &l, 0);
 		more = !st->u.done;
 	} else {
 		more = tpn_step(st);

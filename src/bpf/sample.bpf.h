@@ -72,14 +72,49 @@ struct loop_ctx {
 	__u64 fsbase; /* the thread pointer, for a runtime's search of its threads */
 };
 
-/* Sends the sample; false if the ring was full. */
+/* Each CPU's sample packed for the ring (taipan_abi.h, struct tp_sample):
+ * the header, then only the used entries of each array. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tp_sample);
+} wire SEC(".maps");
+
+/* Sends the sample, packed; false if the ring was full. */
 static __always_inline bool submit(struct tpw_state *st)
 {
-	__u64 size = __builtin_offsetof(struct tp_sample, frames) +
-		     (__u64)st->s.nframes * sizeof(struct tp_frame);
-	if (size > sizeof(st->s))
-		size = sizeof(st->s);
-	if (bpf_ringbuf_output(&events, &st->s, size, ring_flags())) {
+	struct tp_sample *s = &st->s;
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u8 *w = bpf_map_lookup_elem(&wire, &cpu);
+	if (!w)
+		return false;
+	__u64 nk = s->nkstack, nu = s->nustack, nf = s->nframes;
+	if (nk > TP_KSTACK_MAX)
+		nk = TP_KSTACK_MAX;
+	if (nu > TP_USTACK_MAX)
+		nu = TP_USTACK_MAX;
+	if (nf > TP_MAX_FRAMES)
+		nf = TP_MAX_FRAMES;
+	__u64 nw = TP_UWORDS(nu), at = TP_SAMPLE_HDR;
+	__builtin_memcpy(w, s, TP_SAMPLE_HDR);
+	/* Each part's bytes lie within its array, so the packed sample
+	 * within the value; the reads cannot fail. */
+	bpf_probe_read_kernel(w + at, nk * 8, s->kstack);
+	at += nk * 8;
+	bpf_probe_read_kernel(w + at, nw * 8, s->anchored);
+	at += nw * 8;
+	bpf_probe_read_kernel(w + at, nw * 8, s->exact);
+	at += nw * 8;
+	bpf_probe_read_kernel(w + at, nu * 8, s->ustack);
+	at += nu * 8;
+	/* What it is already, for the verifier, whose bounds of the words
+	 * over nu are looser. */
+	if (at > __builtin_offsetof(struct tp_sample, frames))
+		at = __builtin_offsetof(struct tp_sample, frames);
+	bpf_probe_read_kernel(w + at, nf * sizeof(struct tp_frame), s->frames);
+	at += nf * sizeof(struct tp_frame);
+	if (bpf_ringbuf_output(&events, w, at, ring_flags())) {
 		stat_inc(TP_STAT_RING_FULL);
 		return false;
 	}

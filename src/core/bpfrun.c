@@ -197,8 +197,10 @@ static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err,
 		fprintf(stderr, "taipan: debug: BPF loops: %s\n",
 			br->loop ? "bpf_loop" : "unrolled (no bpf_loop)");
 	ret = bpf_map__set_max_entries(br->skel->maps.scratch, (uint32_t)br->ncpus);
+	if (!ret)
+		ret = bpf_map__set_max_entries(br->skel->maps.wire, (uint32_t)br->ncpus);
 	if (ret) {
-		snprintf(err, errlen, "cannot size the scratch map: %s", strerror(-ret));
+		snprintf(err, errlen, "cannot size the scratch maps: %s", strerror(-ret));
 		return ret;
 	}
 	ret = taipan_bpf__load(br->skel);

@@ -18,6 +18,7 @@
 #include "core/native.h"
 #include "core/runtime.h"
 #include "core/stacks.h"
+#include "core/wire.h"
 #include "profile/nativesym.h"
 #include "util/log.h"
 #include "proc/procfs.h"
@@ -377,7 +378,9 @@ static int on_event(void *ctx, void *data, size_t size)
 		return 0;
 	switch (ev->kind) {
 	case TP_EV_SAMPLE:
-		return on_sample(s, data, size) == -ENOMEM ? -ENOMEM : 0;
+		if (wire_unpack(data, size, s->unpacked))
+			return 0; /* malformed: cannot happen unless the ABI drifted */
+		return on_sample(s, s->unpacked, sizeof(*s->unpacked)) == -ENOMEM ? -ENOMEM : 0;
 	case TP_EV_SWITCH_IN: {
 		const struct tp_switch_ev *sw = data;
 		if (size >= sizeof(*sw) && sw->in_ns >= sw->out_ns)
@@ -442,7 +445,9 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 {
 	struct session *s = calloc(1, sizeof(*s));
 	int ret;
-	if (!s || !(s->prof = profile_new())) {
+	if (!s || !(s->unpacked = malloc(sizeof(*s->unpacked))) || !(s->prof = profile_new())) {
+		if (s)
+			free(s->unpacked);
 		free(s);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -456,6 +461,7 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 		for (size_t i = 0; runtimes[i]; i++)
 			runtimes[i]->cache_free(s->caches[i]);
 		profile_free(s->prof);
+		free(s->unpacked);
 		free(s);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -520,6 +526,7 @@ void session_free(struct session *s)
 		HASH_DEL(s->away, a);
 		free(a);
 	}
+	free(s->unpacked);
 	free(s);
 }
 

@@ -40,6 +40,7 @@ struct sproc {
 struct session {
 	struct session_opts opts;
 	struct sampler sm; /* the BPF programs, or a test's fake */
+	struct tp_sample *unpacked; /* the sample on_event() unpacks from the ring */
 	struct profile *prof;
 	struct sproc *procs;
 	void *caches[RT_MAX];	 /* each runtime's, by its index in runtimes[] */

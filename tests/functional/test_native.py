@@ -258,6 +258,30 @@ def test_realigned_stacks_and_stack_probes(taipan, tmp_path, workload, ident):
                 any(f.line == line["probe"] for f in s.python), "from the probe loop")
 
 
+def test_deep_cpp_chain_whole(taipan, tmp_path, workload):
+    """A C++ chain 400 frames deep (deep.cc) under a Python caller: every
+    native frame is kept, to the thread's root, the Python frames in place
+    above it (TP_USTACK_MAX is 512)."""
+    it = interpreter("pyenv-3.12")
+    d = tmp_path / "deep"
+    d.mkdir()
+    subprocess.run(["g++", "-O2", "-fno-optimize-sibling-calls", "-fPIC", "-shared",
+                    os.path.join(WORKLOADS, "deep.cc"), "-o", str(d / "deep.so")], check=True)
+    depth = 400
+    w = workload(it, "native_deep.py", d, str(depth))
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", "all"])
+    line = marked_lines(os.path.join(WORKLOADS, "native_deep.py"))
+    bottom = [s for s in stacks if any(f.name.endswith("spin(double)") for f in s.native)]
+    assert total(bottom) >= 30, "few samples at the bottom: %d of %d" % (total(bottom), total(stacks))
+
+    def whole(s):
+        levels = sum(1 for f in s.native if "Level<" in f.name)
+        return not any(f.marker for f in s.frames) and names(s)[0] == "_start" and levels == depth and \
+            any(f.name == "descend" and f.line == line["call"] for f in s.python)
+
+    assert_most(bottom, whole, "%d C++ frames whole" % depth)
+
+
 def perf_map_cleanup(pid):
     try:
         os.unlink("/tmp/perf-%d.map" % pid)

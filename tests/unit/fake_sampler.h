@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/sampler.h"
+#include "core/wire.h"
 
 #define FAKE_MAX 64
 
@@ -185,9 +186,8 @@ static void fake_event(uint32_t kind, uint32_t pid, uint64_t time_ns)
 static void fake_queue_sample(uint32_t pid, const struct tp_frame *frames, uint16_t n, uint16_t err,
 			      uint16_t flags, uint8_t state, uint64_t time_ns)
 {
-	size_t size = offsetof(struct tp_sample, frames) + n * sizeof(struct tp_frame);
-	struct tp_sample *s = calloc(1, sizeof(*s));
-	if (!s)
+	struct tp_sample *s = calloc(1, sizeof(*s)), *w = malloc(sizeof(*s));
+	if (!s || !w)
 		abort();
 	s->kind = TP_EV_SAMPLE;
 	s->pid = s->tid = pid;
@@ -199,8 +199,9 @@ static void fake_queue_sample(uint32_t pid, const struct tp_frame *frames, uint1
 	memcpy(s->comm, "main", 5);
 	if (n)
 		memcpy(s->frames, frames, n * sizeof(*frames));
-	fake_queue(s, size);
+	fake_queue(w, wire_pack(s, w)); /* as BPF sends it */
 	free(s);
+	free(w);
 }
 
 /* A sample of pid's main thread with these frames (innermost first). */
