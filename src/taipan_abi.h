@@ -445,8 +445,9 @@ enum tp_umap_flags {
  * file's link-time virtual address, whose rows are in table file. */
 struct tp_umap {
 	__u64 bias;
-	__u32 file;  /* slot in ufiles and ufile_info; 0 with TP_UM_FP */
-	__u32 flags; /* enum tp_umap_flags */
+	__u32 file;	  /* slot in ufiles and ufile_info; 0 with TP_UM_FP */
+	__u32 flags;	  /* enum tp_umap_flags */
+	__u64 start, end; /* the mapping: a walk looks it up once for all its frames in it */
 };
 
 /* Every place native unwinding can stop short, as TP_WALK_ERRORS is for the
@@ -545,8 +546,9 @@ _Static_assert(sizeof(struct tp_switch_task) == 80, "tp_switch_task layout");
 _Static_assert(sizeof(struct tp_thread_snap) == 72 + 8 * TP_KSTACK_MAX, "tp_thread_snap layout");
 _Static_assert(sizeof(struct tp_urow) == 12, "tp_urow layout");
 _Static_assert(TP_SAMPLE_HDR == 72, "tp_sample header");
-_Static_assert(sizeof(struct tp_sample) == TP_SAMPLE_HDR + 8 * TP_KSTACK_MAX + 16 * TP_UWORDS(TP_USTACK_MAX) +
-					       8 * TP_USTACK_MAX + 32 * TP_MAX_FRAMES,
+_Static_assert(sizeof(struct tp_sample) == TP_SAMPLE_HDR + 8 * TP_KSTACK_MAX +
+					       16 * TP_UWORDS(TP_USTACK_MAX) + 8 * TP_USTACK_MAX +
+					       32 * TP_MAX_FRAMES,
 	       "tp_sample: no padding between the arrays, as the packing assumes");
 _Static_assert(__builtin_offsetof(struct tp_sample, frames) % 8 == 0, "tp_sample frames alignment");
 _Static_assert(TP_MAX_FRAMES <= TP_WALK_STEPS, "the tail-call budget cannot reach TP_MAX_FRAMES");
@@ -554,7 +556,7 @@ _Static_assert((TP_MAX_FRAMES & (TP_MAX_FRAMES - 1)) == 0, "TP_MAX_FRAMES is mas
 _Static_assert(TP_ERR__COUNT < 65536, "tp_sample.err is a __u16");
 _Static_assert(TP_ERR__GENERIC_END <= TP_ERR_BASE(TP_RT_NONE + 1), "the generic error ids");
 _Static_assert(TP_WALK_NATIVE < TP_WALK_SLOT(TP_RT_NONE + 1, 0), "the generic slots");
-_Static_assert(sizeof(struct tp_umap_key) == 16 && sizeof(struct tp_umap) == 16, "umaps layout");
+_Static_assert(sizeof(struct tp_umap_key) == 16 && sizeof(struct tp_umap) == 32, "umaps layout");
 #endif
 
 #endif /* TAIPAN_ABI_H */

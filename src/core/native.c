@@ -209,15 +209,8 @@ static int map_bias(const struct native_file *f, uint64_t start, uint64_t off, u
 
 static uint32_t table_entries(const struct unwtab *t, struct tp_urow **out)
 {
-	uint32_t n = t->npages + t->nrows;
-	struct tp_urow *v = calloc(n, sizeof(*v));
-	if (!v)
-		return 0;
-	for (uint32_t i = 0; i < t->npages; i++)
-		v[i].pc = t->pages[i];
-	memcpy(v + t->npages, t->rows, (size_t)t->nrows * sizeof(*v));
-	*out = v;
-	return n;
+	*out = unwtab_entries(t);
+	return *out ? t->npages + t->nrows : 0;
 }
 
 /* Builds f's table from fd (which it leaves open) and gives it to BPF;
@@ -467,7 +460,7 @@ static struct native_map map_new(struct native *n, pid_t pid, const struct map_e
 /* Puts m's prefixes into the trie. */
 static void map_publish(struct native *n, pid_t pid, struct native_map *m)
 {
-	struct tp_umap um = {.bias = m->bias, .flags = TP_UM_FP};
+	struct tp_umap um = {.bias = m->bias, .flags = TP_UM_FP, .start = m->start, .end = m->end};
 	if (m->file && m->file->slot) {
 		um.file = m->file->slot;
 		um.flags = 0;
@@ -575,7 +568,8 @@ int native_fork(struct native *n, pid_t child, const struct native_proc *parent,
 		return -ENOMEM;
 	for (size_t i = 0; i < parent->n; i++) {
 		struct native_map m = parent->v[i];
-		struct tp_umap um = {.bias = m.bias, .flags = TP_UM_FP};
+		struct tp_umap um = {
+		    .bias = m.bias, .flags = TP_UM_FP, .start = m.start, .end = m.end};
 		if (m.file) {
 			m.file->refs++;
 			if (m.file->slot) {

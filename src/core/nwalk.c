@@ -171,11 +171,8 @@ static bool file_table(struct nwalk *nw, struct nw_file *f, const struct map_ent
 			  f->module, strerror(-ret));
 		return false;
 	}
-	f->entries = calloc((size_t)t.npages + t.nrows, sizeof(*f->entries));
+	f->entries = unwtab_entries(&t);
 	if (f->entries) {
-		for (uint32_t i = 0; i < t.npages; i++)
-			f->entries[i].pc = t.pages[i];
-		memcpy(f->entries + t.npages, t.rows, (size_t)t.nrows * sizeof(*f->entries));
 		f->info = (struct tp_ufile){.base = t.base, .npages = t.npages, .nrows = t.nrows};
 		f->built = 1;
 		nw->stats.tables++;
@@ -215,7 +212,7 @@ static int nw_mapping(struct tpw_state *st, uint64_t ip, struct tp_umap *um)
 	if (!me)
 		return -1;
 	uint64_t bias = me->start - me->offset;
-	*um = (struct tp_umap){.bias = bias, .flags = TP_UM_FP};
+	*um = (struct tp_umap){.bias = bias, .flags = TP_UM_FP, .start = me->start, .end = me->end};
 	int fi = map_file(nw, me);
 	if (fi < 0 || !map_bias(nw, me, ip, &bias))
 		return 0;

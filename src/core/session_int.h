@@ -39,7 +39,7 @@ struct sproc {
 
 struct session {
 	struct session_opts opts;
-	struct sampler sm; /* the BPF programs, or a test's fake */
+	struct sampler sm;	    /* the BPF programs, or a test's fake */
 	struct tp_sample *unpacked; /* the sample on_event() unpacks from the ring */
 	struct profile *prof;
 	struct sproc *procs;

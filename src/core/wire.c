@@ -10,8 +10,7 @@ struct part {
 
 static int parts(const struct tp_sample *s, struct part p[5])
 {
-	if (s->nkstack > TP_KSTACK_MAX || s->nustack > TP_USTACK_MAX ||
-	    s->nframes > TP_MAX_FRAMES)
+	if (s->nkstack > TP_KSTACK_MAX || s->nustack > TP_USTACK_MAX || s->nframes > TP_MAX_FRAMES)
 		return -1;
 	p[0] = (struct part){offsetof(struct tp_sample, kstack), (size_t)s->nkstack * 8};
 	p[1] = (struct part){offsetof(struct tp_sample, anchored), TP_UWORDS(s->nustack) * 8u};

@@ -1028,6 +1028,20 @@ static int make_pages(struct unwtab *t)
 	return 0;
 }
 
+struct tp_urow *unwtab_entries(const struct unwtab *t)
+{
+	struct tp_urow *v = calloc((size_t)t->npages + t->nrows, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	for (uint32_t i = 0; i < t->npages; i++) {
+		v[i].pc = t->pages[i];
+		v[i].cfa_off = (int32_t)(i + 1 < t->npages ? t->pages[i + 1] : t->nrows - 1);
+	}
+	memcpy(v + t->npages, t->rows, (size_t)t->nrows * sizeof(*v));
+	return v;
+}
+
 /* --- the file ------------------------------------------------------------------ */
 
 /* The span of the executable PT_LOAD segments, or -ENOEXEC when any segment

@@ -66,6 +66,13 @@ int unwtab_build_ref(const char *path, struct unwtab *out);
 /* The same from an ELF image in memory (copied; image is not kept). */
 int unwtab_build_mem(const void *image, size_t len, struct unwtab *out);
 
+/* The table as BPF holds it (struct tp_ufile): npages page-index entries,
+ * entry i's pc the first row of page i and its cfa_off the last row the
+ * page's search may need (the next page's first, or the last row), then
+ * the nrows rows. Returns a malloc'd array of npages + nrows entries, or
+ * NULL. */
+struct tp_urow *unwtab_entries(const struct unwtab *t);
+
 /* Frees what a build allocated and zeroes *t. Accepts a zeroed table. */
 void unwtab_free(struct unwtab *t);
 

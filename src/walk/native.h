@@ -51,6 +51,7 @@ TPW_INLINE void tpn_begin(struct tpw_state *st, __u64 ip, __u64 sp, __u64 fp, __
 	st->u.r10 = r10;
 	st->u.r11 = r11;
 	st->u.r13 = r13;
+	st->u.m.end = 0;
 	st->u.frames = 0;
 	st->u.done = 0;
 	st->u.exact = 1;
@@ -64,7 +65,7 @@ TPW_INLINE void tpn_fail(struct tpw_state *st, __u16 err)
 
 /* The row of table t (described by info) that covers vaddr: found through
  * the page index, then by a bounded binary search among the rows that the
- * page and the next one delimit. 0 with *row filled, or -1. */
+ * page's entry delimits (unwtab_entries()). 0 with *row filled, or -1. */
 TPW_INLINE int tpn_find_row(struct tpw_state *st, void *t, const struct tp_ufile *info, __u32 vaddr,
 			    struct tp_urow *row)
 {
@@ -77,17 +78,13 @@ TPW_INLINE int tpn_find_row(struct tpw_state *st, void *t, const struct tp_ufile
 		/* Past the last page: the last row (the one after every FDE). */
 		lo = hi = info->nrows - 1;
 	} else {
+		/* The page's rows: from its first to the next page's first
+		 * (user space keeps that in cfa_off: one lookup). */
 		e = tpn_entry(st, t, page);
 		if (!e)
 			return -1;
 		lo = e->pc;
-		hi = info->nrows - 1;
-		if (page + 1 < info->npages) {
-			e = tpn_entry(st, t, page + 1);
-			if (!e)
-				return -1;
-			hi = e->pc;
-		}
+		hi = (__u32)e->cfa_off;
 	}
 	if (lo >= info->nrows || hi >= info->nrows || lo > hi)
 		return -1;
@@ -107,6 +104,31 @@ TPW_INLINE int tpn_find_row(struct tpw_state *st, void *t, const struct tp_ufile
 	if (!e || e->pc > vaddr)
 		return -1;
 	*row = *e;
+	return 0;
+}
+
+/* Stack bytes a window fill reads at most: the rest of the page, up to
+ * this. */
+#define TPN_STACK_WIN 1024
+
+/* The 8 bytes of the stack at addr. Through the window, which the walk's
+ * runtime part no longer needs: a miss fills it with the stack from addr
+ * to the end of its page (at most TPN_STACK_WIN), which holds the next
+ * frames' saved registers too, so that a deep stack costs a read per
+ * dozen frames, not two per frame. A fill cannot cross into a page that
+ * may be unmapped; failing, the 8 bytes are read alone. */
+TPW_INLINE int tpn_stack_u64(struct tpw_state *st, __u64 *dst, __u64 addr)
+{
+	int at = tpw_win_find(st, addr, 8);
+	if (at < 0) {
+		__u64 n = 4096 - (addr & 4095);
+		if (n > TPN_STACK_WIN)
+			n = TPN_STACK_WIN;
+		if (n < 8 || tpw_win_fill(st, addr, n))
+			return tpw_read(st, dst, 8, addr);
+		at = 0;
+	}
+	*dst = tpw_ld64(&st->win[(__u32)at & TP_WIN_MASK]);
 	return 0;
 }
 
@@ -153,21 +175,27 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 	st->s.nustack++;
 	st->u.frames++;
 
-	if (tpn_mapping(st, at, &m)) {
+	/* The last frame's mapping and table, or a lookup of both. */
+	bool same = at >= st->u.m.start && at < st->u.m.end;
+	if (same) {
+		m = st->u.m;
+	} else if (tpn_mapping(st, at, &m)) {
 		tpn_fail(st, TP_UERR_UNMAPPED);
 		return;
 	}
 	if (m.flags & TP_UM_FP) {
-		row.cfa = TP_CFA_NOCFI;
+		row = (struct tp_urow){.cfa = TP_CFA_NOCFI, .fp = TP_FP_SAME};
 	} else {
-		struct tp_ufile info;
 		void *t = tpn_table(st, m.file);
-		if (!t || tpn_file(st, m.file, &info) ||
-		    tpn_find_row(st, t, &info, (__u32)(at - m.bias), &row)) {
+		if (!t || (!same && tpn_file(st, m.file, &st->u.info)) ||
+		    tpn_find_row(st, t, &st->u.info, (__u32)(at - m.bias), &row)) {
+			st->u.m.end = 0;
 			tpn_fail(st, TP_UERR_TABLE);
 			return;
 		}
 	}
+	if (!same)
+		st->u.m = m;
 
 	switch (row.cfa) {
 	case TP_CFA_SP:
@@ -177,7 +205,7 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 		cfa = fp + (__s64)row.cfa_off;
 		break;
 	case TP_CFA_FP_DEREF:
-		if (tpw_read(st, &cfa, sizeof(cfa), fp + (__s64)row.cfa_off)) {
+		if (tpn_stack_u64(st, &cfa, fp + (__s64)row.cfa_off)) {
 			tpn_fail(st, TP_UERR_READ);
 			return;
 		}
@@ -270,21 +298,17 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 	}
 	tpn_anchor(st, sp, cfa);
 	if (row.fp == TP_FP_AT && row.fp_off == -16) {
-		__u64 pair[2];
-		if (tpw_read(st, pair, sizeof(pair), cfa - 16)) {
+		if (tpn_stack_u64(st, &fp, cfa - 16) || tpn_stack_u64(st, &ra, cfa - 8)) {
 			tpn_fail(st, bad_read);
 			return;
 		}
-		fp = pair[0];
-		ra = pair[1];
 	} else {
-		if (tpw_read(st, &ra, sizeof(ra), cfa - 8)) {
+		if (tpn_stack_u64(st, &ra, cfa - 8)) {
 			tpn_fail(st, TP_UERR_READ);
 			return;
 		}
 		if (row.fp != TP_FP_SAME &&
-		    tpw_read(st, &fp, sizeof(fp),
-			     (row.fp == TP_FP_AT ? cfa : fp) + (__s64)row.fp_off)) {
+		    tpn_stack_u64(st, &fp, (row.fp == TP_FP_AT ? cfa : fp) + (__s64)row.fp_off)) {
 			tpn_fail(st, TP_UERR_READ);
 			return;
 		}

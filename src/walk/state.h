@@ -54,11 +54,15 @@ struct tpw_state {
 	struct {
 		__u64 ip, sp, fp;
 		__u64 r10, r11, r13; /* known only where exact is set */
-		__u32 frames;	     /* unwound so far, the sampled one included */
-		__u32 done;	     /* the native walk is over */
-		__u32 exact;	     /* ip is where the thread was interrupted (the sampled
-				      * frame, or the one a signal interrupted), not a return
-				      * address */
+		/* The mapping of the last frame, and its file's table: the
+		 * next frame is most often in the same (end 0: none yet). */
+		struct tp_umap m;
+		struct tp_ufile info;
+		__u32 frames; /* unwound so far, the sampled one included */
+		__u32 done;   /* the native walk is over */
+		__u32 exact;  /* ip is where the thread was interrupted (the sampled
+			       * frame, or the one a signal interrupted), not a return
+			       * address */
 		__u32 pad;
 	} u;
 	struct tpw_anchors a;

@@ -51,7 +51,7 @@ static int host_read(const struct tpw_host *h, void *dst, size_t len, uint64_t a
 #define SIG_LO 0x600000ULL
 
 static const struct tp_urow sig_table[] = {
-    {.pc = 0},						    /* page 0's first row */
+    {.pc = 0, .cfa_off = 4},				    /* page 0: rows 0 to 4 */
     {.pc = (uint32_t)(SIG_LO - 1), .cfa = TP_CFA_SIGNAL},   /* __restore_rt */
     {.pc = (uint32_t)(SIG_LO + 0x10), .cfa = TP_CFA_NOCFI}, /* past it */
     /* A probe loop's CFA on r11, a realigning prologue's on r13. */

@@ -78,10 +78,34 @@ static void build_ok(const char *path, struct unwtab *t)
 	assert_int_equal(t->truncated, 0);
 }
 
+/* The table as BPF gets it: each page's entry bounds the rows it covers
+ * (the rows of every address in it lie in [pc, cfa_off]), then the rows. */
+static void check_entries(const struct unwtab *t)
+{
+	struct tp_urow *e = unwtab_entries(t);
+
+	assert_non_null(e);
+	for (uint32_t p = 0; p < t->npages; p++) {
+		uint32_t lo = e[p].pc, hi = (uint32_t)e[p].cfa_off;
+		uint32_t first = t->base + (p << TP_UPAGE_SHIFT),
+			 last = first + (1u << TP_UPAGE_SHIFT) - 1;
+
+		const struct tp_urow *a = unwtab_find(t, first), *b = unwtab_find(t, last);
+
+		assert_true(lo <= hi && hi < t->nrows);
+		assert_int_equal(a ? (uint32_t)(a - t->rows) : 0, lo); /* below the first row: 0 */
+		assert_non_null(b);
+		assert_true((uint32_t)(b - t->rows) <= hi);
+	}
+	assert_memory_equal(e + t->npages, t->rows, (size_t)t->nrows * sizeof(*e));
+	free(e);
+}
+
 /* The table's own promises: rows strictly increasing and merged, the page
  * index as defined, and unwtab_find() at every row boundary. */
 static void check_invariants(const struct unwtab *t)
 {
+	check_entries(t);
 	assert_true(t->nrows > 0);
 	assert_int_equal(t->base, t->rows[0].pc & ~((1u << TP_UPAGE_SHIFT) - 1));
 	assert_int_equal(t->npages, ((t->rows[t->nrows - 1].pc - t->base) >> TP_UPAGE_SHIFT) + 1);

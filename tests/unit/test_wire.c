@@ -43,7 +43,8 @@ static struct tp_sample *full(uint16_t nk, uint16_t nu, uint16_t nf)
 
 static void round_trip(uint16_t nk, uint16_t nu, uint16_t nf)
 {
-	struct tp_sample *s = full(nk, nu, nf), *w = malloc(sizeof(*s)), *out = calloc(1, sizeof(*s));
+	struct tp_sample *s = full(nk, nu, nf), *w = malloc(sizeof(*s)),
+			 *out = calloc(1, sizeof(*s));
 	size_t n;
 
 	assert_non_null(w);
