@@ -28,6 +28,7 @@ pkgs=(
   xxd                               # embeds the flame-graph page (src/output/html/) in the binary
   chromium                          # the flame-graph tests open the page in headless Chromium
   linux-perf                        # perf record --call-graph dwarf: the native frames' ground truth
+  python3-torch python3-numpy libopenblas0-pthread  # real C++, JIT and BLAS code for the native tests
   libc6-dbg                         # libc's separate debug files, found by build-id in the tests
   stress-ng                         # load on every core for make test-load
   debootstrap                       # Debian roots with the test matrix's other Pythons (make roots)

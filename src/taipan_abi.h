@@ -458,9 +458,9 @@ struct tp_umap {
 	X(REGS, "[native: no user registers]", "regs",                                             \
 	  "the user registers of the sampled thread could not be read")                            \
 	X(UNMAPPED, "[native: unknown code]", "unmapped",                                          \
-	  "an address outside every mapping taipan has read: code mapped since (dlopen, a JIT), "  \
-	  "which taipan reads again, or a return address into no mapping; the profile's marker "   \
-	  "says which")                                                                            \
+	  "an address outside every mapping taipan has read: code it had not read yet (mapped "    \
+	  "since, by dlopen or a JIT, or left for the next turn), which it reads, or a return "    \
+	  "address into no mapping; the profile's marker says which")                              \
 	X(TABLE, "[native: no unwind table]", "table",                                             \
 	  "the mapping's unwind table could not be read from the BPF maps")                        \
 	X(CFI, "[native: unsupported CFI]", "cfi",                                                 \

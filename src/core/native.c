@@ -478,6 +478,47 @@ static void flush(struct native *n)
 	}
 }
 
+/* Whether mapping i of pm is of a file that nearly every stack of the
+ * process passes through: the executable (the first mapping's file), the C
+ * and C++ runtimes, the dynamic loader, libpython. A scan builds theirs
+ * first. */
+static bool core_mapping(const struct proc_maps *pm, size_t i)
+{
+	static const char *const core[] = {"libc.so",	"libc-",	 "ld-linux",
+					   "libpython", "libstdc++.so",	 "libgcc_s.so",
+					   "libm.so",	"libpthread.so", "libffi.so"};
+	const char *path = pm->v[i].path, *base = strrchr(path, '/');
+	if (!path[0])
+		return false;
+	if (pm->n && !strcmp(path, pm->v[0].path))
+		return true;
+	base = base ? base + 1 : path;
+	for (size_t j = 0; j < sizeof(core) / sizeof(core[0]); j++)
+		if (!strncmp(base, core[j], strlen(core[j])))
+			return true;
+	return false;
+}
+
+/* Notes a mapping left for the next turn (none kept without memory). */
+static void pending_add(struct native_proc *np, const struct map_entry *me)
+{
+	uint64_t *v = realloc(np->pending, (np->npending + 1) * 2 * sizeof(*v));
+	if (!v)
+		return;
+	np->pending = v;
+	v[2 * np->npending] = me->start;
+	v[2 * np->npending + 1] = me->end;
+	np->npending++;
+}
+
+bool native_pending(const struct native_proc *np, uint64_t addr)
+{
+	for (size_t i = 0; i < np->npending; i++)
+		if (addr >= np->pending[2 * i] && addr < np->pending[2 * i + 1])
+			return true;
+	return false;
+}
+
 int native_scan(struct native *n, pid_t pid, struct native_proc *np)
 {
 	struct proc_maps pm;
@@ -516,13 +557,17 @@ int native_scan(struct native *n, pid_t pid, struct native_proc *np)
 			map_forget(n, pid, &np->v[i]);
 	}
 	np->n = keep;
-	/* The new ones, as many as one turn's work allows. */
+	/* The new ones, as many as one turn's work allows: first those that
+	 * nearly every stack passes through (pass 0), then the rest in the
+	 * order of the maps. */
 	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
 	uint32_t opened = 0, capped = 0;
 	size_t first = np->n;
 	bool more = false;
-	for (size_t i = 0; i < pm.n; i++) {
-		if (pm.v[i].perms[2] != 'x' || known[i])
+	np->npending = 0;
+	for (size_t k = 0; k < 2 * pm.n; k++) {
+		size_t i = k % pm.n;
+		if (pm.v[i].perms[2] != 'x' || known[i] || core_mapping(&pm, i) != (k < pm.n))
 			continue;
 		if (np->n >= NATIVE_MAPS_PER_PROC) {
 			capped++;
@@ -530,6 +575,7 @@ int native_scan(struct native *n, pid_t pid, struct native_proc *np)
 		}
 		if (more || opened >= SCAN_FILES || clock_ns(CLOCK_MONOTONIC) - t0 > SCAN_NS) {
 			more = true;
+			pending_add(np, &pm.v[i]);
 			continue;
 		}
 		bool built;
@@ -589,6 +635,7 @@ void native_drop(struct native *n, pid_t pid, struct native_proc *np)
 	for (size_t i = 0; i < np->n; i++)
 		map_forget(n, pid, &np->v[i]);
 	free(np->v);
+	free(np->pending);
 	perfmap_free(np->perfmap);
 	n->st.maps_capped -= np->ncapped;
 	*np = (struct native_proc){0};

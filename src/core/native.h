@@ -54,10 +54,18 @@ struct native_proc {
 	size_t n;
 	uint32_t nbuilt;  /* tables built for it */
 	uint32_t ncapped; /* mappings past the cap, at the last scan */
+	/* Executable mappings the last scan left for the next turn (start,
+	 * end pairs): BPF has no table for them yet. */
+	uint64_t *pending;
+	size_t npending;
 	/* The names of its JIT code (proc/perfmap.h), read at the first
 	 * frame in anonymous code that needs one. */
 	struct perfmap *perfmap;
 };
+
+/* Whether addr lies in a mapping that np's last scan left for the next
+ * turn. */
+bool native_pending(const struct native_proc *np, uint64_t addr);
 
 /* Totals, for --stats and the benchmarks. */
 struct native_stats {

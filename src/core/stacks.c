@@ -506,8 +506,10 @@ static int push_interp(struct stacks *st, const struct stacks_proc *p, const str
 
 /* The marker of a native walk that stopped short: its error's, said more
  * precisely where user space knows more of the last frame it reached. Code
- * BPF had no mapping for is code mapped since (dlopen, a JIT) if a mapping
- * holds it now, else a return address into nothing; a frame pointer lost in
+ * BPF had no mapping for is code taipan had not read yet if a mapping holds
+ * it now (mapped since: dlopen, a JIT; or left for the next turn of a scan
+ * of a process that maps many files), else a return address into nothing;
+ * a frame pointer lost in
  * code without CFI names that code's module. Counts the first two. */
 static const char *native_cut_marker(struct stacks *st, const struct stacks_proc *p,
 				     const struct tp_sample *smp, char *buf, size_t len)
@@ -525,6 +527,8 @@ static const char *native_cut_marker(struct stacks *st, const struct stacks_proc
 	} else {
 		const struct native_map *m = native_find(p->np, at);
 		path = !m ? NULL : m->file ? native_file_path(m->file) : "";
+		if (!m && native_pending(p->np, at))
+			path = ""; /* mapped, left for the next turn */
 	}
 	if (smp->uerr == TP_UERR_UNMAPPED) {
 		if (path) {

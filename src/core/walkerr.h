@@ -12,7 +12,7 @@
 /* The markers of a native walk that met code BPF had no mapping for
  * (TP_UERR_UNMAPPED), and of one that lost the frame pointer in code
  * without CFI (TP_UERR_NOFP; in a file, the module is named). */
-#define STACKS_MARKER_NEW_CODE "[native: code mapped since taipan read the maps]"
+#define STACKS_MARKER_NEW_CODE "[native: code taipan had not read yet]"
 #define STACKS_MARKER_NOWHERE "[native: return address into no mapping]"
 #define STACKS_MARKER_NOFP_JIT "[native: JIT code without a frame pointer]"
 #define STACKS_NOFP_IN_FORMAT "[native: no CFI, no frame pointer in %s]"

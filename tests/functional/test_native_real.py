@@ -1,0 +1,52 @@
+"""Native stacks on software nobody here wrote: Debian's PyTorch (libtorch
+and its oneDNN and OpenBLAS kernels, C++ and assembly) and numpy on
+OpenBLAS, under Debian's stripped python3.11, against `perf record
+--call-graph dwarf` on the same process at the same time.
+
+- The share of samples whose stack reaches the thread's root is no more
+  than 2 points below perf's. taipan's samples taken before it had built
+  the tables of the code they ran (PyTorch maps 313 files, whose tables
+  take about 360 ms) are left out, and held to 15%.
+- Each leaf function (the innermost kernel or user frame) that holds 3% of
+  either's samples holds within 3 points of the same share in the other.
+"""
+import os
+
+import pytest
+
+from conftest import interpreter, require
+from perfcmp import compare, perf_path, record_both
+
+DIST = "/usr/lib/python3/dist-packages"
+
+
+def check(taipan, tmp_path, workload, script, module, seconds=4):
+    require(perf_path(), "perf (linux-perf)")
+    require(os.path.join(DIST, module, "__init__.py"), "Debian's python3-" + module)
+    it = interpreter("debian-3.11-static")
+    w = workload(it, script)
+    samples, stacks = record_both(taipan, str(tmp_path), w.pid, seconds=seconds)
+    c = compare(samples, stacks, w.pid)
+    table = "\n".join("  %-50s perf %5.1f%%  taipan %5.1f%%" % l for l in c["leaves"])
+    what = "%s: perf %d samples, %.1f%% to the root; taipan %d, %.1f%% (%.1f%% taken before its tables " \
+        "were built, left out)\n%s" % (script, c["perf_n"], c["perf_root"], c["taipan_n"], c["taipan_root"],
+                                        c["warming"], table)
+    print(what)
+    assert c["perf_n"] >= 500 and c["taipan_n"] >= 500, what
+    assert c["warming"] <= 15, what
+    assert c["taipan_root"] >= c["perf_root"] - 2, what
+    for leaf, theirs, ours in c["leaves"]:
+        if max(theirs, ours) >= 3:
+            assert abs(theirs - ours) <= 3, "leaf %s: %s" % (leaf, what)
+
+
+def test_torch_training_step_against_perf(taipan, tmp_path, workload):
+    check(taipan, tmp_path, workload, "torch_train.py", "torch")
+
+
+def test_numpy_openblas_against_perf(taipan, tmp_path, workload):
+    check(taipan, tmp_path, workload, "numpy_blas.py", "numpy", seconds=8)
+
+
+if __name__ == "__main__":
+    pytest.main([__file__, "-s"])
