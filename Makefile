@@ -270,7 +270,11 @@ run: deps
 demo: run
 
 # Figures, not tests: per-sample BPF cost and slowdown (overhead.py); taipan
-# against Austin and CPython's sampler (compare.py), written to bench/results/.
+# against Austin and CPython's sampler (compare.py), written to bench/results/;
+# native frames: across the matrix (native.py), BPF time per native frame
+# (native_depth.py), the slowdown of Python + C work against the floor of
+# an empty BPF program (slowdown.py), samples lost while torch is imported
+# on a busy machine (torch_import.py).
 bench: $(BUILD)/taipan bench-unwtab
 	@scripts/make-roots.sh --bench
 	$(PYTHON) bench/overhead.py --taipan $(abspath $(BUILD)/taipan)
@@ -278,6 +282,9 @@ bench: $(BUILD)/taipan bench-unwtab
 	$(PYTHON) bench/compare.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/overhead.py --native --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/native.py --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/native_depth.py --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/slowdown.py --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/torch_import.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/switch.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/attacks.py --taipan $(abspath $(BUILD)/taipan)
 

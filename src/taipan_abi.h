@@ -534,6 +534,8 @@ struct tp_config {
 				* TP_OFFCPU_EMPTY: attach, and do nothing (a benchmark's floor) */
 	__u32 drop_in;	       /* tests: ignore one switch-in in drop_in at random, as this kernel
 				* sometimes does not report one (TAIPAN_TEST_DROP_SWITCH_IN) */
+	__u32 empty_sample;    /* benchmarks: the perf_event program returns at once, the floor
+				* of what sampling costs (TAIPAN_BENCH_EMPTY_SAMPLE) */
 };
 
 #ifndef __BPF__

@@ -207,6 +207,8 @@ static __always_inline bool finish(void *ctx, struct tpw_state *st, bool whole)
  * of each program. */
 static __always_inline int sample_prog(struct bpf_perf_event_data *ctx, bool loop)
 {
+	if (cfg.empty_sample)
+		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 

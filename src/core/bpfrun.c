@@ -152,6 +152,9 @@ static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err,
 	br->skel->rodata->cfg.offcpu = o->offcpu;
 	if (o->offcpu && getenv("TAIPAN_BENCH_EMPTY_SWITCH"))
 		br->skel->rodata->cfg.offcpu = TP_OFFCPU_EMPTY;
+	/* bench/overhead.py --native-cost: the cost of a perf event with a
+	 * BPF program that does nothing. */
+	br->skel->rodata->cfg.empty_sample = getenv("TAIPAN_BENCH_EMPTY_SAMPLE") != NULL;
 	/* tests/functional/test_wall.py: the recovery of returns that no
 	 * sched_switch reported, on demand. */
 	const char *drop = getenv("TAIPAN_TEST_DROP_SWITCH_IN");

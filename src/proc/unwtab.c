@@ -505,6 +505,26 @@ static bool op_breg(const Dwarf_Op *op, uint64_t *reg, int64_t *off)
 	return false;
 }
 
+/* The row kind of a CFA = reg + N: rsp, rbp, or a register that a
+ * realigning prologue or a probe loop keeps it in; else TP_CFA_INVALID. */
+static uint8_t cfa_on(uint64_t reg)
+{
+	switch (reg) {
+	case REG_RSP:
+		return TP_CFA_SP;
+	case REG_RBP:
+		return TP_CFA_FP;
+	case REG_R10:
+		return TP_CFA_R10;
+	case REG_R11:
+		return TP_CFA_R11;
+	case REG_R13:
+		return TP_CFA_R13;
+	default:
+		return TP_CFA_INVALID;
+	}
+}
+
 /* The row's CFA from libdw's expression for it (a DW_CFA_def_cfa is one
  * DW_OP_breg): reg + off on rsp, rbp, r10, r11 or r13; *(rbp + off), the CFA
  * that GCC's realigning prologue keeps on the stack; the PLT's. Returns -1,
@@ -518,25 +538,9 @@ static int convert_cfa(const Dwarf_Op *ops, size_t nops, struct tp_urow *r)
 	if (nops == 1 && op_breg(&ops[0], &reg, &off)) {
 		if (off < INT32_MIN || off > INT32_MAX)
 			return UNWTAB_WHY_RANGE;
-		switch (reg) {
-		case REG_RSP:
-			r->cfa = TP_CFA_SP;
-			break;
-		case REG_RBP:
-			r->cfa = TP_CFA_FP;
-			break;
-		case REG_R10:
-			r->cfa = TP_CFA_R10;
-			break;
-		case REG_R11:
-			r->cfa = TP_CFA_R11;
-			break;
-		case REG_R13:
-			r->cfa = TP_CFA_R13;
-			break;
-		default:
+		r->cfa = cfa_on(reg);
+		if (r->cfa == TP_CFA_INVALID)
 			return UNWTAB_WHY_CFA_REG;
-		}
 		r->cfa_off = (int32_t)off;
 		return -1;
 	}
@@ -748,25 +752,9 @@ static struct tp_urow run_row(const struct run_state *st)
 		return invalid_row(UNWTAB_WHY_LIBDW); /* as libdw: no CFA rule */
 	if (st->cfa_off < INT32_MIN || st->cfa_off > INT32_MAX)
 		return invalid_row(UNWTAB_WHY_RANGE);
-	switch (st->cfa_reg) {
-	case REG_RSP:
-		r.cfa = TP_CFA_SP;
-		break;
-	case REG_RBP:
-		r.cfa = TP_CFA_FP;
-		break;
-	case REG_R10:
-		r.cfa = TP_CFA_R10;
-		break;
-	case REG_R11:
-		r.cfa = TP_CFA_R11;
-		break;
-	case REG_R13:
-		r.cfa = TP_CFA_R13;
-		break;
-	default:
+	r.cfa = cfa_on(st->cfa_reg);
+	if (r.cfa == TP_CFA_INVALID)
 		return invalid_row(UNWTAB_WHY_CFA_REG);
-	}
 	r.cfa_off = (int32_t)st->cfa_off;
 	return r;
 }

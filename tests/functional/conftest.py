@@ -621,7 +621,7 @@ def total(stacks):
 
 def assert_deep_recursion(stacks, depth=1000):
     """deep.py DEPTH's stacks: <module>, main, rec depth + 1 times, spin;
-    nothing marked but the native part's cut (native frames stop at 128 per
+    nothing marked but the native part's cut (native frames stop at 512 per
     sample, and before 3.11 a Python call is several native frames)."""
     assert total(stacks) >= 50
     for s in stacks:

@@ -467,7 +467,11 @@ def test_gil_holder_and_waiters(taipan, workload, ident, named):
     w = workload(interpreter(ident), "gil4.py", 60, ready=False)
     seen = collections.Counter()
     for _ in range(100):
-        hogs = _hogs(json.loads(dump(taipan, w.pid, "--json").stdout))
+        res = run_taipan(taipan, ["dump", "-p", w.pid, "--json"])
+        if res.returncode and "not a Python process" in res.stderr:
+            continue  # not yet: still the chroot that runs it, before its exec
+        assert res.returncode == 0, res.stderr
+        hogs = _hogs(json.loads(res.stdout))
         if len(hogs) < 4:
             continue  # not all started yet
         for h, (gil, names) in hogs.items():

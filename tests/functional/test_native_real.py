@@ -41,7 +41,7 @@ def check(taipan, tmp_path, workload, script, module, seconds=4):
 
 
 def test_torch_training_step_against_perf(taipan, tmp_path, workload):
-    check(taipan, tmp_path, workload, "torch_train.py", "torch")
+    check(taipan, tmp_path, workload, "torch_train.py", "torch", seconds=8)
 
 
 def test_numpy_openblas_against_perf(taipan, tmp_path, workload):

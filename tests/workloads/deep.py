@@ -1,5 +1,5 @@
 # deep.py - recursion DEPTH deep (default 1000), busy at the bottom.
-# Usage: python deep.py SECONDS [DEPTH]. Prints "ready" at the bottom.
+# Usage: python deep.py SECONDS [DEPTH]. Prints "ready" at the bottom, in spin.
 import sys
 import time
 
@@ -7,6 +7,9 @@ sys.setrecursionlimit(100000)
 
 
 def spin(deadline):
+    # Ready from inside spin: a dump that follows finds it innermost.
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     n = 0
     while time.time() < deadline:
         n += 1
@@ -15,8 +18,6 @@ def spin(deadline):
 
 def rec(n, deadline):
     if n == 0:
-        sys.stdout.write("ready\n")
-        sys.stdout.flush()
         return spin(deadline)
     return rec(n - 1, deadline)
 
