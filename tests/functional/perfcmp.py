@@ -23,6 +23,7 @@ ROOTS = {"_start", "__clone3", "clone3", "__clone", "clone", "__GI___clone3", "_
 # Anonymous code without a name (JIT code): perf's [unknown] in perf-PID.map,
 # taipan's bare address.
 JIT = "[unknown] JIT code"
+JIT_MARKER = "[native: JIT code without a frame pointer]"
 PERF_LINE = re.compile(r"^\s*([0-9a-f]+) (.*) \((.*)\)$")
 
 
@@ -67,12 +68,21 @@ def perf_leaf(frame):
     return perf_symbol(sym)
 
 
+def perf_in_jit(sample):
+    """Whether a perf sample met JIT code (a frame in perf-PID.map)."""
+    return any(re.match(r"^perf-\d+\.map$", dso) for _, dso in sample)
+
+
 def perf_figures(samples):
-    """(share reaching the root, {leaf: share}) of perf's samples, in %."""
+    """(share reaching the root, {leaf: share}, share that met JIT code,
+    share reaching the root of those that did not) of perf's samples, in %."""
     n = len(samples) or 1
     whole = sum(1 for s in samples if s and perf_symbol(s[-1][0]) in ROOTS)
+    rest = [s for s in samples if s and not perf_in_jit(s)]
+    rest_whole = sum(1 for s in rest if perf_symbol(s[-1][0]) in ROOTS)
     leaves = Counter(perf_leaf(s[0]) for s in samples if s)
-    return 100.0 * whole / n, {k: 100.0 * v / n for k, v in leaves.items()}
+    return (100.0 * whole / n, {k: 100.0 * v / n for k, v in leaves.items()}, 100.0 * (n - len(rest)) / n,
+            100.0 * rest_whole / (len(rest) or 1))
 
 
 def taipan_leaf(stack, eval_loop):
@@ -104,19 +114,32 @@ def warming(stack):
     return any(f.name == NOT_READ for f in stack.frames)
 
 
+def taipan_in_jit(stack):
+    """Whether a taipan stack met JIT code (an unnamed frame in anonymous
+    memory, or the marker of JIT code it could not step out of)."""
+    return any(f.name == JIT_MARKER or (f.native and re.match(r"^0x[0-9a-f]+$", f.name)) for f in stack.frames)
+
+
+def taipan_whole(stack):
+    return not any(f.marker for f in stack.frames) and stack.native and stack.frames[0].name in ROOTS
+
+
 def taipan_figures(stacks, pid):
-    """(share reaching the root, {leaf: share}) of taipan's stacks of pid,
-    in %, leaving out those of warming()."""
+    """perf_figures() of taipan's stacks of pid, leaving out those of
+    warming()."""
     mine = [s for s in stacks if s.pid == pid and not warming(s)]
     n = sum(s.count for s in mine) or 1
-    whole = sum(s.count for s in mine
-                if not any(f.marker for f in s.frames) and s.native and s.frames[0].name in ROOTS)
+    whole = sum(s.count for s in mine if taipan_whole(s))
+    rest = [s for s in mine if not taipan_in_jit(s)]
+    rest_n = sum(s.count for s in rest)
+    rest_whole = sum(s.count for s in rest if taipan_whole(s))
     leaves = Counter()
     for s in mine:
         leaf = taipan_leaf(s, "_PyEval_EvalFrameDefault")
         if leaf:
             leaves[leaf] += s.count
-    return 100.0 * whole / n, {k: 100.0 * v / n for k, v in leaves.items()}
+    return (100.0 * whole / n, {k: 100.0 * v / n for k, v in leaves.items()}, 100.0 * (n - rest_n) / n,
+            100.0 * rest_whole / (rest_n or 1))
 
 
 def record_both(taipan, tmp, pid, seconds, rate=999):
@@ -137,11 +160,12 @@ def record_both(taipan, tmp, pid, seconds, rate=999):
 def compare(perf_samples_, stacks, pid):
     """{'perf_root': %, 'taipan_root': %, 'leaves': [(leaf, perf %, taipan %)]}
     with the leaves that hold 2% of either's samples, largest first."""
-    pr, pl = perf_figures(perf_samples_)
-    tr, tl = taipan_figures(stacks, pid)
+    pr, pl, pj, prest = perf_figures(perf_samples_)
+    tr, tl, tj, trest = taipan_figures(stacks, pid)
     keys = sorted(set(pl) | set(tl), key=lambda k: -max(pl.get(k, 0), tl.get(k, 0)))
     mine = [s for s in stacks if s.pid == pid]
-    return {"perf_root": pr, "taipan_root": tr, "perf_n": len(perf_samples_),
+    return {"perf_root": pr, "taipan_root": tr, "perf_jit": pj, "taipan_jit": tj, "perf_rest_root": prest,
+            "taipan_rest_root": trest, "perf_n": len(perf_samples_),
             "taipan_n": sum(s.count for s in mine),
             "warming": 100.0 * sum(s.count for s in mine if warming(s)) / (sum(s.count for s in mine) or 1),
             "leaves": [(k, pl.get(k, 0), tl.get(k, 0)) for k in keys if max(pl.get(k, 0), tl.get(k, 0)) >= 2]}

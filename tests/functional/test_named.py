@@ -62,7 +62,13 @@ def test_freed_module_code_is_named(taipan, tmp_path, ident):
         total(unknown), total(stacks), [f.text for f in unknown[0].frames], st)
     freed = total([s for s in stacks if any(f.text == "[code object freed]" for f in s.frames)])
     assert freed <= max(3, total(stacks) // 200), "%d samples with [code object freed] (%s)" % (freed, st)
-    assert st.get("described", 0) >= 400 and st.get("named from that copy", 0) > 0, st
+    assert st.get("described", 0) >= 400, st
+    # Frames named from BPF's copy: the code objects freed before the
+    # reader got to them. A free-threaded build imports slowly enough under
+    # a loaded run (130 s for the 500 modules) that the reader can win
+    # every race: 0 of 597 once. Elsewhere some are always lost to it.
+    if not interp.id.endswith("t"):
+        assert st.get("named from that copy", 0) > 0, st
 
 
 @pytest.mark.parametrize("ident", matrix_sample())
