@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from collections import Counter
 
 from conftest import parse_folded, record
@@ -170,6 +169,3 @@ def compare(perf_samples_, stacks, pid):
             "warming": 100.0 * sum(s.count for s in mine if warming(s)) / (sum(s.count for s in mine) or 1),
             "leaves": [(k, pl.get(k, 0), tl.get(k, 0)) for k in keys if max(pl.get(k, 0), tl.get(k, 0)) >= 2]}
 
-
-def tempdir():
-    return tempfile.mkdtemp(prefix="taipan-perfcmp-")
