@@ -54,7 +54,7 @@ def test_torch_training_step_against_perf(taipan, tmp_path, workload):
 
 
 def test_numpy_openblas_against_perf(taipan, tmp_path, workload):
-    check(taipan, tmp_path, workload, "numpy_blas.py", "numpy", seconds=8)
+    check(taipan, tmp_path, workload, "numpy_blas.py", "numpy", seconds=16)
 
 
 if __name__ == "__main__":
