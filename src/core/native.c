@@ -457,14 +457,22 @@ static struct native_map map_new(struct native *n, pid_t pid, const struct map_e
 	return m;
 }
 
-/* Puts m's prefixes into the trie. */
-static void map_publish(struct native *n, pid_t pid, struct native_map *m)
+/* What BPF is told of m: its table's slot, or frame pointers where it has
+ * none. */
+static struct tp_umap map_umap(const struct native_map *m)
 {
 	struct tp_umap um = {.bias = m->bias, .flags = TP_UM_FP, .start = m->start, .end = m->end};
 	if (m->file && m->file->slot) {
 		um.file = m->file->slot;
 		um.flags = 0;
 	}
+	return um;
+}
+
+/* Puts m's prefixes into the trie. */
+static void map_publish(struct native *n, pid_t pid, struct native_map *m)
+{
+	struct tp_umap um = map_umap(m);
 	m->nranges = ranges(n, pid, m->start, m->end, &um);
 	n->st.ranges += m->nranges;
 }
@@ -614,15 +622,9 @@ int native_fork(struct native *n, pid_t child, const struct native_proc *parent,
 		return -ENOMEM;
 	for (size_t i = 0; i < parent->n; i++) {
 		struct native_map m = parent->v[i];
-		struct tp_umap um = {
-		    .bias = m.bias, .flags = TP_UM_FP, .start = m.start, .end = m.end};
-		if (m.file) {
+		struct tp_umap um = map_umap(&m);
+		if (m.file)
 			m.file->refs++;
-			if (m.file->slot) {
-				um.file = m.file->slot;
-				um.flags = 0;
-			}
-		}
 		m.nranges = ranges(n, child, m.start, m.end, &um);
 		n->st.ranges += m.nranges;
 		np->v[np->n++] = m;
