@@ -570,6 +570,10 @@ int native_scan(struct native *n, pid_t pid, struct native_proc *np)
 	 * order of the maps. */
 	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
 	uint32_t opened = 0, capped = 0;
+	if (!np->scan_since) {
+		np->scan_since = t0;
+		np->scan_built = 0;
+	}
 	size_t first = np->n;
 	bool more = false;
 	np->npending = 0;
@@ -606,6 +610,7 @@ int native_scan(struct native *n, pid_t pid, struct native_proc *np)
 	qsort(np->v, np->n, sizeof(*np->v), map_cmp);
 	free(known);
 	procmaps_free(&pm);
+	np->scan_built += opened;
 	if (more)
 		n->st.scans_partial++;
 	return more ? -EAGAIN : 0;

@@ -58,6 +58,10 @@ struct native_proc {
 	 * end pairs): BPF has no table for them yet. */
 	uint64_t *pending;
 	size_t npending;
+	/* When the scan that is not finished yet began (CLOCK_MONOTONIC ns),
+	 * 0 when none is under way; and the tables it has built so far. */
+	uint64_t scan_since;
+	uint32_t scan_built;
 	/* The names of its JIT code (proc/perfmap.h), read at the first
 	 * frame in anonymous code that needs one. */
 	struct perfmap *perfmap;

@@ -65,6 +65,11 @@ static void native_rescan(struct session *s, struct sproc *p)
 	if (ret && ret != -ESRCH)
 		log_debug("pid %d: cannot read its mappings for native unwinding: %s", p->pid,
 			  strerror(-ret));
+	else if (!ret && p->np.scan_built)
+		log_debug("pid %d: native: all its code read, %u unwind tables built, in %.0f ms",
+			  p->pid, p->np.scan_built,
+			  (clock_ns(CLOCK_MONOTONIC) - p->np.scan_since) / 1e6);
+	p->np.scan_since = 0;
 }
 
 /* Whether a process of a runtime passes the system-wide filters. */

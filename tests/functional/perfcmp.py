@@ -12,10 +12,12 @@ Used by tests/functional/test_native_real.py and bench/native.py."""
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 from collections import Counter
 
-from conftest import parse_folded, record
+from conftest import parse_folded
 
 # The outermost frame of a thread whose stack was unwound whole.
 ROOTS = {"_start", "__clone3", "clone3", "__clone", "clone", "__GI___clone3", "__GI___clone"}
@@ -119,8 +121,14 @@ def taipan_in_jit(stack):
     return any(f.name == JIT_MARKER or (f.native and re.match(r"^0x[0-9a-f]+$", f.name)) for f in stack.frames)
 
 
+# What taipan puts above the root of a thread that runs no Python code: it
+# says what the thread is, not that its stack was cut.
+NO_PYTHON = "[no Python thread state]"
+
+
 def taipan_whole(stack):
-    return not any(f.marker for f in stack.frames) and stack.native and stack.frames[0].name in ROOTS
+    frames = stack.frames[1:] if stack.frames and stack.frames[0].name == NO_PYTHON else stack.frames
+    return bool(frames) and not any(f.marker for f in frames) and frames[0].native and frames[0].name in ROOTS
 
 
 def taipan_figures(stacks, pid):
@@ -142,18 +150,42 @@ def taipan_figures(stacks, pid):
 
 
 def record_both(taipan, tmp, pid, seconds, rate=999):
-    """Records pid with perf (--call-graph dwarf, cpu-clock) and taipan
-    (--native all) at once. Returns (perf's samples, taipan's stacks)."""
+    """Records pid with taipan (--native all) and perf (--call-graph dwarf,
+    cpu-clock) at the same time. perf starts once taipan has read all the
+    process's code (its -v line), so that both record the same steady
+    state: taipan's samples taken before then would be left out as
+    warming(), and dropping those alone would skew its leaf shares against
+    perf's, which has no such window. taipan stops (SIGINT) after perf.
+    Returns (perf's samples, taipan's stacks)."""
     perf = perf_path()
     data = os.path.join(tmp, "perf.data")
-    p = subprocess.Popen([perf, "record", "-q", "-e", "cpu-clock", "-F", str(rate), "--call-graph",
-                          "dwarf,32768", "-o", data, "-p", str(pid), "--", "sleep", str(seconds)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out = os.path.join(tmp, "taipan.folded")
-    record(taipan, out, pid, seconds, rate, ["--folded-threads", "--native", "all"], timeout=seconds + 60)
-    p.wait()
-    samples = perf_samples(perf, data, pid)
-    return samples, parse_folded(out)
+    log = open(os.path.join(tmp, "taipan.err"), "w+")
+    t = subprocess.Popen([taipan, "record", "-v", "-r", str(rate), "-o", out, "--folded-threads",
+                          "--native", "all", "-p", str(pid)],
+                         stdout=subprocess.DEVNULL, stderr=log, text=True)
+    ready = re.compile(r"pid %d: native: all its code read" % pid)
+    try:
+        deadline = time.time() + 120
+        while True:
+            log.seek(0)
+            if ready.search(log.read()):
+                break
+            assert t.poll() is None, "taipan exited:\n" + open(log.name).read()
+            assert time.time() < deadline, "taipan did not read the code in 120 s:\n" + open(log.name).read()
+            time.sleep(0.1)
+        subprocess.run([perf, "record", "-q", "-e", "cpu-clock", "-F", str(rate), "--call-graph",
+                        "dwarf,32768", "-o", data, "-p", str(pid), "--", "sleep", str(seconds)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=seconds + 60)
+    finally:
+        if t.poll() is None:
+            t.send_signal(signal.SIGINT)
+        t.wait(timeout=60)
+    log.seek(0)
+    err = log.read()
+    log.close()
+    assert t.returncode == 0 and os.path.getsize(out) > 0, err
+    return perf_samples(perf, data, pid), parse_folded(out)
 
 
 def compare(perf_samples_, stacks, pid):

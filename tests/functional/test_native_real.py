@@ -6,9 +6,14 @@ OpenBLAS, under Debian's stripped python3.11, against `perf record
 - Among the samples that met no JIT code, the share whose stack reaches
   the thread's root is no more than 2 points below perf's; the share that
   met JIT code (where both stop: oneDNN's kernels have neither CFI nor a
-  frame pointer) is within 5 points of perf's. taipan's samples taken
-  before it had built the tables of the code they ran (PyTorch maps 313
-  files, whose tables take about 360 ms) are left out, and held to 15%.
+  frame pointer) is within 5 points of perf's. perf starts once taipan
+  has read all the process's code (PyTorch maps 313 files, whose tables
+  take about 360 ms, several times that under the sanitizers); taipan's
+  samples taken before it had built the tables of the code they ran are
+  left out, and held to 15%.
+- A thread that runs no Python code starts with taipan's marker
+  "[no Python thread state]": that names the thread, and its stack still
+  counts as whole when it reaches the root below it (OpenBLAS's workers).
 - Each leaf function (the innermost kernel or user frame) that holds 3% of
   either's samples holds within 3 points of the same share in the other.
 """
