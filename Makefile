@@ -275,7 +275,7 @@ demo: run
 # (native_depth.py), the slowdown of Python + C work against the floor of
 # an empty BPF program (slowdown.py), samples lost while torch is imported
 # on a busy machine (torch_import.py).
-bench: $(BUILD)/taipan bench-unwtab
+bench: $(BUILD)/taipan bench-unwtab $(BUILD)/bench/ingest
 	@scripts/make-roots.sh --bench
 	$(PYTHON) bench/overhead.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/startup.py --taipan $(abspath $(BUILD)/taipan)
@@ -285,6 +285,7 @@ bench: $(BUILD)/taipan bench-unwtab
 	$(PYTHON) bench/native_depth.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/slowdown.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/torch_import.py --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/ingest.py --ingest $(abspath $(BUILD)/bench/ingest) --python $(UNWTAB_PY)
 	$(PYTHON) bench/switch.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/attacks.py --taipan $(abspath $(BUILD)/taipan)
 
@@ -299,6 +300,10 @@ UNWTAB_FILES = $(wildcard $(UNWTAB_PY:bin/python3.12=lib/libpython3.12.so.1.0)) 
 	$(foreach m,$(UNWTAB_MODS),$(wildcard $(UNWTAB_PY:bin/python3.12=lib/python3.12/lib-dynload/$(m).cpython-312-*.so)))
 
 $(BUILD)/bench/unwtab: bench/unwtab.c $(BUILD)/libtaipan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
+
+$(BUILD)/bench/ingest: bench/ingest.c $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
 

@@ -41,7 +41,10 @@
 /* Map sizes. */
 #define TP_MAX_PROCS 32768  /* procs: processes of a runtime and known others (LRU) */
 #define TP_MAX_TARGETS 8192 /* targets, unknown_samples and announced */
+/* The ring buffer's smallest size; user space sizes it by CPUs and rate
+ * (bpfrun_ring_bytes()), up to TP_RING_MAX_BYTES. */
 #define TP_RING_BYTES (8 << 20)
+#define TP_RING_MAX_BYTES (256u << 20)
 /* Samples are written without waking the reader, which polls on a timer,
  * until this many bytes wait in the ring. */
 #define TP_RING_WAKEUP (512 << 10)

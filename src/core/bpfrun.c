@@ -10,12 +10,14 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "core/bpfrun.h"
+#include "util/log.h"
 #include "taipan.skel.h"
 #include "taipan_runtimes.h"
 
@@ -32,6 +34,7 @@ struct bpfrun {
 	int ncpus;
 	int nattached;
 	unsigned int rate_hz;
+	uint32_t ring_bytes; /* bpfrun_ring_bytes() */
 	bool native;
 	bool loop;   /* the bpf_loop programs were loaded */
 	bool ksym;   /* ksym_names was loaded */
@@ -135,6 +138,21 @@ static const char *privilege_hint(int err, bool need_bpf)
 /* Opens, configures and loads the BPF object into br->skel, with the
  * bpf_loop build of each looping program if br->loop, else the unrolled
  * one. 0, or a negative errno with err filled. */
+/* The ring's size: a quarter of a second of samples from every CPU at the
+ * rate, at the size of a typical one with native frames (about 1.3 KiB
+ * packed), so that the reader may stall that long (a burst of new
+ * libraries to read, a slow disk) and lose nothing; off-CPU stacks double
+ * it. A power of two (BPF's rule), from TP_RING_BYTES (8 MiB, 2 CPUs at
+ * 10 kHz) to TP_RING_MAX_BYTES (256 MiB). */
+uint32_t bpfrun_ring_bytes(unsigned int ncpus, unsigned int rate_hz, bool native, bool offcpu)
+{
+	uint64_t want = (uint64_t)ncpus * rate_hz * (native ? 1536 : 768) / 4 * (offcpu ? 2 : 1);
+	uint64_t bytes = TP_RING_BYTES;
+	while (bytes < want && bytes < TP_RING_MAX_BYTES)
+		bytes <<= 1;
+	return (uint32_t)bytes;
+}
+
 static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err, size_t errlen)
 {
 	int ret;
@@ -142,6 +160,14 @@ static int load_skel(struct bpfrun *br, const struct sampler_opts *o, char *err,
 	if (!br->skel) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot open the BPF object: %s", strerror(-ret));
+		return ret;
+	}
+	int online = get_nprocs();
+	br->ring_bytes = bpfrun_ring_bytes(online > 0 ? (unsigned int)online : 1, o->rate_hz,
+					   o->native, o->offcpu);
+	ret = bpf_map__set_max_entries(br->skel->maps.events, br->ring_bytes);
+	if (ret) {
+		snprintf(err, errlen, "cannot size the ring buffer: %s", strerror(-ret));
 		return ret;
 	}
 	br->skel->rodata->cfg.system_wide = o->system_wide;
@@ -250,6 +276,8 @@ int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, str
 	}
 	if (ret)
 		goto fail;
+	log_debug("ring buffer: %u MiB, a quarter of a second of samples of %d CPUs at %u Hz",
+		  br->ring_bytes >> 20, get_nprocs(), o->rate_hz);
 	if (o->offcpu && !br->loop) {
 		ret = -EOPNOTSUPP;
 		snprintf(err, errlen,

@@ -16,6 +16,10 @@ struct bpfrun;
 int bpfrun_sampler_open(const struct sampler_opts *o, sampler_handler fn, void *ctx,
 			struct sampler *out, char *err, size_t errlen);
 
+/* The ring buffer's size in bytes for ncpus CPUs online sampling at rate_hz,
+ * with native frames, with off-CPU stacks (--mode wall, off-cpu). */
+uint32_t bpfrun_ring_bytes(unsigned int ncpus, unsigned int rate_hz, bool native, bool offcpu);
+
 /* Opens and loads the BPF programs and maps. Returns 0, or a negative errno
  * with a one-line explanation in err (missing privileges, old kernel, …). */
 int bpfrun_open(const struct sampler_opts *o, sampler_handler fn, void *ctx, struct bpfrun **out,

@@ -29,6 +29,25 @@ static int no_events(void *ctx, void *data, size_t size)
 
 /* A start that fails on the first CPU leaves the descriptors of the other
  * CPUs unopened: freeing must not close fd 0 in their name. */
+/* The ring holds a quarter of a second of every CPU's samples, within its
+ * bounds, and BPF takes its size (a power of two). */
+static void test_ring_sized_by_cpus_and_rate(void **state)
+{
+	(void)state;
+	assert_int_equal(bpfrun_ring_bytes(2, 99, true, false), TP_RING_BYTES);
+	assert_int_equal(bpfrun_ring_bytes(2, 10000, true, false), TP_RING_BYTES);
+	/* 16 CPUs at 10 kHz: 160,000 samples a second, 61 MB a quarter of it. */
+	assert_int_equal(bpfrun_ring_bytes(16, 10000, true, false), 64u << 20);
+	assert_int_equal(bpfrun_ring_bytes(16, 10000, false, false), 32u << 20);
+	assert_int_equal(bpfrun_ring_bytes(16, 10000, true, true), 128u << 20);
+	assert_int_equal(bpfrun_ring_bytes(16, 1000, true, false), TP_RING_BYTES);
+	assert_int_equal(bpfrun_ring_bytes(1024, 100000, true, true), TP_RING_MAX_BYTES);
+	for (unsigned int cpus = 1; cpus <= 512; cpus *= 3) {
+		uint32_t b = bpfrun_ring_bytes(cpus, 4999, true, false);
+		assert_true(b >= TP_RING_BYTES && b <= TP_RING_MAX_BYTES && !(b & (b - 1)));
+	}
+}
+
 static void test_failed_start_keeps_fd0(void **state)
 {
 	/* Above perf_event_max_sample_rate: perf_event_open refuses it on
@@ -160,6 +179,7 @@ static void test_kernel_names_agree_with_kallsyms(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_ring_sized_by_cpus_and_rate),
 	    cmocka_unit_test(test_failed_start_keeps_fd0),
 	    cmocka_unit_test(test_kernel_names_agree_with_kallsyms),
 	};
