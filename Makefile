@@ -338,7 +338,7 @@ lint:
 		tests/fuzz/*.c tests/fuzz/*.h
 
 format:
-	clang-format -i src/*.h src/*/*.c src/*/*.h src/*/gen/*.c tools/*.c tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
+	clang-format -i src/*.h src/*/*.c src/*/*.h src/*/gen/*.c tools/*.c bench/*.c tests/unit/*.c tests/fuzz/*.c tests/fuzz/*.h
 
 MANDIR ?= $(PREFIX)/share/man
 # What install puts in place, and so exactly what uninstall removes. The
