@@ -30,6 +30,10 @@
 /* How long an unclassified young process is re-examined: its loader may not
  * have mapped libpython yet when it is first seen. */
 #define YOUNG_MS 3000
+/* The waits between housekeeping's looks at a young process that is not
+ * Python yet. */
+#define LOOK_FIRST_MS 10
+#define LOOK_MAX_MS 320
 
 struct sproc *sproc_get(struct session *s, pid_t pid)
 {
@@ -683,8 +687,19 @@ static void housekeeping(struct session *s)
 			s->sm.ops->del_proc(s->sm.impl, (uint32_t)p->pid);
 			s->sm.ops->take_unknown(s->sm.impl, (uint32_t)p->pid, NULL);
 			sproc_drop(s, p);
-		} else if (p->state == SP_PENDING && !p->exited_ns)
+		} else if (p->state == SP_PENDING && !p->exited_ns && now >= p->next_look_ns) {
 			classify(s, p, false, err, sizeof(err));
+			/* Not Python yet: looked at again 10 ms on, then 20, 40,
+			 * up to 320 ms, not at every poll (up to a hundred a
+			 * second at 10 kHz): each look reads four files of
+			 * /proc, and a busy host starts hundreds of processes a
+			 * second. A Python one's loader maps libpython within
+			 * milliseconds of its exec. */
+			p->look_ms = p->look_ms
+					 ? (p->look_ms < LOOK_MAX_MS ? p->look_ms * 2 : p->look_ms)
+					 : LOOK_FIRST_MS;
+			p->next_look_ns = now + (uint64_t)p->look_ms * 1000000;
+		}
 	}
 }
 

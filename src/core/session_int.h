@@ -35,6 +35,10 @@ struct sproc {
 	uint64_t exited_ns;
 	bool warned;
 	bool rescan; /* code was mapped: read its mappings again after this poll */
+	/* SP_PENDING: when housekeeping looks at it again (CLOCK_MONOTONIC),
+	 * and the wait after that look, doubled at each one. */
+	uint64_t next_look_ns;
+	uint32_t look_ms;
 };
 
 struct session {

@@ -48,6 +48,19 @@ struct sample_ent {
 	size_t keylen;
 };
 
+/* The string labels of a sample, in profile_add_at()'s order. */
+enum label_slot {
+	LABEL_THREAD,
+	LABEL_COMM,
+	LABEL_RUNTIME,
+	LABEL_VERSION,
+	LABEL_ALIAS,
+	LABEL_LOCK,
+	LABEL_CGROUP,
+	LABEL_CONTAINER,
+	LABEL__COUNT
+};
+
 struct profile {
 	struct istr *strings;
 	struct frame_ent *frame_index;
@@ -59,6 +72,13 @@ struct profile {
 	uint64_t total;
 	uint64_t period_ns, start_ns, duration_ns;
 	enum prof_mode mode;
+	/* The last string each label of profile_add_at() interned: the next
+	 * sample's labels are nearly always the same, and a compare costs
+	 * less than cleaning, hashing and finding it again. */
+	const char *last_label[LABEL__COUNT];
+	/* The key of the sample being added, kept between calls. */
+	struct sample_key *scratch;
+	size_t scratch_len;
 };
 
 struct profile *profile_new(void)
@@ -92,6 +112,7 @@ void profile_free(struct profile *p)
 	}
 	free(p->frames);
 	free(p->samples);
+	free(p->scratch);
 	free(p);
 }
 
@@ -307,6 +328,20 @@ int profile_copy_stack(struct profile *dst, const struct profile *src, size_t in
 	return err;
 }
 
+/* intern(), first trying the string that label interned last. */
+static const char *intern_label(struct profile *p, enum label_slot slot, const char *raw, int *err)
+{
+	const char *last = p->last_label[slot];
+	if (!raw)
+		return NULL;
+	if (last && !strcmp(raw, last))
+		return last; /* interned strings are clean: raw is too */
+	const char *s = intern(p, raw, err);
+	if (s)
+		p->last_label[slot] = s;
+	return s;
+}
+
 int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 		   const struct prof_labels *labels, uint64_t count, uint64_t off_ns, size_t *index)
 {
@@ -315,44 +350,51 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 		if (frames[i] >= p->nframes)
 			return -EINVAL;
 	size_t keylen = sizeof(struct sample_key) + (size_t)n * sizeof(uint32_t);
-	struct sample_key *key = calloc(1, keylen);
-	if (!key)
-		return -ENOMEM;
+	if (keylen > p->scratch_len) {
+		struct sample_key *k = malloc(keylen);
+		if (!k)
+			return -ENOMEM;
+		free(p->scratch);
+		p->scratch = k;
+		p->scratch_len = keylen;
+	}
+	struct sample_key *key = p->scratch;
+	memset(key, 0, sizeof(*key)); /* its padding is hashed too */
 	key->pid = labels->pid;
 	key->tid = labels->tid;
 	key->ns_pid = labels->ns_pid;
 	key->nframes = n;
 	key->state = labels->state;
 	key->lock = labels->lock;
-	key->thread_name = intern(p, labels->thread_name, &err);
-	key->comm = intern(p, labels->comm, &err);
-	key->runtime = intern(p, labels->runtime, &err);
-	key->runtime_version = intern(p, labels->runtime_version, &err);
-	key->version_alias = intern(p, labels->version_alias, &err);
-	key->lock_name = intern(p, labels->lock_name, &err);
-	key->cgroup = intern(p, labels->cgroup, &err);
-	key->container_id = intern(p, labels->container_id, &err);
-	if (err) {
-		free(key);
+	key->thread_name = intern_label(p, LABEL_THREAD, labels->thread_name, &err);
+	key->comm = intern_label(p, LABEL_COMM, labels->comm, &err);
+	key->runtime = intern_label(p, LABEL_RUNTIME, labels->runtime, &err);
+	key->runtime_version = intern_label(p, LABEL_VERSION, labels->runtime_version, &err);
+	key->version_alias = intern_label(p, LABEL_ALIAS, labels->version_alias, &err);
+	key->lock_name = intern_label(p, LABEL_LOCK, labels->lock_name, &err);
+	key->cgroup = intern_label(p, LABEL_CGROUP, labels->cgroup, &err);
+	key->container_id = intern_label(p, LABEL_CONTAINER, labels->container_id, &err);
+	if (err)
 		return err;
-	}
 	if (n)
 		memcpy(key->frames, frames, (size_t)n * sizeof(uint32_t));
 
 	struct sample_ent *e;
 	HASH_FIND(hh, p->sample_index, key, keylen, e);
 	if (e) {
-		free(key);
 		profile_bump(p, e->index, count, off_ns);
 		if (index)
 			*index = e->index;
 		return 0;
 	}
 	if (grow((void **)&p->samples, &p->samples_cap, p->nsamples + 1, sizeof(*p->samples)) ||
-	    !(e = calloc(1, sizeof(*e)))) {
-		free(key);
+	    !(e = calloc(1, sizeof(*e))))
+		return -ENOMEM;
+	if (!(key = malloc(keylen))) {
+		free(e);
 		return -ENOMEM;
 	}
+	memcpy(key, p->scratch, keylen);
 	e->key = key;
 	e->keylen = keylen;
 	e->index = p->nsamples;
