@@ -2,7 +2,7 @@
 """bench/torch_import.py - does the reader keep up while a process maps
 hundreds of new files?
 
-With stress-ng loading every CPU, `taipan record -a --stats` at --rate
+With stress-ng loading every CPU, `taipan record --stats -- sh -c ...` at --rate
 while Debian's python3.11 imports torch and numpy (about 310 files mapped,
 whose unwind tables taipan builds as they appear) --imports times, one
 after another. Prints the samples taken, those lost with the ring full,
@@ -36,7 +36,7 @@ def main():
         time.sleep(1)
         script = "; ".join(["%s -c '%s'" % (args.python, CODE)] * args.imports)
         t0 = time.perf_counter()
-        res = subprocess.run([args.taipan, "record", "-q", "--stats", "-a", "-r", str(args.rate), "-o", out,
+        res = subprocess.run([args.taipan, "record", "-q", "--stats", "-r", str(args.rate), "-o", out,
                               "--", "sh", "-c", script], stderr=subprocess.PIPE, text=True)
         took = time.perf_counter() - t0
     finally:
@@ -48,7 +48,7 @@ def main():
     samples = re.search(r"(\d+) perf samples in targets", err)
     lost = re.search(r"(\d+) lost \(ring full\)", err)
     tables = re.search(r"unwind tables of (\d+) files \(([\d.]+) MiB, built in (\d+) ms\)", err)
-    print("%d CPUs busy (stress-ng), record -a at %d Hz, %d imports of torch and numpy in %.1f s:"
+    print("%d CPUs busy (stress-ng), record -- sh -c at %d Hz, %d imports of torch and numpy in %.1f s:"
           % (ncpu, args.rate, args.imports, took))
     print("  samples in targets: %s; lost with the ring full: %s" % (samples and samples.group(1),
                                                                      lost and lost.group(1)))
