@@ -147,9 +147,15 @@ static int r_stats(void *impl, uint64_t *out)
 }
 
 static int r_put_table(void *impl, uint32_t slot, const struct tp_ufile *info,
-		       const struct tp_urow *entries)
+		       const uint32_t *words)
 {
-	(void)impl, (void)slot, (void)info, (void)entries;
+	(void)impl, (void)slot, (void)info, (void)words;
+	return 0;
+}
+
+static int r_put_rules(void *impl, uint32_t first, uint32_t n, const struct tp_urule *rules)
+{
+	(void)impl, (void)first, (void)n, (void)rules;
 	return 0;
 }
 
@@ -193,6 +199,7 @@ static const struct sampler_ops replay_ops = {
     .poll = r_poll,
     .stats = r_stats,
     .put_table = r_put_table,
+    .put_rules = r_put_rules,
     .del_table = r_slot,
     .flush_tables = r_flush,
     .set_range = r_set_range,

@@ -47,13 +47,13 @@ def main():
     err = res.stderr
     samples = re.search(r"(\d+) perf samples in targets", err)
     lost = re.search(r"(\d+) lost \(ring full\)", err)
-    tables = re.search(r"unwind tables of (\d+) files \(([\d.]+) MiB, built in (\d+) ms\)", err)
+    tables = re.search(r"unwind tables of (\d+) files \(([\d.]+) MiB, built in (\d+) ms; (\d+) rules", err)
     print("%d CPUs busy (stress-ng), record -- sh -c at %d Hz, %d imports of torch and numpy in %.1f s:"
           % (ncpu, args.rate, args.imports, took))
     print("  samples in targets: %s; lost with the ring full: %s" % (samples and samples.group(1),
                                                                      lost and lost.group(1)))
     if tables:
-        print("  unwind tables: %s files, %s MiB, built in %s ms" % tables.groups())
+        print("  unwind tables: %s files, %s MiB, built in %s ms; %s rules shared" % tables.groups())
 
 
 if __name__ == "__main__":

@@ -348,7 +348,7 @@ struct tpw_anchors {
 
 /* Rows are found through a page index: a table's first TP_UPAGE_SHIFT-sized
  * page of code starts at its base, and index entry i holds the first row
- * that covers page i. */
+ * that starts in page i (struct tp_ufile). */
 #define TP_UPAGE_SHIFT 12
 
 /* How a row finds the canonical frame address (CFA: the caller's stack
@@ -394,7 +394,8 @@ enum tp_fp_rule {
 			    GCC's realigning prologue describes its push of rbp) */
 };
 
-/* One row of an unwind table: from pc up to the next row's pc. */
+/* One row of an unwind table: from pc up to the next row's pc. User space
+ * builds these (proc/unwtab.c); BPF gets them packed (struct tp_ufile). */
 struct tp_urow {
 	__u32 pc;      /* link-time virtual address (files above 4 GiB are refused) */
 	__s32 cfa_off; /* enum tp_cfa_kind says from what */
@@ -402,6 +403,25 @@ struct tp_urow {
 	__u8 cfa;      /* enum tp_cfa_kind */
 	__u8 fp;       /* enum tp_fp_rule */
 };
+
+/* A row without its pc: how to find the CFA and the caller's rbp. Few
+ * differ (about 2,000 in all of libtorch_cpu's 1.4 million rows), so every
+ * table shares one array of them (urules), each held once, and a row
+ * names its rule by index. */
+struct tp_urule {
+	__s32 cfa_off;
+	__s16 fp_off;
+	__u8 cfa;
+	__u8 fp;
+};
+
+/* A packed row is one 32-bit word: its pc's offset in its page of code
+ * (TP_UPAGE_SHIFT bits) above its rule's index (TP_URULE_BITS bits). The
+ * rules array holds TP_MAX_URULES (2 MiB); past that, a file's table is
+ * not built and its code is followed by frame pointer. */
+#define TP_URULE_BITS 20
+#define TP_URULE_MASK ((1u << TP_URULE_BITS) - 1)
+#define TP_MAX_URULES (1u << 18)
 
 /* Files with an unwind table in BPF at once, and the address ranges of
  * every tracked process that lead to them. */
@@ -420,10 +440,16 @@ struct tp_urow {
 #define TP_UFRAMES_PER_LOOP 128
 #define TP_USEARCH 13
 
-/* A file's unwind table as BPF holds it: one array whose first npages
- * entries are the page index (entry i's pc holds the index, among the rows,
- * of the row that covers base + (i << TP_UPAGE_SHIFT)) and whose next nrows
- * entries are the rows. */
+/* A file's unwind table as BPF holds it: an array of 64-bit elements (an
+ * array map's elements take 8 bytes each, whatever their size). The first
+ * npages are the page index: element i holds, in its low half, the index
+ * among the rows of the first row whose pc lies at or after
+ * base + (i << TP_UPAGE_SHIFT), and in its high half that of page i + 1
+ * (nrows after the last page), so that one read bounds a page's rows. The
+ * nrows packed rows follow, sorted by pc, two to an element (row j in the
+ * low half of element npages + j / 2 when j is even). The row that covers
+ * an address is the last of its page's rows at or before it, or, when
+ * there is none, the row before the page's first. */
 struct tp_ufile {
 	__u32 base;
 	__u32 npages;
@@ -550,6 +576,9 @@ _Static_assert(sizeof(struct tp_switch_ev) == 32, "tp_switch_ev layout");
 _Static_assert(sizeof(struct tp_switch_task) == 80, "tp_switch_task layout");
 _Static_assert(sizeof(struct tp_thread_snap) == 72 + 8 * TP_KSTACK_MAX, "tp_thread_snap layout");
 _Static_assert(sizeof(struct tp_urow) == 12, "tp_urow layout");
+_Static_assert(sizeof(struct tp_urule) == 8, "tp_urule layout");
+_Static_assert(TP_UPAGE_SHIFT + TP_URULE_BITS == 32, "a packed row is one word");
+_Static_assert(TP_MAX_URULES <= TP_URULE_MASK + 1, "rule indexes fit a packed row");
 _Static_assert(TP_SAMPLE_HDR == 72, "tp_sample header");
 _Static_assert(sizeof(struct tp_sample) == TP_SAMPLE_HDR + 8 * TP_KSTACK_MAX +
 					       16 * TP_UWORDS(TP_USTACK_MAX) + 8 * TP_USTACK_MAX +

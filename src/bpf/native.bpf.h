@@ -9,13 +9,23 @@
 #ifndef TAIPAN_BPF_NATIVE_BPF_H
 #define TAIPAN_BPF_NATIVE_BPF_H
 
+/* A table (struct tp_ufile). */
 struct urows {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_INNER_MAP | BPF_F_MMAPABLE);
 	__uint(max_entries, 1);
 	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(struct tp_urow));
+	__uint(value_size, sizeof(__u64));
 };
+
+/* The rules every table's rows name (struct tp_urule): user space adds
+ * them, never changes one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TP_MAX_URULES);
+	__type(key, __u32);
+	__type(value, struct tp_urule);
+} urules SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
@@ -75,11 +85,19 @@ static __always_inline int tpn_file(struct tpw_state *st, __u32 file, struct tp_
 	return 0;
 }
 
-#define tpn_entry(st, t, i)                                                                        \
-	({                                                                                         \
-		__u32 idx_ = (i);                                                                  \
-		(const struct tp_urow *)bpf_map_lookup_elem((t), &idx_);                           \
-	})
+static __always_inline int tpn_elem(struct tpw_state *st, void *t, __u32 i, __u64 *v)
+{
+	const __u64 *e = bpf_map_lookup_elem(t, &i);
+	if (!e)
+		return -1;
+	*v = *e;
+	return 0;
+}
+
+static __always_inline const struct tp_urule *tpn_rule(struct tpw_state *st, __u32 id)
+{
+	return bpf_map_lookup_elem(&urules, &id);
+}
 
 #include "walk/native.h"
 

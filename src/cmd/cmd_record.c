@@ -363,11 +363,12 @@ static void print_stats(const struct session_stats *st)
 	fprintf(stderr,
 		"taipan: stats: native: %llu of %llu stacks unwound to the thread's root, %llu "
 		"where the native and Python stacks disagreed; unwind tables of %llu files "
-		"(%.1f MiB, built in %llu ms), %llu files followed by frame pointer\n",
+		"(%.1f MiB, built in %llu ms; %llu rules shared), %llu files followed by frame "
+		"pointer\n",
 		(unsigned long long)st->native_errors[TP_UERR_NONE], (unsigned long long)walks,
 		(unsigned long long)st->merge_failures, (unsigned long long)st->native_files,
 		(double)st->native_table_bytes / (1 << 20), (unsigned long long)st->native_build_ms,
-		(unsigned long long)st->native_files_failed);
+		(unsigned long long)st->native_rules, (unsigned long long)st->native_files_failed);
 	if (st->merge_failures)
 		fprintf(
 		    stderr,

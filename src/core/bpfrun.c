@@ -533,33 +533,45 @@ static int stage(struct bpfrun *br, uint32_t slot, int fd, const struct tp_ufile
 }
 
 int bpfrun_put_table(struct bpfrun *br, uint32_t slot, const struct tp_ufile *info,
-		     const struct tp_urow *entries)
+		     const uint32_t *words)
 {
-	uint32_t n = info->npages + info->nrows;
-	if (!slot || slot >= TP_MAX_UFILES || !n)
+	uint32_t n = (2 * info->npages + info->nrows + 1) & ~1u; /* unwtab_words() */
+	if (!slot || slot >= TP_MAX_UFILES || !info->nrows)
 		return -EINVAL;
 	/* Mappable, so that the rows go in by one copy: a batch update costs
 	 * the kernel a copy and a check per row, which made the tables of a
-	 * process's libraries most of taipan's start-up. */
+	 * process's libraries most of taipan's start-up. Its elements are
+	 * 8 bytes, two words each, as in memory (struct tp_ufile). */
+	uint32_t elems = n / 2;
 	LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP | BPF_F_MMAPABLE);
-	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "urows", sizeof(uint32_t),
-				sizeof(struct tp_urow), n, &mo);
+	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "urows", sizeof(uint32_t), sizeof(uint64_t),
+				elems, &mo);
 	if (fd < 0)
 		return -errno;
-	/* An array's elements lie 8-byte aligned (kernel/bpf/arraymap.c). */
-	size_t stride = (sizeof(struct tp_urow) + 7) & ~(size_t)7;
 	long page = sysconf(_SC_PAGESIZE);
-	size_t len = ((size_t)n * stride + (size_t)page - 1) & ~((size_t)page - 1);
+	size_t len = ((size_t)elems * 8 + (size_t)page - 1) & ~((size_t)page - 1);
 	char *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (mem == MAP_FAILED) {
 		int ret = -errno;
 		close(fd);
 		return ret;
 	}
-	for (uint32_t i = 0; i < n; i++)
-		memcpy(mem + (size_t)i * stride, &entries[i], sizeof(*entries));
+	memcpy(mem, words, (size_t)n * sizeof(*words));
 	munmap(mem, len);
 	return stage(br, slot, fd, info);
+}
+
+int bpfrun_put_rules(struct bpfrun *br, uint32_t first, uint32_t n, const struct tp_urule *rules)
+{
+	if (first > TP_MAX_URULES || n > TP_MAX_URULES - first)
+		return -EINVAL;
+	int fd = bpf_map__fd(br->skel->maps.urules);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t k = first + i;
+		if (bpf_map_update_elem(fd, &k, &rules[i], BPF_ANY))
+			return -errno;
+	}
+	return 0;
 }
 
 int bpfrun_del_table(struct bpfrun *br, uint32_t slot)
@@ -569,7 +581,7 @@ int bpfrun_del_table(struct bpfrun *br, uint32_t slot)
 	if (br->empty_fd < 0) {
 		LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_INNER_MAP);
 		int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "urows_none", sizeof(uint32_t),
-					sizeof(struct tp_urow), 1, &mo);
+					sizeof(uint64_t), 1, &mo);
 		if (fd < 0)
 			return -errno;
 		br->empty_fd = fd;
@@ -672,9 +684,14 @@ static int op_stats(void *impl, uint64_t *out)
 }
 
 static int op_put_table(void *impl, uint32_t slot, const struct tp_ufile *info,
-			const struct tp_urow *entries)
+			const uint32_t *words)
 {
-	return bpfrun_put_table(impl, slot, info, entries);
+	return bpfrun_put_table(impl, slot, info, words);
+}
+
+static int op_put_rules(void *impl, uint32_t first, uint32_t n, const struct tp_urule *rules)
+{
+	return bpfrun_put_rules(impl, first, n, rules);
 }
 
 static int op_del_table(void *impl, uint32_t slot)
@@ -823,6 +840,7 @@ static const struct sampler_ops bpfrun_ops = {
     .poll = op_poll,
     .stats = op_stats,
     .put_table = op_put_table,
+    .put_rules = op_put_rules,
     .del_table = op_del_table,
     .flush_tables = op_flush_tables,
     .set_range = op_set_range,

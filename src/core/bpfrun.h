@@ -49,7 +49,8 @@ int bpfrun_stats(struct bpfrun *br, uint64_t *out);
 
 /* Native unwinding's maps: see struct sampler_ops. */
 int bpfrun_put_table(struct bpfrun *br, uint32_t slot, const struct tp_ufile *info,
-		     const struct tp_urow *entries);
+		     const uint32_t *words);
+int bpfrun_put_rules(struct bpfrun *br, uint32_t first, uint32_t n, const struct tp_urule *rules);
 int bpfrun_del_table(struct bpfrun *br, uint32_t slot);
 int bpfrun_flush_tables(struct bpfrun *br);
 int bpfrun_set_range(struct bpfrun *br, const struct tp_umap_key *k, const struct tp_umap *v);

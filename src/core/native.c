@@ -77,6 +77,9 @@ struct native {
 	uint32_t nfree;
 	uint32_t nidle; /* files no process maps, kept for the next one */
 	uint64_t next_id;
+	/* The rules the tables' rows name, and how many of them BPF has. */
+	struct unwtab_rules rules;
+	uint32_t rules_sent;
 	struct native_stats st;
 };
 
@@ -163,6 +166,7 @@ void native_free(struct native *n)
 		file_free(n, f);
 	}
 	free(n->free_slots);
+	unwtab_rules_free(&n->rules);
 	free(n);
 }
 
@@ -207,10 +211,26 @@ static int map_bias(const struct native_file *f, uint64_t start, uint64_t off, u
 	return -ENOEXEC;
 }
 
-static uint32_t table_entries(const struct unwtab *t, struct tp_urow **out)
+/* t packed, its new rules given to BPF first. NULL when there is no room
+ * (errno ENOSPC: the rules are full) or BPF refused them. */
+static uint32_t *table_words(struct native *n, const struct unwtab *t)
 {
-	*out = unwtab_entries(t);
-	return *out ? t->npages + t->nrows : 0;
+	uint32_t *w = unwtab_pack(t, &n->rules);
+	if (!w)
+		return NULL;
+	if (n->rules.n > n->rules_sent) {
+		int ret =
+		    n->sm->ops->put_rules(n->sm->impl, n->rules_sent, n->rules.n - n->rules_sent,
+					  n->rules.v + n->rules_sent);
+		if (ret) {
+			free(w);
+			errno = -ret;
+			return NULL;
+		}
+		n->rules_sent = n->rules.n;
+		n->st.rules = n->rules.n;
+	}
+	return w;
 }
 
 /* Builds f's table from fd (which it leaves open) and gives it to BPF;
@@ -229,9 +249,9 @@ static void file_load(struct native *n, struct native_file *f, int fd)
 		n->st.files_failed++;
 		return;
 	}
-	struct tp_urow *entries = NULL;
+	uint32_t *words = NULL;
 	struct tp_ufile info = {.base = t.base, .npages = t.npages, .nrows = t.nrows};
-	size_t bytes = (size_t)(t.npages + t.nrows) * sizeof(struct tp_urow);
+	size_t bytes = unwtab_bytes(&t);
 	if (!budget_take(n->budget, bytes)) {
 		log_debug(
 		    "%s: its unwind table (%zu bytes) is over the memory budget (--max-memory)",
@@ -241,15 +261,16 @@ static void file_load(struct native *n, struct native_file *f, int fd)
 		unwtab_free(&t);
 		return;
 	}
-	if (!n->nfree || !table_entries(&t, &entries)) {
-		log_debug("%s: no room for its unwind table", f->path);
+	if (!n->nfree || !(words = table_words(n, &t))) {
+		log_debug("%s: no room for its unwind table%s", f->path,
+			  n->nfree && errno == ENOSPC ? " (the rules BPF holds are full)" : "");
 		n->st.files_failed++;
 		budget_give(n->budget, bytes);
 		unwtab_free(&t);
 		return;
 	}
 	uint32_t slot = n->free_slots[n->nfree - 1];
-	ret = n->sm->ops->put_table(n->sm->impl, slot, &info, entries);
+	ret = n->sm->ops->put_table(n->sm->impl, slot, &info, words);
 	if (ret) {
 		log_debug("%s: BPF refused its unwind table (%u rows): %s", f->path, t.nrows,
 			  strerror(-ret));
@@ -262,7 +283,7 @@ static void file_load(struct native *n, struct native_file *f, int fd)
 		n->st.files++;
 		n->st.table_bytes += f->bytes;
 	}
-	free(entries);
+	free(words);
 	unwtab_free(&t);
 }
 

@@ -77,6 +77,7 @@ struct native_stats {
 	uint64_t
 	    files_failed;     /* files whose table could not be built (followed by frame pointer) */
 	uint64_t table_bytes; /* of the tables in BPF now */
+	uint64_t rules;	      /* the rules they share (8 bytes each) */
 	uint64_t build_ns;    /* spent building tables */
 	uint64_t ranges;      /* umaps entries now */
 	uint64_t scans;	      /* reads of a process's maps */

@@ -32,12 +32,12 @@ struct nw_file {
 	uint64_t inode;
 	uint32_t dev_major, dev_minor;
 	bool vdso;
-	int built;	      /* 0: not yet; 1: entries hold its table; -1: none (frame pointers) */
+	int built;	      /* 0: not yet; 1: words hold its table; -1: none (frame pointers) */
 	const char *module;   /* the path as the process names it (in pm) */
 	int fd;		      /* open (proc/mapfile.h), or -1: it cannot be */
 	char open_path[32];   /* "/proc/self/fd/FD", or "" */
 	struct tp_ufile info; /* of its table */
-	struct tp_urow *entries; /* page index, then rows */
+	uint32_t *words;      /* page index, then rows (unwtab_pack) */
 };
 
 /* What an executable mapping resolved to, lazily. */
@@ -82,6 +82,7 @@ struct nwalk {
 	struct nw_map *maps;
 	struct nw_file *files;
 	size_t nfiles;
+	struct unwtab_rules rules; /* the rules of its tables' rows */
 	struct nativesym *ns;
 	struct tpw_state *st;
 	struct tpw_anchors anchors; /* of the runtime's walk of the thread being walked */
@@ -171,8 +172,8 @@ static bool file_table(struct nwalk *nw, struct nw_file *f, const struct map_ent
 			  f->module, strerror(-ret));
 		return false;
 	}
-	f->entries = unwtab_entries(&t);
-	if (f->entries) {
+	f->words = unwtab_pack(&t, &nw->rules);
+	if (f->words) {
 		f->info = (struct tp_ufile){.base = t.base, .npages = t.npages, .nrows = t.nrows};
 		f->built = 1;
 		nw->stats.tables++;
@@ -240,16 +241,26 @@ static int nw_info(struct tpw_state *st, uint32_t file, struct tp_ufile *info)
 	return 0;
 }
 
-static const struct tp_urow *nw_entry(void *t, uint32_t i)
+static int nw_elem(void *t, uint32_t i, __u64 *v)
 {
 	const struct nw_file *f = t;
-	return i < f->info.npages + f->info.nrows ? &f->entries[i] : NULL;
+	if (i >= (2 * f->info.npages + f->info.nrows + 1) / 2)
+		return -1;
+	*v = f->words[2 * i] | (__u64)f->words[2 * i + 1] << 32;
+	return 0;
+}
+
+static const struct tp_urule *nw_rule(struct tpw_state *st, uint32_t id)
+{
+	const struct nwalk *nw = st->host.nw;
+	return id < nw->rules.n ? &nw->rules.v[id] : NULL;
 }
 
 #define tpn_mapping(st, ip, m) nw_mapping((st), (ip), (m))
 #define tpn_table(st, file) ((void *)nw_table((st), (file)))
 #define tpn_file(st, file, info) nw_info((st), (file), (info))
-#define tpn_entry(st, t, i) ((void)(st), nw_entry((t), (i)))
+#define tpn_elem(st, t, i, v) ((void)(st), nw_elem((t), (i), (v)))
+#define tpn_rule(st, id) nw_rule((st), (id))
 #include "walk/native.h"
 
 static int by_start(const void *a, const void *b)
@@ -346,7 +357,7 @@ void nwalk_free(struct nwalk *nw)
 	release_stuck(nw);
 	free(nw->stuck);
 	for (size_t i = 0; i < nw->nfiles; i++) {
-		free(nw->files[i].entries);
+		free(nw->files[i].words);
 		if (nw->files[i].fd >= 0)
 			close(nw->files[i].fd);
 	}
@@ -357,6 +368,7 @@ void nwalk_free(struct nwalk *nw)
 	procmaps_free(&nw->pm);
 	nativesym_free(nw->ns);
 	perfmap_free(nw->perfmap);
+	unwtab_rules_free(&nw->rules);
 	free(nw->st);
 	free(nw);
 }

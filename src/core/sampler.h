@@ -54,14 +54,18 @@ struct sampler_ops {
 	int (*stats)(void *impl, uint64_t *out);
 	/* Native unwinding (NULL in a sampler without it). put_table gives
 	 * BPF a file's unwind table in slot (1 .. TP_MAX_UFILES - 1):
-	 * info, then entries[0 .. info->npages + info->nrows), the page index
-	 * first. del_table forgets it. Both may only stage the change until
-	 * flush_tables (may be NULL: nothing staged), which makes every
-	 * staged one visible to BPF at once. set_range and del_range add
-	 * and remove one prefix of a process's address space in the umaps
-	 * trie, at once. */
+	 * info, then its words (unwtab_pack(): 2 * info->npages +
+	 * info->nrows, rounded up to even), the page index first (struct
+	 * tp_ufile). put_rules sets rules first ..
+	 * first + n - 1 of the rules the rows name, at once; a table is put
+	 * after the rules it names. del_table forgets a table. Both may
+	 * only stage the change until flush_tables (may be NULL: nothing
+	 * staged), which makes every staged one visible to BPF at once.
+	 * set_range and del_range add and remove one prefix of a process's
+	 * address space in the umaps trie, at once. */
 	int (*put_table)(void *impl, uint32_t slot, const struct tp_ufile *info,
-			 const struct tp_urow *entries);
+			 const uint32_t *words);
+	int (*put_rules)(void *impl, uint32_t first, uint32_t n, const struct tp_urule *rules);
 	int (*del_table)(void *impl, uint32_t slot);
 	int (*flush_tables)(void *impl);
 	int (*set_range)(void *impl, const struct tp_umap_key *k, const struct tp_umap *v);

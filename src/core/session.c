@@ -790,6 +790,7 @@ void session_stats(struct session *s, struct session_stats *st)
 		st->native_files = ns.files;
 		st->native_files_failed = ns.files_failed;
 		st->native_table_bytes = ns.table_bytes;
+		st->native_rules = ns.rules;
 		st->native_build_ms = ns.build_ns / 1000000;
 		st->native_fds = ns.fds;
 		st->native_maps_capped = ns.maps_capped;

@@ -123,6 +123,8 @@ struct session_opts {
 	X(uint64_t, native_files, "native_table_files", NULL)                                      \
 	/* of those tables */                                                                      \
 	X(uint64_t, native_table_bytes, "native_table_bytes", NULL)                                \
+	/* the rules their rows share (8 bytes each) */                                            \
+	X(uint64_t, native_rules, "native_rules", NULL)                                            \
 	/* the budget (--max-memory) */                                                            \
 	X(size_t, memory_limit, "memory_limit_bytes", NULL)                                        \
 	/* held of it now */                                                                       \

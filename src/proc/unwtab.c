@@ -1016,18 +1016,124 @@ static int make_pages(struct unwtab *t)
 	return 0;
 }
 
-struct tp_urow *unwtab_entries(const struct unwtab *t)
+static uint64_t rule_key(const struct tp_urule *r)
 {
-	struct tp_urow *v = calloc((size_t)t->npages + t->nrows, sizeof(*v));
+	uint64_t k;
+	memcpy(&k, r, sizeof(k));
+	return k;
+}
 
-	if (!v)
-		return NULL;
-	for (uint32_t i = 0; i < t->npages; i++) {
-		v[i].pc = t->pages[i];
-		v[i].cfa_off = (int32_t)(i + 1 < t->npages ? t->pages[i + 1] : t->nrows - 1);
+static uint32_t rule_slot(uint64_t key, uint32_t hcap)
+{
+	key ^= key >> 31;
+	key *= 0x9e3779b97f4a7c15ULL;
+	return (uint32_t)(key >> 32) & (hcap - 1);
+}
+
+/* Rules are stored with their key + 1 in keys[], so that 0 marks a free
+ * slot whatever the rule's bytes. */
+static int rules_grow(struct unwtab_rules *r)
+{
+	uint32_t hcap = r->hcap ? r->hcap * 2 : 1024;
+	uint64_t *keys = calloc(hcap, sizeof(*keys));
+	uint32_t *ids = malloc(hcap * sizeof(*ids));
+	if (!keys || !ids) {
+		free(keys);
+		free(ids);
+		return -ENOMEM;
 	}
-	memcpy(v + t->npages, t->rows, (size_t)t->nrows * sizeof(*v));
-	return v;
+	for (uint32_t i = 0; i < r->hcap; i++) {
+		if (!r->keys[i])
+			continue;
+		uint32_t j = rule_slot(r->keys[i] - 1, hcap);
+		while (keys[j])
+			j = (j + 1) & (hcap - 1);
+		keys[j] = r->keys[i];
+		ids[j] = r->ids[i];
+	}
+	free(r->keys);
+	free(r->ids);
+	r->keys = keys;
+	r->ids = ids;
+	r->hcap = hcap;
+	return 0;
+}
+
+int unwtab_rule_id(struct unwtab_rules *r, const struct tp_urow *row, uint32_t *id)
+{
+	const struct tp_urule rule = {
+	    .cfa_off = row->cfa_off, .fp_off = row->fp_off, .cfa = row->cfa, .fp = row->fp};
+	uint64_t key = rule_key(&rule);
+	if (r->hcap) {
+		for (uint32_t j = rule_slot(key, r->hcap); r->keys[j]; j = (j + 1) & (r->hcap - 1))
+			if (r->keys[j] == key + 1) {
+				*id = r->ids[j];
+				return 0;
+			}
+	}
+	if (r->n >= TP_MAX_URULES)
+		return -ENOSPC;
+	if ((r->n + 1) * 2 > r->hcap && rules_grow(r))
+		return -ENOMEM;
+	if (r->n == r->cap) {
+		uint32_t cap = r->cap ? r->cap * 2 : 256;
+		struct tp_urule *v = realloc(r->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		r->v = v;
+		r->cap = cap;
+	}
+	uint32_t j = rule_slot(key, r->hcap);
+	while (r->keys[j])
+		j = (j + 1) & (r->hcap - 1);
+	r->keys[j] = key + 1;
+	r->ids[j] = r->n;
+	r->v[r->n] = rule;
+	*id = r->n++;
+	return 0;
+}
+
+void unwtab_rules_free(struct unwtab_rules *r)
+{
+	free(r->v);
+	free(r->keys);
+	free(r->ids);
+	memset(r, 0, sizeof(*r));
+}
+
+uint32_t *unwtab_pack(const struct unwtab *t, struct unwtab_rules *rules)
+{
+	const uint32_t mask = (1u << TP_UPAGE_SHIFT) - 1;
+	uint32_t *w = calloc(unwtab_words(t), sizeof(*w));
+	uint32_t *rows = w ? w + 2 * t->npages : NULL;
+	uint32_t j = 0;
+
+	if (!w) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (uint32_t i = 0; i <= t->npages; i++) {
+		uint64_t at = (uint64_t)t->base + ((uint64_t)i << TP_UPAGE_SHIFT);
+
+		while (j < t->nrows && t->rows[j].pc < at)
+			j++;
+		if (i < t->npages)
+			w[2 * i] = j;
+		if (i)
+			w[2 * i - 1] = i == t->npages ? t->nrows : j;
+	}
+	for (uint32_t i = 0; i < t->nrows; i++) {
+		uint32_t id;
+		int err = unwtab_rule_id(rules, &t->rows[i], &id);
+
+		if (err) {
+			free(w);
+			errno = -err;
+			return NULL;
+		}
+		rows[i] = ((t->rows[i].pc - t->base) & mask) << TP_URULE_BITS | id;
+	}
+	return w;
 }
 
 /* --- the file ------------------------------------------------------------------ */
@@ -1291,7 +1397,7 @@ void unwtab_free(struct unwtab *t)
 
 size_t unwtab_bytes(const struct unwtab *t)
 {
-	return (size_t)t->nrows * sizeof(*t->rows) + (size_t)t->npages * sizeof(*t->pages);
+	return (size_t)unwtab_words(t) * sizeof(uint32_t);
 }
 
 const struct tp_urow *unwtab_find(const struct unwtab *t, uint32_t pc)

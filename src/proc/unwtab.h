@@ -10,6 +10,7 @@
 #ifndef TAIPAN_UNWTAB_H
 #define TAIPAN_UNWTAB_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,17 +67,37 @@ int unwtab_build_ref(const char *path, struct unwtab *out);
 /* The same from an ELF image in memory (copied; image is not kept). */
 int unwtab_build_mem(const void *image, size_t len, struct unwtab *out);
 
-/* The table as BPF holds it (struct tp_ufile): npages page-index entries,
- * entry i's pc the first row of page i and its cfa_off the last row the
- * page's search may need (the next page's first, or the last row), then
- * the nrows rows. Returns a malloc'd array of npages + nrows entries, or
- * NULL. */
-struct tp_urow *unwtab_entries(const struct unwtab *t);
+/* The rules that packed tables share (struct tp_urule), each once: the
+ * index of a rule is its place in v, which never changes. Zeroed: empty. */
+struct unwtab_rules {
+	struct tp_urule *v;
+	uint32_t n, cap;
+	uint64_t *keys; /* open addressing over the rules' 8 bytes; 0: free */
+	uint32_t *ids;
+	uint32_t hcap;
+};
+
+/* The index of rule (that of row r) in rules, added if new: 0 with *id
+ * set, -ENOSPC when rules holds TP_MAX_URULES already, or -ENOMEM. */
+int unwtab_rule_id(struct unwtab_rules *rules, const struct tp_urow *r, uint32_t *id);
+void unwtab_rules_free(struct unwtab_rules *rules);
+
+/* The table as BPF holds it (struct tp_ufile), as 32-bit words: the page
+ * index (two words a page), then a word per row, naming its rule in rules
+ * (which gains the rules it lacked), then a zero word if needed to make
+ * the count even (whole elements). A malloc'd array of unwtab_words(t)
+ * words, or NULL with errno ENOMEM, or ENOSPC when rules is full. */
+uint32_t *unwtab_pack(const struct unwtab *t, struct unwtab_rules *rules);
+static inline uint32_t unwtab_words(const struct unwtab *t)
+{
+	return (2 * t->npages + t->nrows + 1) & ~1u;
+}
 
 /* Frees what a build allocated and zeroes *t. Accepts a zeroed table. */
 void unwtab_free(struct unwtab *t);
 
-/* Bytes of the rows and the page index: what BPF maps would hold. */
+/* Bytes of the packed rows and page index: what BPF holds of the table,
+ * its rules aside (shared, and few). */
 size_t unwtab_bytes(const struct unwtab *t);
 
 /* The row covering pc: the last row whose pc is <= pc, found through the

@@ -2,7 +2,8 @@
  * the runtimes' walkers, whose walk state (walk/state.h) it shares.
  *
  * It follows the rows that user space made of each file's call-frame
- * information (src/proc/unwtab.c, struct tp_urow): from an instruction
+ * information (src/proc/unwtab.c, struct tp_urow, packed as struct
+ * tp_ufile says, each row naming a shared struct tp_urule): from an instruction
  * pointer, the row that covers it says how to find the canonical frame
  * address (CFA), below which the return address and, where the function
  * saved it, the caller's frame pointer lie. Code without rows (no CFI, or an
@@ -17,8 +18,9 @@
  *                             mapping of ip: 0, or -1 when none is known
  *   tpn_table(st, file)       a handle on file's table (NULL: none)
  *   tpn_file(st, file, info)  fill struct tp_ufile *info: 0 or -1
- *   tpn_entry(st, t, i)       a const struct tp_urow * for entry i of table
- *                             handle t (page index first, then rows), or NULL
+ *   tpn_elem(st, t, i, v)     fill __u64 *v with element i of table handle t
+ *                             (page index first, then rows): 0, or -1
+ *   tpn_rule(st, id)          a const struct tp_urule * for rule id, or NULL
  *
  * x86-64 only: the return address is at CFA - 8.
  */
@@ -63,47 +65,69 @@ TPW_INLINE void tpn_fail(struct tpw_state *st, __u16 err)
 	st->u.done = 1;
 }
 
-/* The row of table t (described by info) that covers vaddr: found through
- * the page index, then by a bounded binary search among the rows that the
- * page's entry delimits (unwtab_entries()). 0 with *row filled, or -1. */
-TPW_INLINE int tpn_find_row(struct tpw_state *st, void *t, const struct tp_ufile *info, __u32 vaddr,
-			    struct tp_urow *row)
+/* Row j of table t (described by info), packed. */
+TPW_INLINE int tpn_row_word(struct tpw_state *st, void *t, const struct tp_ufile *info, __u32 j,
+			    __u32 *w)
 {
-	const struct tp_urow *e;
-	__u32 page, lo, hi;
+	__u64 v;
+	if (tpn_elem(st, t, info->npages + (j >> 1), &v))
+		return -1;
+	*w = (__u32)(v >> ((j & 1) * 32));
+	return 0;
+}
+
+/* The rule of the row of table t (described by info) that covers vaddr:
+ * the page's index element bounds the rows that start in vaddr's page, a
+ * bounded binary search finds the last of them at or before vaddr, or
+ * else the row before them holds. 0 with *row filled, or -1. */
+TPW_INLINE int tpn_find_row(struct tpw_state *st, void *t, const struct tp_ufile *info, __u32 vaddr,
+			    struct tp_urule *row)
+{
+	const struct tp_urule *rule;
+	__u32 page, lo, hi, w, found = 0;
+	__u64 v;
 	if (vaddr < info->base || !info->nrows || !info->npages)
 		return -1;
 	page = (vaddr - info->base) >> TP_UPAGE_SHIFT;
 	if (page >= info->npages) {
 		/* Past the last page: the last row (the one after every FDE). */
-		lo = hi = info->nrows - 1;
+		if (tpn_row_word(st, t, info, info->nrows - 1, &found))
+			return -1;
 	} else {
-		/* The page's rows: from its first to the next page's first
-		 * (user space keeps that in cfa_off: one lookup). */
-		e = tpn_entry(st, t, page);
-		if (!e)
+		__u32 off = (vaddr - info->base) & ((1u << TP_UPAGE_SHIFT) - 1);
+		bool have = false;
+		if (tpn_elem(st, t, page, &v))
 			return -1;
-		lo = e->pc;
-		hi = (__u32)e->cfa_off;
-	}
-	if (lo >= info->nrows || hi >= info->nrows || lo > hi)
-		return -1;
-	for (int i = 0; i < TP_USEARCH && lo < hi; i++) {
-		__u32 mid = lo + (hi - lo + 1) / 2;
-		e = tpn_entry(st, t, info->npages + mid);
-		if (!e)
+		lo = (__u32)v;
+		hi = (__u32)(v >> 32);
+		if (lo > hi || hi > info->nrows)
 			return -1;
-		if (e->pc <= vaddr)
-			lo = mid;
-		else
-			hi = mid - 1;
+		/* lo becomes the first of the page's rows past off, and found
+		 * the row before it once a step saw it; at most
+		 * 1 << TP_UPAGE_SHIFT rows start in a page, so TP_USEARCH
+		 * steps end the search. */
+		for (int i = 0; i < TP_USEARCH && lo < hi; i++) {
+			__u32 mid = lo + (hi - lo) / 2;
+			if (tpn_row_word(st, t, info, mid, &w))
+				return -1;
+			if (w >> TP_URULE_BITS <= off) {
+				lo = mid + 1;
+				found = w;
+				have = true;
+			} else {
+				hi = mid;
+			}
+		}
+		if (lo != hi || !lo)
+			return -1; /* below the first row, or a search cut short */
+		/* No row of the page at or before off: the one before them. */
+		if (!have && tpn_row_word(st, t, info, lo - 1, &found))
+			return -1;
 	}
-	if (lo != hi)
-		return -1; /* more rows in one page than the search covers */
-	e = tpn_entry(st, t, info->npages + lo);
-	if (!e || e->pc > vaddr)
+	rule = tpn_rule(st, found & TP_URULE_MASK);
+	if (!rule)
 		return -1;
-	*row = *e;
+	*row = *rule;
 	return 0;
 }
 
@@ -157,7 +181,7 @@ TPW_INLINE void tpn_anchor(struct tpw_state *st, __u64 sp, __u64 cfa)
 TPW_INLINE void tpn_frame(struct tpw_state *st)
 {
 	struct tp_umap m;
-	struct tp_urow row;
+	struct tp_urule row;
 	__u64 ip = st->u.ip, sp = st->u.sp, cfa, ra, fp = st->u.fp;
 	/* A return address points after its call, which may be the last
 	 * instruction of a function: look up the call itself. The sampled
@@ -184,7 +208,7 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 		return;
 	}
 	if (m.flags & TP_UM_FP) {
-		row = (struct tp_urow){.cfa = TP_CFA_NOCFI, .fp = TP_FP_SAME};
+		row = (struct tp_urule){.cfa = TP_CFA_NOCFI, .fp = TP_FP_SAME};
 	} else {
 		void *t = tpn_table(st, m.file);
 		if (!t || (!same && tpn_file(st, m.file, &st->u.info)) ||

@@ -9,10 +9,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "proc/unwtab.h"
 #include "taipan_abi.h"
 
 /* The walk state's hooks: memory is the stack built here, and some code. */
@@ -50,8 +52,7 @@ static int host_read(const struct tpw_host *h, void *dst, size_t len, uint64_t a
 #define CODE_HI 0x500000ULL
 #define SIG_LO 0x600000ULL
 
-static const struct tp_urow sig_table[] = {
-    {.pc = 0, .cfa_off = 4},				    /* page 0: rows 0 to 4 */
+static const struct tp_urow sig_rows[] = {
     {.pc = (uint32_t)(SIG_LO - 1), .cfa = TP_CFA_SIGNAL},   /* __restore_rt */
     {.pc = (uint32_t)(SIG_LO + 0x10), .cfa = TP_CFA_NOCFI}, /* past it */
     /* A probe loop's CFA on r11, a realigning prologue's on r13. */
@@ -59,6 +60,22 @@ static const struct tp_urow sig_table[] = {
     {.pc = (uint32_t)(SIG_LO + 0x110), .cfa = TP_CFA_R13},
     {.pc = (uint32_t)(SIG_LO + 0x120), .cfa = TP_CFA_NOCFI},
 };
+#define SIG_BASE ((uint32_t)(SIG_LO - 1) & ~((1u << TP_UPAGE_SHIFT) - 1))
+
+/* sig_rows as BPF gets them (unwtab_pack), and their rules. */
+static struct unwtab sig_table = {
+    .base = SIG_BASE,
+    .npages = ((uint32_t)(SIG_LO + 0x120) - SIG_BASE) / (1u << TP_UPAGE_SHIFT) + 1,
+    .rows = (struct tp_urow *)sig_rows,
+    .nrows = sizeof(sig_rows) / sizeof(sig_rows[0]),
+};
+static uint32_t *sig_words;
+static struct unwtab_rules sig_rules;
+
+/* The table file 1 is: sig_table, unless a test put another. */
+static const struct unwtab *cur_table = &sig_table;
+static const struct unwtab_rules *cur_rules = &sig_rules;
+static const uint32_t *cur_words; /* sig_words, once packed */
 
 static int tpn_mapping(struct tpw_state *st, uint64_t ip, struct tp_umap *m)
 {
@@ -76,7 +93,7 @@ static int tpn_mapping(struct tpw_state *st, uint64_t ip, struct tp_umap *m)
 static void *tpn_table(struct tpw_state *st, uint32_t file)
 {
 	(void)st;
-	return file == 1 ? (void *)sig_table : NULL;
+	return file == 1 ? (void *)cur_words : NULL;
 }
 
 static int tpn_file(struct tpw_state *st, uint32_t file, struct tp_ufile *info)
@@ -84,16 +101,42 @@ static int tpn_file(struct tpw_state *st, uint32_t file, struct tp_ufile *info)
 	(void)st;
 	if (file != 1)
 		return -1;
-	*info = (struct tp_ufile){.base = (uint32_t)(SIG_LO - 1), .npages = 1, .nrows = 5};
+	*info = (struct tp_ufile){
+	    .base = cur_table->base, .npages = cur_table->npages, .nrows = cur_table->nrows};
 	return 0;
 }
 
-static const struct tp_urow *tpn_entry(struct tpw_state *st, void *t, uint32_t i)
+static int tpn_elem(struct tpw_state *st, void *t, uint32_t i, __u64 *v)
 {
 	(void)st;
-	return t && i < sizeof(sig_table) / sizeof(sig_table[0]) ? &sig_table[i] : NULL;
+	if (!t || 2 * i + 1 >= unwtab_words(cur_table))
+		return -1;
+	*v = ((const uint32_t *)t)[2 * i] | (__u64)((const uint32_t *)t)[2 * i + 1] << 32;
+	return 0;
+}
+
+static const struct tp_urule *tpn_rule(struct tpw_state *st, uint32_t id)
+{
+	(void)st;
+	return id < cur_rules->n ? &cur_rules->v[id] : NULL;
 }
 #include "walk/native.h"
+
+static int pack_sig_table(void **state)
+{
+	(void)state;
+	sig_words = unwtab_pack(&sig_table, &sig_rules);
+	cur_words = sig_words;
+	return sig_words ? 0 : -1;
+}
+
+static int free_sig_table(void **state)
+{
+	(void)state;
+	free(sig_words);
+	unwtab_rules_free(&sig_rules);
+	return 0;
+}
 
 #define STACK_BASE 0x7ff000000000ULL
 #define NFRAMES 5
@@ -314,6 +357,67 @@ static void test_cfa_on_scratch_registers(void **state)
 /* Code without CFI whose frame pointer leads nowhere (below the stack
  * pointer, or unreadable): the walk ends with TP_UERR_NOFP, not as a bad
  * step of CFI it followed. */
+/* The walker's row lookup (tpn_find_row) over real tables as BPF gets
+ * them gives the rule of the row unwtab_find() gives, at each row's first
+ * and last byte, at each page's first, below the first row and past the
+ * last. */
+static void test_row_lookup_in_real_tables(void **state)
+{
+	static const char *const files[] = {
+	    "/usr/lib/x86_64-linux-gnu/libc.so.6",
+	    "/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
+	    "/usr/bin/python3.11",
+	};
+	(void)state;
+	for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+		struct unwtab t = {0};
+		struct unwtab_rules rules = {0};
+		assert_int_equal(unwtab_build(files[f], &t), 0);
+		uint32_t *w = unwtab_pack(&t, &rules);
+		assert_non_null(w);
+		cur_table = &t;
+		cur_rules = &rules;
+		cur_words = w;
+		struct tp_ufile info;
+		assert_int_equal(tpn_file(&st, 1, &info), 0);
+		uint64_t checked = 0;
+		for (uint32_t i = 0; i < t.nrows + t.npages + 1; i++) {
+			uint32_t probes[2];
+			if (i < t.nrows) {
+				probes[0] = t.rows[i].pc;
+				probes[1] =
+				    i + 1 < t.nrows ? t.rows[i + 1].pc - 1 : t.rows[i].pc + 99999;
+			} else if (i < t.nrows + t.npages) {
+				probes[0] = probes[1] = t.base + ((i - t.nrows) << TP_UPAGE_SHIFT);
+			} else {
+				probes[0] = probes[1] = t.rows[0].pc - 1; /* below the table */
+			}
+			for (int k = 0; k < 2; k++) {
+				const struct tp_urow *want = unwtab_find(&t, probes[k]);
+				struct tp_urule got;
+				int ret = tpn_find_row(&st, w, &info, probes[k], &got);
+				if (!want) {
+					assert_int_equal(ret, -1);
+					continue;
+				}
+				assert_int_equal(ret, 0);
+				assert_int_equal(got.cfa, want->cfa);
+				assert_int_equal(got.cfa_off, want->cfa_off);
+				assert_int_equal(got.fp, want->fp);
+				assert_int_equal(got.fp_off, want->fp_off);
+				checked++;
+			}
+		}
+		assert_true(checked >= 2 * (uint64_t)t.nrows);
+		cur_table = &sig_table;
+		cur_rules = &sig_rules;
+		cur_words = sig_words;
+		free(w);
+		unwtab_rules_free(&rules);
+		unwtab_free(&t);
+	}
+}
+
 static void test_frame_pointer_lost(void **state)
 {
 	(void)state;
@@ -341,6 +445,7 @@ int main(void)
 	    cmocka_unit_test(test_cfa_on_scratch_registers),
 	    cmocka_unit_test(test_code_that_returns_at_once),
 	    cmocka_unit_test(test_frame_pointer_lost),
+	    cmocka_unit_test(test_row_lookup_in_real_tables),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, pack_sig_table, free_sig_table);
 }

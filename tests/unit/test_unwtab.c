@@ -78,27 +78,39 @@ static void build_ok(const char *path, struct unwtab *t)
 	assert_int_equal(t->truncated, 0);
 }
 
-/* The table as BPF gets it: each page's entry bounds the rows it covers
- * (the rows of every address in it lie in [pc, cfa_off]), then the rows. */
+/* The table as BPF gets it (unwtab_pack): the page index as defined, and
+ * one word per row with its page offset and a rule equal to the row's.
+ * test_native_walk.c holds the walker's lookup in it to unwtab_find(). */
 static void check_entries(const struct unwtab *t)
 {
-	struct tp_urow *e = unwtab_entries(t);
+	struct unwtab_rules rules = {0};
+	uint32_t *w = unwtab_pack(t, &rules);
+	const uint32_t *rows;
 
-	assert_non_null(e);
+	assert_non_null(w);
+	rows = w + 2 * t->npages;
+	assert_int_equal(w[2 * t->npages - 1], t->nrows);
 	for (uint32_t p = 0; p < t->npages; p++) {
-		uint32_t lo = e[p].pc, hi = (uint32_t)e[p].cfa_off;
-		uint32_t first = t->base + (p << TP_UPAGE_SHIFT),
-			 last = first + (1u << TP_UPAGE_SHIFT) - 1;
+		uint32_t first = t->base + (p << TP_UPAGE_SHIFT), lo = w[2 * p];
 
-		const struct tp_urow *a = unwtab_find(t, first), *b = unwtab_find(t, last);
-
-		assert_true(lo <= hi && hi < t->nrows);
-		assert_int_equal(a ? (uint32_t)(a - t->rows) : 0, lo); /* below the first row: 0 */
-		assert_non_null(b);
-		assert_true((uint32_t)(b - t->rows) <= hi);
+		assert_true(lo <= w[2 * p + 1]);
+		assert_true(p + 1 == t->npages || w[2 * p + 1] == w[2 * p + 2]);
+		assert_true(lo == t->nrows || t->rows[lo].pc >= first);
+		assert_true(!lo || t->rows[lo - 1].pc < first);
 	}
-	assert_memory_equal(e + t->npages, t->rows, (size_t)t->nrows * sizeof(*e));
-	free(e);
+	for (uint32_t i = 0; i < t->nrows; i++) {
+		const struct tp_urow *r = &t->rows[i];
+		const struct tp_urule *u = &rules.v[rows[i] & TP_URULE_MASK];
+
+		assert_int_equal(rows[i] >> TP_URULE_BITS,
+				 (r->pc - t->base) & ((1u << TP_UPAGE_SHIFT) - 1));
+		assert_true(u->cfa == r->cfa && u->cfa_off == r->cfa_off && u->fp == r->fp &&
+			    u->fp_off == r->fp_off);
+	}
+	/* Few rules: libc's 28,000 rows name a few hundred. */
+	assert_true(rules.n <= t->nrows);
+	free(w);
+	unwtab_rules_free(&rules);
 }
 
 /* The table's own promises: rows strictly increasing and merged, the page
