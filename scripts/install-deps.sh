@@ -30,6 +30,8 @@ pkgs=(
   linux-perf                        # perf record --call-graph dwarf: the native frames' ground truth
   python3-torch python3-numpy libopenblas0-pthread  # real C++, JIT and BLAS code for the native tests
   libc6-dbg                         # libc's separate debug files, found by build-id in the tests
+  libdebuginfod1                    # debug files fetched by build-id (opened with dlopen)
+  debuginfod                        # the server the tests fetch them from, on loopback
   stress-ng                         # load on every core for make test-load
   debootstrap                       # Debian roots with the test matrix's other Pythons (make roots)
 )

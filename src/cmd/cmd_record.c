@@ -87,7 +87,8 @@ void cmd_record_usage(FILE *out)
 		"                       it. Every sample of a GIL build (3.7+) carries a gil\n"
 		"                       label anyway (pprof: held, waiting or released)\n");
 	output_help(out);
-	sampling_opts_help(out, SAMPLING_RECORD, SO_KERNEL | SO_NATIVE | SO_NICE | SO_MAX_MEMORY);
+	sampling_opts_help(out, SAMPLING_RECORD,
+			   SO_KERNEL | SO_NATIVE | SO_NICE | SO_MAX_MEMORY | SO_DEBUGINFOD);
 	fprintf(out,
 		"      --folded-lines   folded: name each frame \"function (file:line)\"\n"
 		"      --folded-threads folded: start each stack with its process and thread\n"
@@ -115,7 +116,7 @@ void cmd_record_usage(FILE *out)
 /* The shared options record takes: all of them. */
 #define SAMPLING_MASK                                                                              \
 	(SO_ALL | SO_COMM | SO_CGROUP | SO_RATE | SO_MODE | SO_KERNEL | SO_NATIVE | SO_NICE |      \
-	 SO_MAX_MEMORY)
+	 SO_MAX_MEMORY | SO_DEBUGINFOD)
 
 struct record_args {
 	struct sampling_opts so;
@@ -356,6 +357,13 @@ static void print_stats(const struct session_stats *st)
 			(unsigned long long)st->native_maps_capped, NATIVE_MAPS_PER_PROC,
 			(unsigned long long)st->native_builds_capped, NATIVE_BUILDS_PER_PROC,
 			(unsigned long long)st->native_scans_partial);
+	if (st->debuginfod_asked)
+		fprintf(stderr,
+			"taipan: stats: debuginfod: %llu debug files asked for, %llu fetched, "
+			"%llu that no server had\n",
+			(unsigned long long)st->debuginfod_asked,
+			(unsigned long long)st->debuginfod_found,
+			(unsigned long long)st->debuginfod_missing);
 	for (unsigned int i = 0; i < TP_UERR__COUNT; i++)
 		walks += st->native_errors[i];
 	if (!walks)

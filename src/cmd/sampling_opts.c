@@ -87,6 +87,12 @@ static const struct shared {
       [SAMPLING_AGENT] = "what taipan keeps of its targets at most, together\n"
 			 "(default 256M), as in taipan record; /stats\n"
 			 "says how much is held"}},
+    {SO_DEBUGINFOD,
+     {"no-debuginfod", no_argument, NULL, 'D'},
+     "      --no-debuginfod",
+     {[SAMPLING_RECORD] = "fetch no debug files: where DEBUGINFOD_URLS is set,\n"
+			  "taipan asks its servers for those of stripped files\n"
+			  "(in a thread of its own) to name their functions"}},
 };
 
 #define NSHARED (sizeof(shared) / sizeof(shared[0]))
@@ -159,6 +165,9 @@ int sampling_opts_parse(struct sampling_opts *so, int c, const char *arg)
 		return cli_nice(arg, &so->nice) ? -EINVAL : 0;
 	case 'm':
 		return cli_max_memory(arg, &so->max_memory) ? -EINVAL : 0;
+	case 'D':
+		so->no_debuginfod = true;
+		return 0;
 	default:
 		return 1;
 	}
@@ -186,4 +195,5 @@ void sampling_opts_session(const struct sampling_opts *so, struct session_opts *
 	o->native = so->native;
 	o->nice = so->nice;
 	o->max_memory = so->max_memory;
+	o->no_debuginfod = so->no_debuginfod;
 }

@@ -1,6 +1,6 @@
 /* sampling_opts.h - the options that record, top and agent share: which
  * processes to sample and how (-a, --comm, --cgroup, --rate, --mode,
- * --no-kernel, --native, --nice, --max-memory), parsed and explained in one
+ * --no-kernel, --native, --nice, --max-memory, --no-debuginfod), parsed and explained in one
  * place. Each command takes the ones in its mask; its own options stay in
  * its cmd_*.c. */
 #ifndef TAIPAN_SAMPLING_OPTS_H
@@ -24,6 +24,7 @@ enum sampling_opt {
 	SO_NATIVE = 1 << 6,	/* --native MODE */
 	SO_NICE = 1 << 7,	/* --nice N */
 	SO_MAX_MEMORY = 1 << 8, /* --max-memory SIZE */
+	SO_DEBUGINFOD = 1 << 9, /* --no-debuginfod */
 };
 
 /* The commands that take them, whose --help words differ. */
@@ -45,6 +46,7 @@ struct sampling_opts {
 	enum session_native native;
 	int nice;
 	size_t max_memory; /* 0: the session's default */
+	bool no_debuginfod;
 };
 
 /* The defaults: 100 Hz, CPU mode, kernel frames, filtered native frames,
@@ -54,7 +56,7 @@ void sampling_opts_init(struct sampling_opts *so);
 /* The long options for getopt_long: own's (ended by an entry of zeros), then
  * the shared ones in mask, then the zeros, into out (n entries). Returns 0,
  * or -ENOSPC when out is too small. */
-#define SAMPLING_LONGOPTS 9
+#define SAMPLING_LONGOPTS 10
 int sampling_longopts(unsigned int mask, const struct option *own, struct option *out, size_t n);
 
 /* Takes the option getopt returned as c, with its argument arg. Returns 0

@@ -23,6 +23,7 @@
 #include "util/log.h"
 #include "proc/procfs.h"
 #include "core/session.h"
+#include "profile/debuginfod.h"
 #include "core/session_int.h"
 #include "util/budget.h"
 #include "util/clock.h"
@@ -500,6 +501,10 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 			snprintf(err, errlen, "out of memory");
 			return -ENOMEM;
 		}
+		char why[128];
+		if (!o->no_debuginfod && !(s->dinfod = dinfod_new(why, sizeof(why))))
+			log_debug("no debug files from debuginfod: %s", why);
+		nativesym_set_debuginfod(s->nsyms, s->dinfod);
 	}
 	struct stacks_opts so = {
 	    .filtered = o->native == SESSION_NATIVE_FILTERED,
@@ -524,6 +529,7 @@ void session_free(struct session *s)
 	native_free(s->native);
 	stacks_free(s->stacks);
 	nativesym_free(s->nsyms);
+	dinfod_free(s->dinfod);
 	if (s->sm.ops)
 		s->sm.ops->free(s->sm.impl);
 	for (size_t i = 0; runtimes[i]; i++)
@@ -797,6 +803,13 @@ void session_stats(struct session *s, struct session_stats *st)
 		st->native_builds_capped = ns.builds_capped;
 		st->native_over_budget = ns.files_over_budget;
 		st->native_scans_partial = ns.scans_partial;
+	}
+	if (s->dinfod) {
+		struct dinfod_stats ds;
+		dinfod_get_stats(s->dinfod, &ds);
+		st->debuginfod_asked = ds.asked;
+		st->debuginfod_found = ds.found;
+		st->debuginfod_missing = ds.missing;
 	}
 	if (s->nsyms) {
 		size_t files;

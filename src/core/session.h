@@ -48,6 +48,9 @@ struct session_opts {
 	 * indexes, code objects and line tables), together (--max-memory);
 	 * 0: BUDGET_DEFAULT (util/budget.h). */
 	size_t max_memory;
+	/* No debug files from debuginfod (--no-debuginfod); otherwise they
+	 * are fetched where DEBUGINFOD_URLS is set. */
+	bool no_debuginfod;
 	/* The sampler: NULL for the BPF programs; the unit tests give a fake. */
 	sampler_open_fn open_sampler;
 };
@@ -125,6 +128,10 @@ struct session_opts {
 	X(uint64_t, native_table_bytes, "native_table_bytes", NULL)                                \
 	/* the rules their rows share (8 bytes each) */                                            \
 	X(uint64_t, native_rules, "native_rules", NULL)                                            \
+	/* debug files asked of debuginfod, fetched, and that no server had */                     \
+	X(uint64_t, debuginfod_asked, NULL, NULL)                                                  \
+	X(uint64_t, debuginfod_found, NULL, NULL)                                                  \
+	X(uint64_t, debuginfod_missing, NULL, NULL)                                                \
 	/* the budget (--max-memory) */                                                            \
 	X(size_t, memory_limit, "memory_limit_bytes", NULL)                                        \
 	/* held of it now */                                                                       \

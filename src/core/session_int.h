@@ -50,6 +50,7 @@ struct session {
 	void *caches[RT_MAX];	 /* each runtime's, by its index in runtimes[] */
 	struct native *native;	 /* NULL: native unwinding off */
 	struct nativesym *nsyms; /* names of native frames */
+	struct dinfod *dinfod;	 /* their debug files by build-id; NULL: none */
 	struct stacks *stacks;	 /* samples to stacks */
 	struct session_stats st; /* what is counted as it goes; session_stats() adds the rest */
 	uint64_t start_ns;

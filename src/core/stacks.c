@@ -425,6 +425,10 @@ static int native_frame(struct stacks *st, const struct stacks_proc *p, uint64_t
 {
 	if (p->nw)
 		return walker_frame(st, p, addr, sampled, kind);
+	/* A debug file arrived (debuginfod): what was named without it is
+	 * named again. */
+	if (st->nsyms && nativesym_changed(st->nsyms))
+		st->epoch++;
 	const struct native_map *m = p->np ? native_find(p->np, addr - !sampled) : NULL;
 	struct ncache_ent *e = NULL;
 	uint64_t file = m && m->file ? native_file_id(m->file) : 0;

@@ -27,6 +27,7 @@
 #define uthash_nonfatal_oom(ent) ((ent)->oom = true)
 #include <uthash.h>
 
+#include "profile/debuginfod.h"
 #include "profile/profile.h"
 #include "proc/elfsym.h"
 #include "proc/safeopen.h"
@@ -69,6 +70,9 @@ struct nmod {
 	struct elf_load loads[MAX_LOADS];
 	size_t nloads;
 	size_t bytes;
+	/* Indexed while its debug file was on its way (debuginfod): 1 +
+	 * dinfod_ended() then; 0 otherwise. */
+	uint64_t awaiting;
 	struct nmod *prev, *next; /* LRU, most recent first */
 	struct nalias *aliases;	  /* device+inode keys that lead here */
 	bool in_hash;
@@ -97,6 +101,8 @@ struct nativesym {
 	size_t nmods, naliases, bytes;
 	size_t max_files, max_bytes;
 	uint64_t cut, over_budget;
+	struct dinfod *dinfod;
+	uint64_t seen_ended; /* dinfod_ended() as nativesym_changed() last saw it */
 };
 
 struct nativesym *nativesym_new(void)
@@ -506,14 +512,61 @@ static int add_minidebug(struct nmod *m, struct elf_file *ef, size_t limit, bool
 	return err;
 }
 
+void nativesym_set_debuginfod(struct nativesym *ns, struct dinfod *d)
+{
+	ns->dinfod = d;
+}
+
+bool nativesym_changed(struct nativesym *ns)
+{
+	uint64_t ended = ns->dinfod ? dinfod_ended(ns->dinfod) : 0;
+
+	if (ended == ns->seen_ended)
+		return false;
+	ns->seen_ended = ended;
+	return true;
+}
+
+/* The functions of the debug file of build-id m->build_id that debuginfod
+ * fetched: *found when it is there (*awaiting when it is on its way). */
+static int add_fetched(struct nmod *m, struct dinfod *d, bool *found, bool *awaiting, size_t limit,
+		       bool *cut)
+{
+	char path[PATH_MAX], id[BUILD_ID_HEX];
+	struct elf_file *dbg;
+	uint64_t ended = dinfod_ended(d);
+	int fd, err = dinfod_find(d, m->build_id, path, sizeof(path));
+
+	if (err == -EAGAIN) {
+		*awaiting = true;
+		m->awaiting = ended + 1;
+	}
+	if (err)
+		return err == -ENOMEM ? err : 0;
+	/* In libdebuginfod's cache, taipan's own: a regular file only. */
+	fd = safe_open(path);
+	if (fd < 0 || elf_file_open_fd(fd, &dbg))
+		return 0;
+	if (elf_file_build_id(dbg, id, sizeof(id)) || strcmp(id, m->build_id)) {
+		elf_file_close(dbg);
+		return 0;
+	}
+	err = collect_from(m, dbg, NATIVESYM_SRC_DEBUG, NULL, limit, cut);
+	elf_file_close(dbg);
+	*found = !err;
+	return err;
+}
+
 /* Adds the functions of the separate debug file of build-id m->build_id,
  * looked for in root (resolved inside it, and read only if as may read it:
- * safe_open_in()), then on the host. *found says whether one was used. */
+ * safe_open_in()), then on the host, then through debuginfod d (NULL:
+ * not). *found says whether one was used. */
 static int add_debug_file(struct nmod *m, const char *root, const struct safe_reader *as,
-			  bool *found, size_t limit, bool *cut)
+			  struct dinfod *d, bool *found, size_t limit, bool *cut)
 {
 	const char *roots[2] = {root && *root && strcmp(root, "/") ? root : NULL, "/"};
 	char path[PATH_MAX];
+	bool awaiting = false;
 
 	*found = false;
 	if (strlen(m->build_id) < 4)
@@ -545,12 +598,13 @@ static int add_debug_file(struct nmod *m, const char *root, const struct safe_re
 		*found = true;
 		return 0;
 	}
-	return 0;
+	return d ? add_fetched(m, d, found, &awaiting, limit, cut) : 0;
 }
 
 /* Indexes ef (already open) into a new module, of at most limit bytes. */
 static int index_file(struct elf_file *ef, const char *build_id, const char *root,
-		      const struct safe_reader *as, size_t limit, struct nmod **out, bool *cut)
+		      const struct safe_reader *as, struct dinfod *d, size_t limit,
+		      struct nmod **out, bool *cut)
 {
 	struct nmod *m = calloc(1, sizeof(*m));
 	bool symtab = false, debug = false;
@@ -566,7 +620,7 @@ static int index_file(struct elf_file *ef, const char *build_id, const char *roo
 	err = collect_from(m, ef, NATIVESYM_SRC_SYMTAB, &symtab, limit, cut);
 	/* A file with a .symtab has all its functions already. */
 	if (!err && !symtab)
-		err = add_debug_file(m, root, as, &debug, limit, cut);
+		err = add_debug_file(m, root, as, d, &debug, limit, cut);
 	if (!err && !symtab && !debug)
 		err = add_minidebug(m, ef, limit, cut);
 	if (err)
@@ -604,6 +658,19 @@ static int get_mod(struct nativesym *ns, const struct nativesym_file *f, struct 
 		key.mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + st.st_mtim.tv_nsec;
 	}
 	HASH_FIND(hh, ns->by_inode, &key, sizeof(key), a);
+	/* Indexed while its debug file was on its way, which has come (or
+	 * will not): indexed again. */
+	if (a && a->mod && a->mod->awaiting && ns->dinfod &&
+	    dinfod_ended(ns->dinfod) + 1 != a->mod->awaiting) {
+		char path[PATH_MAX];
+
+		if (dinfod_find(ns->dinfod, a->mod->build_id, path, sizeof(path)) != -EAGAIN) {
+			mod_evict(ns, a->mod);
+			a = NULL;
+		} else {
+			a->mod->awaiting = dinfod_ended(ns->dinfod) + 1;
+		}
+	}
 	if (a) {
 		if (!a->mod)
 			return a->err;
@@ -633,7 +700,7 @@ static int get_mod(struct nativesym *ns, const struct nativesym_file *f, struct 
 
 		if (f->pid)
 			safe_reader_of(f->pid, &as);
-		err = index_file(ef, id, f->root, f->pid ? &as : NULL, limit, &m, &cut);
+		err = index_file(ef, id, f->root, f->pid ? &as : NULL, ns->dinfod, limit, &m, &cut);
 		if (err) {
 			elf_file_close(ef);
 			return err;

@@ -42,6 +42,17 @@ struct budget;
  * evicting the least recently used files when it is short. NULL: none. */
 void nativesym_set_budget(struct nativesym *ns, struct budget *b);
 
+/* Fetches the debug files it lacks through d (profile/debuginfod.h;
+ * NULL: none): a stripped file without a local debug file is indexed from
+ * what it has while its debug file is on its way, and again once it came,
+ * so that later lookups find its functions. */
+struct dinfod;
+void nativesym_set_debuginfod(struct nativesym *ns, struct dinfod *d);
+/* Whether a fetch ended since the last call: a file indexed while its
+ * debug file was on its way is indexed again at its next lookup, so names
+ * cached from the first index are to be looked up again. */
+bool nativesym_changed(struct nativesym *ns);
+
 /* A mapped file, as the caller knows it from /proc/PID/maps. */
 struct nativesym_file {
 	/* Where taipan opens it: "/proc/PID/root/usr/lib/libc.so.6" for a

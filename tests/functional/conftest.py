@@ -23,6 +23,9 @@ ROOTS = os.environ.get("TAIPAN_ROOTS", "/var/cache/taipan-test")
 # Where the workloads are copied inside a root.
 ROOT_WORKLOADS = "/tmp/taipan-workloads"
 IN_CI = os.environ.get("CI") == "true"
+# No debug files from the network in the tests, whatever the machine sets:
+# test_debuginfod.py names its own server.
+os.environ.pop("DEBUGINFOD_URLS", None)
 # The outer frames of chain.py's busy thread, root first.
 CHAIN_NAMES = ["<module>", "main", "Worker.run"]
 
