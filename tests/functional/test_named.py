@@ -46,8 +46,11 @@ def test_freed_module_code_is_named(taipan, tmp_path, ident):
     no frame is [unknown] (but one caught as it was torn down), and those
     named from that look are counted."""
     interp = interpreter(ident)
+    # A free-threaded build imports slowly (under a loaded run, 130 s for
+    # 500 modules): 150 give it as many samples in the modules.
+    nmods = 150 if interp.id.endswith("t") else 500
     stacks, res = record_folded(taipan, tmp_path,
-                                interp.argv(os.path.join(WORKLOADS, "import_many.py"), 500),
+                                interp.argv(os.path.join(WORKLOADS, "import_many.py"), nmods),
                                 seconds=None, rate=1000, extra=["--stats"], timeout=300)
     st = stats(res.stderr)
     mods = [s for s in stacks if any(f.name == "<module>" and f.file and "gen_mod_" in f.file
@@ -62,11 +65,11 @@ def test_freed_module_code_is_named(taipan, tmp_path, ident):
         total(unknown), total(stacks), [f.text for f in unknown[0].frames], st)
     freed = total([s for s in stacks if any(f.text == "[code object freed]" for f in s.frames)])
     assert freed <= max(3, total(stacks) // 200), "%d samples with [code object freed] (%s)" % (freed, st)
-    assert st.get("described", 0) >= 400, st
+    assert st.get("described", 0) >= nmods * 4 // 5, st
     # Frames named from BPF's copy: the code objects freed before the
     # reader got to them. A free-threaded build imports slowly enough under
-    # a loaded run (130 s for the 500 modules) that the reader can win
-    # every race: 0 of 597 once. Elsewhere some are always lost to it.
+    # a loaded run that the reader can win every race: 0 of 597 once.
+    # Elsewhere some are always lost to it.
     if not interp.id.endswith("t"):
         assert st.get("named from that copy", 0) > 0, st
 
