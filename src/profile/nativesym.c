@@ -527,34 +527,43 @@ bool nativesym_changed(struct nativesym *ns)
 	return true;
 }
 
-/* The functions of the debug file of build-id m->build_id that debuginfod
- * fetched: *found when it is there (*awaiting when it is on its way). */
-static int add_fetched(struct nmod *m, struct dinfod *d, bool *found, bool *awaiting, size_t limit,
-		       bool *cut)
+/* Adds the functions of the debug file open at fd (< 0: none; it is
+ * closed), if it is one of m's build: 1 when it is not (not ELF, or a stale
+ * debug file of another build, which would name wrongly), else
+ * collect_from()'s result, *found set when it succeeded. */
+static int add_debug_fd(struct nmod *m, int fd, bool *found, size_t limit, bool *cut)
 {
-	char path[PATH_MAX], id[BUILD_ID_HEX];
 	struct elf_file *dbg;
-	uint64_t ended = dinfod_ended(d);
-	int fd, err = dinfod_find(d, m->build_id, path, sizeof(path));
+	char id[BUILD_ID_HEX];
+	int err;
 
-	if (err == -EAGAIN) {
-		*awaiting = true;
-		m->awaiting = ended + 1;
-	}
-	if (err)
-		return err == -ENOMEM ? err : 0;
-	/* In libdebuginfod's cache, taipan's own: a regular file only. */
-	fd = safe_open(path);
 	if (fd < 0 || elf_file_open_fd(fd, &dbg))
-		return 0;
+		return 1;
 	if (elf_file_build_id(dbg, id, sizeof(id)) || strcmp(id, m->build_id)) {
 		elf_file_close(dbg);
-		return 0;
+		return 1;
 	}
 	err = collect_from(m, dbg, NATIVESYM_SRC_DEBUG, NULL, limit, cut);
 	elf_file_close(dbg);
 	*found = !err;
 	return err;
+}
+
+/* The functions of the debug file of build-id m->build_id that debuginfod
+ * fetched, if it is there; m->awaiting set when it is on its way. */
+static int add_fetched(struct nmod *m, struct dinfod *d, bool *found, size_t limit, bool *cut)
+{
+	char path[PATH_MAX];
+	uint64_t ended = dinfod_ended(d);
+	int err = dinfod_find(d, m->build_id, path, sizeof(path));
+
+	if (err == -EAGAIN)
+		m->awaiting = ended + 1;
+	if (err)
+		return err == -ENOMEM ? err : 0;
+	/* In libdebuginfod's cache, taipan's own: a regular file only. */
+	err = add_debug_fd(m, safe_open(path), found, limit, cut);
+	return err > 0 ? 0 : err;
 }
 
 /* Adds the functions of the separate debug file of build-id m->build_id,
@@ -566,7 +575,6 @@ static int add_debug_file(struct nmod *m, const char *root, const struct safe_re
 {
 	const char *roots[2] = {root && *root && strcmp(root, "/") ? root : NULL, "/"};
 	char path[PATH_MAX];
-	bool awaiting = false;
 
 	*found = false;
 	if (strlen(m->build_id) < 4)
@@ -575,30 +583,18 @@ static int add_debug_file(struct nmod *m, const char *root, const struct safe_re
 		     m->build_id + 2) >= (int)sizeof(path))
 		return 0;
 	for (int i = 0; i < 2; i++) {
-		struct elf_file *dbg;
-		char id[BUILD_ID_HEX];
-		int fd, err;
+		int err;
 
 		if (!roots[i])
 			continue;
 		/* A target's root is its owner's: a symlink there must not
 		 * lead taipan to a file of the host. */
-		fd = safe_open_in(roots[i], path, i ? NULL : as);
-		if (fd < 0 || elf_file_open_fd(fd, &dbg))
-			continue;
-		/* A stale debug file of another build would name wrongly. */
-		if (elf_file_build_id(dbg, id, sizeof(id)) || strcmp(id, m->build_id)) {
-			elf_file_close(dbg);
-			continue;
-		}
-		err = collect_from(m, dbg, NATIVESYM_SRC_DEBUG, NULL, limit, cut);
-		elf_file_close(dbg);
-		if (err)
+		err =
+		    add_debug_fd(m, safe_open_in(roots[i], path, i ? NULL : as), found, limit, cut);
+		if (err <= 0)
 			return err;
-		*found = true;
-		return 0;
 	}
-	return d ? add_fetched(m, d, found, &awaiting, limit, cut) : 0;
+	return d ? add_fetched(m, d, found, limit, cut) : 0;
 }
 
 /* Indexes ef (already open) into a new module, of at most limit bytes. */
