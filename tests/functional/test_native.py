@@ -323,10 +323,12 @@ def test_perf_trampolines_named_and_unwound(taipan, tmp_path, workload, ident):
 
         assert_most(hits, through, "named and whole")
         stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2)
-        # Not counting samples whose parts disagree (an eval loop's first
-        # instructions), which keep every frame.
+        # Not counting samples whose parts disagree, or whose Python walk
+        # found no frame (3.12's stale caller link, sampled mid-call:
+        # "[broken frame chain]", 0.2% here): both keep every native frame,
+        # and no Python frame is there for the trampoline to follow.
         shown = total([s for s in stacks if any(f.name.startswith("py::work:") for f in s.frames) and
-                       not any(f.name.startswith("[native and Python") for f in s.frames)])
+                       s.python and not any(f.name.startswith("[native and Python") for f in s.frames)])
         assert total(stacks) >= 100 and shown == 0, "work's trampoline shown in the filtered view: %d of %d" % (
             shown, total(stacks))
     finally:
