@@ -157,6 +157,24 @@ class Agent:
         s.connect(self.sock)
         return s
 
+    def served_sockets(self):
+        """How many connections the agent's side still holds open on its TCP
+        port: established, or closed by the client and not yet by the agent
+        (/proc/net/tcp)."""
+        n = 0
+        for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(path) as f:
+                for row in f.readlines()[1:]:
+                    local, st = row.split()[1], row.split()[3]
+                    n += int(local.rsplit(":", 1)[1], 16) == self.port and st in ("01", "08")
+        return n
+
+    def wait_idle(self):
+        """Until the agent has closed every connection made to it so far
+        (TCP): each counts against its address's limit until the agent has
+        seen it close, which takes a while on a loaded machine."""
+        wait_for(lambda: self.served_sockets() == 0, 20, "the agent to close its connections")
+
     def logs(self):
         out = ""
         for p in (self.log, self.stderr.name):

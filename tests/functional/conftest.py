@@ -450,6 +450,19 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_cpu_ns(pid):
+    """The CPU time each thread of pid has used so far, in ns, by its tid
+    (/proc/PID/task/TID/schedstat: exact, where stat counts clock ticks)."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                out[int(tid)] = int(f.read().split()[0])
+        except OSError:
+            pass  # gone meanwhile
+    return out
+
+
 def run_taipan(taipan, args, timeout=60, **kw):
     proc = subprocess.run([taipan] + [str(a) for a in args], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, timeout=timeout, **kw)
