@@ -34,6 +34,7 @@ pkgs=(
   debuginfod                        # the server the tests fetch them from, on loopback
   stress-ng                         # load on every core for make test-load
   debootstrap                       # Debian roots with the test matrix's other Pythons (make roots)
+  musl-tools                        # musl-gcc: make roots builds a CPython against musl, as Alpine's
 )
 
 missing=()

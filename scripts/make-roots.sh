@@ -120,11 +120,56 @@ build_free_threaded() {
   echo "make-roots: python3.13t ready in $((SECONDS - t0)) s" >&2
 }
 
+# build_musl VERSION: Debian bookworm's python3.11 source (VERSION), built with
+# musl-gcc (Debian's musl-tools), as Alpine's Python is built against musl:
+# the interpreter alone (`make python`, no extension modules), run from its
+# build tree $cache/musl-3.11/python, which finds its Lib/ there. The source
+# comes through apt with a source list and state of its own, so the host's
+# apt configuration is left as it is. About a minute on 2 CPUs, once.
+build_musl() {
+  local version=$1 dir=$cache/musl-3.11
+  local stamp=$dir/.taipan-source want="python3.11=$version musl"
+  if [[ -e $stamp && $(cat "$stamp") == "$want" ]]; then
+    return 0
+  fi
+  command -v musl-gcc >/dev/null || { echo "make-roots: musl-gcc (musl-tools) is not installed" >&2; exit 1; }
+  local t0=$SECONDS apt=$cache/apt-src
+  echo "make-roots: building CPython $version with musl-gcc into $dir (about a minute, once)" >&2
+  rm -rf "$apt" "$dir"
+  mkdir -p "$apt/lists/partial" "$dir"
+  printf 'Types: deb-src\nURIs: %s\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" >"$apt/src.sources"
+  local opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt" -o "Dir::State::Lists=$apt/lists"
+              -o "Acquire::Check-Valid-Until=false")
+  if ! { apt-get "${opts[@]}" update -qq && (cd "$apt" && apt-get "${opts[@]}" source -qq --download-only \
+           "python3.11=$version"); } >>"$log" 2>&1; then
+    echo "make-roots: apt-get source python3.11=$version failed; see $log" >&2
+    exit 1
+  fi
+  if ! tar -xf "$apt"/python3.11_*.orig.tar.* -C "$dir" --strip-components=1 2>>"$log"; then
+    echo "make-roots: cannot unpack python3.11's source; see $log" >&2
+    exit 1
+  fi
+  rm -rf "$apt"
+  # configure takes gcc's --print-multiarch (x86_64-linux-gnu) against
+  # musl's triplet and stops: the compiler answers nothing to it.
+  printf '#!/bin/sh\n[ "$1" = "--print-multiarch" ] && exit 0\nexec musl-gcc "$@"\n' >"$dir/musl-cc"
+  chmod +x "$dir/musl-cc"
+  if ! (cd "$dir" && ./configure CC="$dir/musl-cc" --disable-shared --without-ensurepip \
+          --disable-test-modules && make -j"$(nproc)" python) >>"$log" 2>&1; then
+    echo "make-roots: building CPython with musl-gcc failed; see $log" >&2
+    exit 1
+  fi
+  echo "$want" >"$stamp"
+  echo "make-roots: musl CPython ready in $((SECONDS - t0)) s" >&2
+}
+
 build_root bullseye bullseye python3.9
 build_root sid sid python3.13 python3.14 python3.15 \
   python3.13-dbg python3.14-dbg python3.15-dbg python3.13-nopie python3.14-nopie python3.15-nopie \
   libpython3.13-dev libpython3.14-dev libpython3.15-dev
 build_free_threaded 3.13.15-1
+build_musl 3.11.2-6+deb12u8
 if ((bench)); then
   build_root trixie trixie python3.13 austin
 fi

@@ -128,6 +128,8 @@ static __always_inline bool native_start(struct tpw_state *st)
 		return false;
 	}
 	tpn_begin(st, regs.ip, regs.sp, regs.bp, regs.r10, regs.r11, regs.r13);
+	if (st->s.pid == st->s.tid)
+		st->u.top = BPF_CORE_READ(task, mm, start_stack);
 	return true;
 }
 

@@ -89,6 +89,7 @@ struct nwalk {
 	struct perfmap *perfmap;    /* the names of its JIT code, read when first needed */
 	char root[64];
 	struct nwalk_stats stats;
+	uint64_t top; /* the main thread's stack top (startstack of /proc/PID/stat), 0: unknown */
 	/* Threads seized that did not stop in time: their interrupt is still
 	 * pending, so they are let go when they stop, or when taipan exits. */
 	pid_t *stuck;
@@ -269,6 +270,29 @@ static int by_start(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* The stack top of pid's main thread: startstack, field 28 of
+ * /proc/PID/stat (after the command, which may hold spaces and parens).
+ * 0 when it cannot be read. */
+static uint64_t stack_top(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	unsigned long long v = 0;
+	/* Fields 3 to 27, then startstack. */
+	for (int field = 2; p && field < 28; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu", &v) != 1)
+		return 0;
+	return v;
+}
+
 int nwalk_new(pid_t pid, const struct runtime_ops *rt, const struct rt_proc *rp, struct nwalk **out)
 {
 	struct nwalk *nw = calloc(1, sizeof(*nw));
@@ -276,6 +300,7 @@ int nwalk_new(pid_t pid, const struct runtime_ops *rt, const struct rt_proc *rp,
 	if (!nw)
 		return -ENOMEM;
 	nw->pid = pid;
+	nw->top = stack_top(pid);
 	nw->perfmap = perfmap_new(pid, NULL);
 	if (!nw->perfmap) {
 		free(nw);
@@ -396,7 +421,7 @@ static void copy_stack(struct nwalk *nw, uint64_t sp)
 /* The native stack from the registers, into out, its frames that hold
  * anchors (NULL: none) marked. */
 static void unwind(struct nwalk *nw, const struct user_regs_struct *r,
-		   const struct tpw_anchors *anchors, struct tp_sample *out)
+		   const struct tpw_anchors *anchors, bool main_thread, struct tp_sample *out)
 {
 	struct tpw_state *st = nw->st;
 	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
@@ -406,6 +431,8 @@ static void unwind(struct nwalk *nw, const struct user_regs_struct *r,
 	else
 		st->a.n = st->a.full = 0;
 	tpn_begin(st, r->rip, r->rsp, r->rbp, r->r10, r->r11, r->r13);
+	if (main_thread)
+		st->u.top = nw->top;
 	/* Each step unwinds at least one frame until TP_USTACK_MAX ends it. */
 	for (unsigned int runs = 0; runs <= TP_USTACK_MAX && tpn_step(st); runs++)
 		;
@@ -518,7 +545,7 @@ detach:
 	ptrace(PTRACE_DETACH, tid, 0, (void *)(long)sig);
 	uint64_t stop = clock_ns(CLOCK_MONOTONIC) - t0;
 	if (!ret)
-		unwind(nw, &regs, anchors, out); /* the thread runs again */
+		unwind(nw, &regs, anchors, tid == nw->pid, out); /* the thread runs again */
 	nw->stats.stopped_ns += stop;
 	if (stop > nw->stats.max_stop_ns)
 		nw->stats.max_stop_ns = stop;
@@ -538,7 +565,7 @@ void nwalk_regs(struct nwalk *nw, uint64_t ip, uint64_t sp, uint64_t bp,
 {
 	struct user_regs_struct regs = {.rip = ip, .rsp = sp, .rbp = bp};
 	copy_stack(nw, sp);
-	unwind(nw, &regs, anchors, out);
+	unwind(nw, &regs, anchors, false, out);
 	nw->stats.threads++;
 }
 

@@ -53,6 +53,7 @@ TPW_INLINE void tpn_begin(struct tpw_state *st, __u64 ip, __u64 sp, __u64 fp, __
 	st->u.r10 = r10;
 	st->u.r11 = r11;
 	st->u.r13 = r13;
+	st->u.top = 0; /* the caller sets it after, if it knows it */
 	st->u.m.end = 0;
 	st->u.frames = 0;
 	st->u.done = 0;
@@ -130,6 +131,11 @@ TPW_INLINE int tpn_find_row(struct tpw_state *st, void *t, const struct tp_ufile
 	*row = *rule;
 	return 0;
 }
+
+/* How far below a main thread's stack top its start code's frames lie at
+ * most (musl: _start, _start_c, __libc_start_main, its stage2: a few
+ * hundred bytes). */
+#define TPN_START_SLACK 1024
 
 /* Stack bytes a window fill reads at most: the rest of the page, up to
  * this. */
@@ -301,6 +307,14 @@ TPW_INLINE void tpn_frame(struct tpw_state *st)
 		if (!fp) {
 			/* The x86-64 ABI's mark of the outermost frame: _start
 			 * clears rbp (ld.so's has no CFI to say so). */
+			st->u.done = 1;
+			return;
+		}
+		/* The main thread's start code, within TPN_START_SLACK of its
+		 * stack's top: musl's, which has no CFI, keeps argc in rbp
+		 * when it calls main (libc_start_main_stage2). Nothing but
+		 * the start code lies between main's frame and the top. */
+		if (st->u.top && sp <= st->u.top && st->u.top - sp < TPN_START_SLACK) {
 			st->u.done = 1;
 			return;
 		}

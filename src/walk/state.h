@@ -54,6 +54,10 @@ struct tpw_state {
 	struct {
 		__u64 ip, sp, fp;
 		__u64 r10, r11, r13; /* known only where exact is set */
+		/* The top of the stack of a process's main thread (its stack
+		 * pointer at exec: mm->start_stack), 0 in other threads or
+		 * where unknown: the C library's start code lies just below. */
+		__u64 top;
 		/* The mapping of the last frame, and its file's table: the
 		 * next frame is most often in the same (end 0: none yet). */
 		struct tp_umap m;

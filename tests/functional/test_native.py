@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import (WORKLOADS, go_pprof, interpreter, marked_lines, matrix_sample, record, record_folded,
+from conftest import (ROOTS, WORKLOADS, go_pprof, interpreter, marked_lines, matrix_sample, record, record_folded,
                       require, run_taipan, total, without_debug_files)
 
 # The interpreters whose headers are on this machine: the test extension
@@ -280,6 +280,33 @@ def test_deep_cpp_chain_whole(taipan, tmp_path, workload):
             any(f.name == "descend" and f.line == line["call"] for f in s.python)
 
     assert_most(bottom, whole, "%d C++ frames whole" % depth)
+
+
+MUSL_PYTHON = os.path.join(ROOTS, "musl-3.11", "python")
+
+
+def test_musl_thread_starts_end_the_stack(taipan, tmp_path, workload):
+    """CPython built with musl-gcc (make roots builds it from Debian's
+    python3.11 source), as Alpine's is. musl's libc.so has no CFI for its
+    start code, and its libc_start_main_stage2 keeps argc in rbp when it
+    calls main: the main thread's walk ends there, within a page of its
+    stack's top, and a thread's where __clone zeroed rbp. Each thread's
+    stack ends at its start as glibc's do: no marker, the outermost frame
+    in musl's libc. (Before, half the main thread's samples ended in
+    [native: no CFI, no frame pointer in libc.so].)"""
+    require(MUSL_PYTHON, "the musl-gcc CPython of make roots")
+    w = workload(MUSL_PYTHON, "spin_threads.py")
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, rate=500, extra=["--native", "all"])
+    mine = [s for s in stacks if s.pid == w.pid]
+
+    def clean(s):
+        return s.native and not any(f.marker for f in s.frames) and s.frames[0].native and \
+            s.frames[0].name.startswith("libc.so+0x")
+
+    for is_main in (True, False):
+        th = [s for s in mine if (s.tid == w.pid) == is_main]
+        assert total(th) >= 200, "few samples of the %s thread: %d" % ("main" if is_main else "other", total(th))
+        assert_most(th, clean, "the %s thread's stack ending at musl's start" % ("main" if is_main else "other"))
 
 
 def perf_map_cleanup(pid):

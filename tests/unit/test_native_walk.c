@@ -434,9 +434,39 @@ static void test_frame_pointer_lost(void **state)
 	assert_int_equal(st.s.uerr, TP_UERR_NOFP);
 }
 
+/* A main thread's start code without CFI whose rbp is no frame pointer
+ * (musl's libc_start_main_stage2 keeps argc there): within
+ * TPN_START_SLACK of the stack's top the walk ends there cleanly; further
+ * down, or where the top is unknown (another thread), it is lost as
+ * before. */
+static void test_start_code_near_the_stack_top(void **state)
+{
+	(void)state;
+	build_stack();
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), 2, 0, 0, 0);
+	st.u.top = frame_sp(0) + 0x180;
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_true(st.u.done);
+	assert_int_equal(st.s.uerr, TP_UERR_NONE);
+	assert_int_equal(st.s.nustack, 1);
+	build_stack();
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), 2, 0, 0, 0);
+	st.u.top = frame_sp(0) + TPN_START_SLACK + 8;
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_NOFP);
+	build_stack();
+	tpn_begin(&st, CODE_LO + 0x100, frame_sp(0), 2, 0, 0, 0);
+	for (int i = 0; i < 4 * NFRAMES && tpn_step(&st); i++)
+		;
+	assert_int_equal(st.s.uerr, TP_UERR_NOFP);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_start_code_near_the_stack_top),
 	    cmocka_unit_test(test_frames_holding_anchors),
 	    cmocka_unit_test(test_one_per_frame),
 	    cmocka_unit_test(test_anchors_no_frame_holds),
