@@ -186,6 +186,12 @@ $(BUILD)/tools/taipan-cfirules: tools/cfirules.c $(BUILD)/libtaipan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
 
+# taipan-rbec says where a Ruby library keeps each thread's execution
+# context, and reads a live thread's (tests/functional/test_ruby.py).
+$(BUILD)/tools/taipan-rbec: tools/rbec.c $(BUILD)/libtaipan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
+
 unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
 
@@ -194,8 +200,8 @@ unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
 # over every interpreter of the matrix over a few of each kind instead
 # (conftest.py's matrix_sample): the sanitizers check taipan's memory, which
 # those few exercise along every code path, at a fraction of the time.
-functional: $(BUILD)/taipan $(BUILD)/tests/test_output_html
-	TAIPAN=$(abspath $(BUILD)/taipan) TAIPAN_SANITIZED=$(if $(filter 1 lsan,$(SAN)),1,) \
+functional: $(BUILD)/taipan $(BUILD)/tests/test_output_html $(BUILD)/tools/taipan-rbec
+	TAIPAN=$(abspath $(BUILD)/taipan) TAIPAN_TOOLS=$(abspath $(BUILD)/tools) TAIPAN_SANITIZED=$(if $(filter 1 lsan,$(SAN)),1,) \
 		$(PYTHON) -m pytest -q -ra --durations=30 tests/functional
 
 # The fast lane, for every edit: nothing installed, no root (the unit tests

@@ -35,6 +35,7 @@ pkgs=(
   stress-ng                         # load on every core for make test-load
   debootstrap                       # Debian roots with the test matrix's other Pythons (make roots)
   musl-tools                        # musl-gcc: make roots builds a CPython against musl, as Alpine's
+  ruby3.1                           # bookworm's Ruby: the Ruby tests (sid's ruby3.3 is in the sid root)
 )
 
 missing=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make-roots.sh - Debian roots holding the Pythons that taipan's tests run
 # besides the host's: bullseye (3.9) and sid (3.13, 3.14, 3.15 and their
-# debug builds). Built with debootstrap into a cache outside the clone, with
+# debug builds, and ruby3.3). Built with debootstrap into a cache outside the clone, with
 # a private apt configuration in each root; the host's apt sources are never
 # touched. Idempotent: a root that is complete is left alone.
 #
@@ -167,7 +167,7 @@ build_musl() {
 build_root bullseye bullseye python3.9
 build_root sid sid python3.13 python3.14 python3.15 \
   python3.13-dbg python3.14-dbg python3.15-dbg python3.13-nopie python3.14-nopie python3.15-nopie \
-  libpython3.13-dev libpython3.14-dev libpython3.15-dev
+  libpython3.13-dev libpython3.14-dev libpython3.15-dev ruby3.3
 build_free_threaded 3.13.15-1
 build_musl 3.11.2-6+deb12u8
 if ((bench)); then

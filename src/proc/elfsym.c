@@ -400,6 +400,81 @@ int elf_file_loads(struct elf_file *ef, struct elf_load *out, size_t max, size_t
 	return 0;
 }
 
+int elf_file_tls(struct elf_file *ef, uint64_t *memsz, uint64_t *align)
+{
+	size_t n;
+
+	if (elf_getphdrnum(ef->elf, &n) != 0)
+		return -ENOENT;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(ef->elf, i, &ph) || ph.p_type != PT_TLS)
+			continue;
+		*memsz = ph.p_memsz;
+		*align = ph.p_align;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* st_value of symbol idx of the symbol table in section link (0 when it
+ * cannot be read or is undefined). */
+static uint64_t sym_value(struct elf_file *ef, size_t link, uint32_t idx)
+{
+	Elf_Scn *scn = elf_getscn(ef->elf, link);
+	GElf_Shdr sh;
+	Elf64_Sym sym;
+
+	if (!idx || !scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize != sizeof(Elf64_Sym) ||
+	    (uint64_t)idx >= sh.sh_size / sizeof(Elf64_Sym) || !section_fits(ef, &sh, UINT64_MAX) ||
+	    read_at(ef, sh.sh_offset + (uint64_t)idx * sizeof(sym), &sym, sizeof(sym)) ||
+	    sym.st_shndx == SHN_UNDEF)
+		return 0;
+	return sym.st_value;
+}
+
+int elf_file_dynreloc(struct elf_file *ef, uint64_t vaddr, struct elf_reloc *out)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	Elf64_Rela *chunk = NULL;
+	int ret = -ENOENT;
+
+	while (ret == -ENOENT && (scn = elf_nextscn(ef->elf, scn))) {
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA ||
+		    !(sh.sh_flags & SHF_ALLOC) || sh.sh_entsize != sizeof(Elf64_Rela) ||
+		    (sh.sh_flags & SHF_COMPRESSED) || !section_fits(ef, &sh, UINT64_MAX))
+			continue;
+		if (!chunk && !(chunk = malloc(SYM_CHUNK * sizeof(*chunk))))
+			return -ENOMEM;
+		uint64_t n = sh.sh_size / sizeof(Elf64_Rela);
+		for (uint64_t i = 0; i < n && ret == -ENOENT;) {
+			size_t k = n - i < SYM_CHUNK ? (size_t)(n - i) : SYM_CHUNK;
+			/* 64-bit little-endian files only (elf_wrap). */
+			if (read_at(ef, sh.sh_offset + i * sizeof(Elf64_Rela), chunk,
+				    k * sizeof(*chunk)))
+				break;
+			for (size_t j = 0; j < k; j++) {
+				if (chunk[j].r_offset != vaddr)
+					continue;
+				uint32_t sym = (uint32_t)ELF64_R_SYM(chunk[j].r_info);
+				*out = (struct elf_reloc){
+				    .type = (uint32_t)ELF64_R_TYPE(chunk[j].r_info),
+				    .sym = sym,
+				    .symval = sym_value(ef, sh.sh_link, sym),
+				    .addend = chunk[j].r_addend,
+				};
+				ret = 0;
+				break;
+			}
+			i += k;
+		}
+	}
+	free(chunk);
+	return ret;
+}
+
 uint64_t elf_file_base_vaddr(struct elf_file *ef)
 {
 	uint64_t base = UINT64_MAX;

@@ -91,6 +91,23 @@ int elf_file_funcs(struct elf_file *ef, int (*fn)(const struct elf_func *f, void
  * 0 when there is no PT_LOAD. */
 uint64_t elf_file_base_vaddr(struct elf_file *ef);
 
+/* One dynamic relocation (SHT_RELA with SHF_ALLOC: .rela.dyn). */
+struct elf_reloc {
+	uint32_t type;	 /* R_X86_64_* */
+	uint32_t sym;	 /* its symbol's index in the dynamic symbol table, 0 for none */
+	uint64_t symval; /* that symbol's st_value (0 for none or undefined) */
+	int64_t addend;	 /* r_addend */
+};
+
+/* The dynamic relocation that applies at link-time address vaddr (the
+ * first one, in table order). Tables are read in chunks. Returns 0 with
+ * *out, or -ENOENT. */
+int elf_file_dynreloc(struct elf_file *ef, uint64_t vaddr, struct elf_reloc *out);
+
+/* The PT_TLS segment: the size of the module's TLS block (p_memsz) and its
+ * alignment. Returns 0, or -ENOENT when the file has no TLS. */
+int elf_file_tls(struct elf_file *ef, uint64_t *memsz, uint64_t *align);
+
 /* The DT_SONAME, or NULL. Owned by ef. */
 const char *elf_file_soname(struct elf_file *ef);
 

@@ -15,6 +15,7 @@
 #include "cpython/rules.h"
 #include "profile/nativesym.h"
 #include "proc/elfsym.h"
+#include "ruby/ectls.h"
 
 static int memfd = -1;
 static char path[64];
@@ -133,6 +134,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sink += strlen(id);
 	elf_file_build_id(ef, small, sizeof(small));
 	elf_file_rodata_strings(ef, each_string, &n);
+	/* Where a Ruby library keeps its execution context: its readers'
+	 * code, their GOT entry's relocations, the TLS segment. */
+	struct rb_ectls t;
+	char err[256];
+	if (!rb_ectls_find(ef, &t, err, sizeof(err)))
+		sink += t.dtpoff;
 	n = 0;
 	elf_file_funcs(ef, each_func, &n);
 	{

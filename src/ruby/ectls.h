@@ -1,0 +1,64 @@
+/* ectls.h - where a Ruby library keeps each thread's execution context
+ * (ruby_current_ec, a thread-local variable of libruby), found with or
+ * without its symbol (doc/design/ruby.md, "The execution context").
+ *
+ * Ruby 3.3 made ruby_current_ec hidden: Debian's stripped libruby-3.3 names
+ * neither it nor any other way to it. Its exported functions that read
+ * GET_EC() still reach it, each through the same general-dynamic TLS
+ * sequence; that sequence's GOT entry carries the variable's module
+ * relocation (R_X86_64_DTPMOD64) and, in the next word, its offset in the
+ * module's TLS block. Where the symbol is exported (3.1), the two must
+ * agree.
+ */
+#ifndef TAIPAN_RUBY_ECTLS_H
+#define TAIPAN_RUBY_ECTLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proc/elfsym.h"
+#include "proc/memread.h"
+
+/* How the code reaches the variable. */
+enum rb_tls_model {
+	RB_TLS_GD = 1, /* general dynamic: __tls_get_addr(GOT entry {module, offset}) */
+};
+
+/* The exported functions read for the sequence, in order; two at least
+ * must reach the same variable. */
+#define RB_ECTLS_PROBES "rb_errinfo", "rb_thread_current", "rb_set_errinfo", "rb_backref_get"
+
+struct rb_ectls {
+	enum rb_tls_model model;
+	uint64_t got;	     /* link-time address of the GOT entry: the module id at run time */
+	uint64_t dtpoff;     /* the variable's offset in the module's TLS block */
+	uint64_t tls_size;   /* the block's size (PT_TLS) */
+	unsigned int agreed; /* how many probes reached it */
+	int by_symbol;	     /* 1: ruby_current_ec is exported and agrees */
+	/* What rb_thread_current's code reads after the EC: the offset of
+	 * ec->thread_ptr and of thread->self (the Thread object); 0 when its
+	 * code is not the expected two loads. */
+	uint32_t ec_thread, thread_self;
+};
+
+/* Finds ruby_current_ec in the Ruby library ef. Returns 0 with *out, or a
+ * negative errno with a sentence in err: -ENOENT (not a Ruby library, or
+ * no probe reads the variable as expected), -EPROTO (probes or symbol
+ * disagree). */
+int rb_ectls_find(struct elf_file *ef, struct rb_ectls *out, char *err, size_t errlen);
+
+/* glibc's thread control block (x86-64): the dynamic thread vector's
+ * address is its second word; each DTV entry is 16 bytes, module m's block
+ * at entry m. */
+#define RB_TCB_DTV 8
+#define RB_DTV_ENTRY 16
+
+/* The address of the thread's ruby_current_ec slot, for a library loaded
+ * with bias whose variable is t, in the thread whose thread pointer (fs
+ * base) is fsbase, read through rd. Returns 0 with *slot, or a negative
+ * errno (-EFAULT for memory that cannot be read, -EPROTO for a module id
+ * or block that cannot be right). */
+int rb_ectls_slot(const struct rb_ectls *t, uint64_t bias, uint64_t fsbase, mem_reader rd,
+		  void *ctx, uint64_t *slot);
+
+#endif /* TAIPAN_RUBY_ECTLS_H */

@@ -1,0 +1,142 @@
+/* rbec.c - taipan-rbec: where a Ruby library keeps each thread's execution
+ * context (src/ruby/ectls.h), and, in a live process, the EC a thread has.
+ *
+ *   taipan-rbec FILE
+ *       how ruby_current_ec is reached in FILE (a libruby, or a ruby
+ *       executable linked statically): key=value lines
+ *   taipan-rbec --pid PID FSBASE...
+ *       for each thread pointer (fs base, as a debugger reads it), one line:
+ *       FSBASE ec=0x... thread=0x... self=0x...: the thread's EC, its
+ *       rb_thread_t and its Thread object, as rb_thread_current() reads them;
+ *       FSBASE ec=0x0 for a thread that runs no Ruby (the VM's timer)
+ *
+ * The live form is for tests: the thread pointer of another process's
+ * thread is not something it reads itself (taipan's BPF reads it).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc/elfsym.h"
+#include "proc/memread.h"
+#include "proc/procmaps.h"
+#include "ruby/ectls.h"
+
+static int reader(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return mem_read((pid_t)(intptr_t)ctx, addr, buf, len);
+}
+
+static void print_ectls(const struct rb_ectls *t)
+{
+	printf("model=gd\ngot=0x%" PRIx64 "\ndtpoff=%" PRIu64 "\ntls_size=%" PRIu64
+	       "\nagreed=%u\nby_symbol=%d\nec_thread=%u\nthread_self=%u\n",
+	       t->got, t->dtpoff, t->tls_size, t->agreed, t->by_symbol, t->ec_thread,
+	       t->thread_self);
+}
+
+static int analyse(const char *path, struct rb_ectls *t)
+{
+	struct elf_file *ef;
+	char err[256];
+	int ret = elf_file_open(path, &ef);
+	if (ret) {
+		fprintf(stderr, "taipan-rbec: %s: %s\n", path, strerror(-ret));
+		return 1;
+	}
+	ret = rb_ectls_find(ef, t, err, sizeof(err));
+	elf_file_close(ef);
+	if (ret) {
+		fprintf(stderr, "taipan-rbec: %s: %s\n", path, err);
+		return 1;
+	}
+	return 0;
+}
+
+/* The Ruby library's mapping at offset 0 in pid (the first whose name
+ * starts with libruby), a path that opens it, and its start. */
+static int find_lib(pid_t pid, char *path, size_t len, uint64_t *start)
+{
+	struct proc_maps m = {0};
+	int ret = procmaps_read(pid, &m);
+	if (ret)
+		return ret;
+	ret = -ENOENT;
+	for (size_t i = 0; i < m.n; i++) {
+		const char *base = strrchr(m.v[i].path, '/');
+		if (!base || strncmp(base + 1, "libruby", 7) || m.v[i].offset)
+			continue;
+		/* The file the process mapped, wherever its root is. */
+		snprintf(path, len, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
+			 m.v[i].start, m.v[i].end);
+		*start = m.v[i].start;
+		ret = 0;
+		break;
+	}
+	procmaps_free(&m);
+	return ret;
+}
+
+static int live(pid_t pid, char **fsbases, int n)
+{
+	char path[4200];
+	uint64_t start;
+	struct rb_ectls t;
+	struct elf_file *ef;
+	if (find_lib(pid, path, sizeof(path), &start)) {
+		fprintf(stderr, "taipan-rbec: pid %d maps no libruby\n", (int)pid);
+		return 1;
+	}
+	if (analyse(path, &t))
+		return 1;
+	if (elf_file_open(path, &ef))
+		return 1;
+	uint64_t bias = start - elf_file_base_vaddr(ef);
+	elf_file_close(ef);
+	if (!t.ec_thread || !t.thread_self) {
+		fprintf(stderr, "taipan-rbec: %s: rb_thread_current's loads not recognised\n",
+			path);
+		return 1;
+	}
+	int status = 0;
+	for (int i = 0; i < n; i++) {
+		uint64_t fs = strtoull(fsbases[i], NULL, 0), slot, ec = 0, th = 0, self = 0;
+		int ret = rb_ectls_slot(&t, bias, fs, reader, (void *)(intptr_t)pid, &slot);
+		if (!ret)
+			ret = mem_read(pid, slot, &ec, 8);
+		if (!ret && !ec) {
+			printf("%s ec=0x0\n", fsbases[i]); /* no Ruby thread (the timer's) */
+			continue;
+		}
+		if (!ret)
+			ret = mem_read(pid, ec + t.ec_thread, &th, 8);
+		if (!ret)
+			ret = mem_read(pid, th + t.thread_self, &self, 8);
+		if (ret) {
+			printf("%s error=%s\n", fsbases[i], strerror(-ret));
+			status = 1;
+			continue;
+		}
+		printf("%s ec=0x%" PRIx64 " thread=0x%" PRIx64 " self=0x%" PRIx64 "\n", fsbases[i],
+		       ec, th, self);
+	}
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 4 && !strcmp(argv[1], "--pid"))
+		return live((pid_t)atoi(argv[2]), argv + 3, argc - 3);
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr,
+			"usage: taipan-rbec FILE\n       taipan-rbec --pid PID FSBASE...\n");
+		return 2;
+	}
+	struct rb_ectls t;
+	if (analyse(argv[1], &t))
+		return 1;
+	print_ectls(&t);
+	return 0;
+}
