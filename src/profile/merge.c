@@ -23,14 +23,8 @@ size_t merge_stack(const struct merge_in *in, int *gend, struct merge_step *out)
 		nevals += in->nkind[i] == MERGE_NK_EVAL;
 	/* Group ends (innermost first): group g is frames [gend[g-1]+1, gend[g]].
 	 * The innermost eval loop between its shim and its first frame, or
-	 * after its last one was popped, or not yet linked (leaf_unlinked,
-	 * when it is all the counts differ by): a group of no frames, as every
-	 * eval-loop frame is replaced by the frames it runs. */
-	int groups = 0;
-	for (int i = 0; i < (int)in->nframes; i++)
-		groups += !in->interp_frames || (in->frames[i].flags & TP_FF_ENTRY) ||
-			  i == (int)in->nframes - 1;
-	if (in->top_shim || (in->leaf_unlinked && nevals == groups + 1))
+	 * after its last one was popped: a group of no frames. */
+	if (in->top_shim)
 		gend[ngroups++] = -1;
 	for (int i = 0; i < (int)in->nframes; i++)
 		if (!in->interp_frames || (in->frames[i].flags & TP_FF_ENTRY) ||
@@ -92,12 +86,9 @@ void merge_anchor_kinds(const struct tp_sample *smp, uint8_t *nkind)
 struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkind,
 				bool interp_frames, bool filtered)
 {
-	uint32_t nat = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack;
 	return (struct merge_in){
 	    .nkind = nkind,
-	    .nnative = nat,
-	    .leaf_unlinked = (smp->flags & TP_SF_ANCHORED) && nat && nkind[0] == MERGE_NK_EVAL &&
-			     !(smp->anchored[0] & 1),
+	    .nnative = smp->nustack > TP_USTACK_MAX ? TP_USTACK_MAX : smp->nustack,
 	    .frames = smp->frames,
 	    .nframes = smp->nframes,
 	    .top_shim = smp->flags & TP_SF_TOP_SHIM,

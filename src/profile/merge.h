@@ -40,8 +40,6 @@ struct merge_in {
 	const struct tp_frame *frames; /* Python frames, innermost first */
 	uint32_t nframes;
 	bool top_shim;	    /* TP_SF_TOP_SHIM: the innermost eval loop runs no frame */
-	bool leaf_unlinked; /* the sampled instruction is in an eval loop that holds no
-			     * anchor, in a sample whose others do: see merge_in_sample() */
 	bool interp_frames; /* TP_LF_INTERP_FRAME: an eval-loop call runs up to an entry frame */
 	bool py_cut;	    /* the Python walk stopped short (its root part is missing) */
 	bool nat_cut;	    /* the native walk stopped short */
@@ -49,13 +47,8 @@ struct merge_in {
 };
 
 /* The merge_in of sample smp, whose native frames have the kinds nkind[0 ..
- * smp->nustack) (merge_anchor_kinds() applied), for a runtime whose
- * eval-loop calls each run frames up to an entry frame (interp_frames) or
- * one frame each. An anchored sample taken in an eval loop by name that
- * holds no anchor (leaf_unlinked) was taken in its first instructions,
- * before it linked its entry frame, or in its last, after it unlinked it:
- * where that one call is all the counts differ by, it runs no frame: an
- * empty group, as between a shim and its first frame. */
+ * smp->nustack), for a runtime whose eval-loop calls each run frames up to
+ * an entry frame (interp_frames) or one frame each. */
 struct merge_in merge_in_sample(const struct tp_sample *smp, const uint8_t *nkind,
 				bool interp_frames, bool filtered);
 

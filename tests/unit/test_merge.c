@@ -285,51 +285,6 @@ static void test_anchors_decide(void **state)
 	assert_int_equal(steps[70].index, 0);
 }
 
-/* A sample in an eval loop's first instructions (before it links its entry
- * frame) or last (after it unlinked it): the sampled frame is the eval loop
- * by name, holds no anchor, and the others do. That one call runs no frame
- * (an empty group, as after a shim);
- * any other mismatch still fails, and so does a sample without anchors. */
-static void test_unlinked_leaf(void **state)
-{
-	(void)state;
-	static struct tp_sample smp;
-	memset(&smp, 0, sizeof(smp));
-	uint8_t kind[4] = {EVAL, OTHER, OTHER, OTHER};
-	struct tp_frame frames[2] = {{0}};
-	smp.nustack = 4;
-	smp.nframes = 2;
-	smp.flags = TP_SF_ANCHORED;
-	smp.anchored[0] = 1ULL << 2;
-	merge_anchor_kinds(&smp, kind);
-	struct merge_in in = merge_in_sample(&smp, kind, true, false);
-	in.frames = frames;
-	assert_true(in.leaf_unlinked);
-	char got[128];
-	merged(&in, got, sizeof(got));
-	assert_string_equal(got, "N3 P1 P0 N1");
-	/* Two calls more than groups: still no guess. */
-	kind[1] = EVAL;
-	merged(&in, got, sizeof(got));
-	assert_string_equal(got, "D P1 P0 N3 N2 N1 N0");
-	kind[1] = OTHER;
-	/* The sampled eval loop holds the anchor: it runs the frames. */
-	smp.anchored[0] = 1ULL << 0 | 1ULL << 2;
-	in = merge_in_sample(&smp, kind, true, false);
-	assert_false(in.leaf_unlinked);
-	/* No anchors (3.11, or too many to keep): the names alone, which
-	 * cannot tell a call not yet linked from frames the walk missed. */
-	smp.flags = 0;
-	smp.anchored[0] = 1ULL << 2;
-	in = merge_in_sample(&smp, kind, true, false);
-	assert_false(in.leaf_unlinked);
-	/* The sample in a C function the eval loop called. */
-	smp.flags = TP_SF_ANCHORED;
-	kind[0] = OTHER;
-	in = merge_in_sample(&smp, kind, true, false);
-	assert_false(in.leaf_unlinked);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -337,7 +292,7 @@ int main(void)
 	    cmocka_unit_test(test_entry_frames_group), cmocka_unit_test(test_disagree),
 	    cmocka_unit_test(test_native_cut),	       cmocka_unit_test(test_interp_cut),
 	    cmocka_unit_test(test_top_shim),	       cmocka_unit_test(test_merge_in_sample),
-	    cmocka_unit_test(test_anchors_decide),     cmocka_unit_test(test_unlinked_leaf),
+	    cmocka_unit_test(test_anchors_decide),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
