@@ -5,6 +5,11 @@
  *       how ruby_current_ec is reached in FILE (a libruby, or a ruby
  *       executable linked statically): key=value lines
  *   taipan-rbec --pid PID FSBASE...
+ *   taipan-rbec --frames --pid PID FSBASE...
+ *       each such thread's frames, innermost first, one line each:
+ *       FSBASE frame LABEL<tab>PATH<tab>LINE, or FSBASE cfunc (a C
+ *       function's frame), with the layout of the library's Ruby version
+ *       (src/ruby/gen/)
  *       for each thread pointer (fs base, as a debugger reads it), one line:
  *       FSBASE ec=0x... thread=0x... self=0x...: the thread's EC, its
  *       rb_thread_t and its Thread object, as rb_thread_current() reads them;
@@ -15,6 +20,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +29,8 @@
 #include "proc/memread.h"
 #include "proc/procmaps.h"
 #include "ruby/ectls.h"
+#include "ruby/rbframes.h"
+#include "ruby/rboffsets.h"
 
 static int reader(void *ctx, uint64_t addr, void *buf, size_t len)
 {
@@ -79,7 +87,51 @@ static int find_lib(pid_t pid, char *path, size_t len, uint64_t *start)
 	return ret;
 }
 
-static int live(pid_t pid, char **fsbases, int n)
+/* The layout of the Ruby version whose library is ef (ruby_version). */
+static const struct rb_offsets *layout_of(struct elf_file *ef)
+{
+	uint64_t at;
+	char v[16] = {0};
+	unsigned int major, minor;
+	if (elf_file_symbol(ef, "ruby_version", &at, NULL) ||
+	    elf_file_read(ef, at, v, sizeof(v) - 1) || sscanf(v, "%u.%u", &major, &minor) != 2) {
+		fprintf(stderr, "taipan-rbec: no ruby_version\n");
+		return NULL;
+	}
+	const struct rb_offsets *o = rb_offsets_find(major, minor);
+	if (!o)
+		fprintf(stderr, "taipan-rbec: no layout of Ruby %u.%u (src/ruby/gen/)\n", major,
+			minor);
+	return o;
+}
+
+static void print_frames(const struct rb_offsets *o, pid_t pid, const char *fs, uint64_t ec)
+{
+	struct rb_frame f[256];
+	size_t n;
+	void *ctx = (void *)(intptr_t)pid;
+	int ret = rb_walk(o, reader, ctx, ec, f, 256, &n);
+	if (ret) {
+		printf("%s error=%s\n", fs, strerror(-ret));
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char label[256], path[1024];
+		int line;
+		if (!f[i].iseq) {
+			printf("%s cfunc\n", fs);
+			continue;
+		}
+		ret = rb_frame_name(o, reader, ctx, f[i].iseq, f[i].pc, label, sizeof(label), path,
+				    sizeof(path), &line);
+		if (ret)
+			printf("%s frame-error=%s\n", fs, strerror(-ret));
+		else
+			printf("%s frame %s\t%s\t%d\n", fs, label, path, line);
+	}
+}
+
+static int live(pid_t pid, char **fsbases, int n, bool frames)
 {
 	char path[4200];
 	uint64_t start;
@@ -94,7 +146,10 @@ static int live(pid_t pid, char **fsbases, int n)
 	if (elf_file_open(path, &ef))
 		return 1;
 	uint64_t bias = start - elf_file_base_vaddr(ef);
+	const struct rb_offsets *o = frames ? layout_of(ef) : NULL;
 	elf_file_close(ef);
+	if (frames && !o)
+		return 1;
 	if (!t.ec_thread || !t.thread_self) {
 		fprintf(stderr, "taipan-rbec: %s: rb_thread_current's loads not recognised\n",
 			path);
@@ -108,6 +163,10 @@ static int live(pid_t pid, char **fsbases, int n)
 			ret = mem_read(pid, slot, &ec, 8);
 		if (!ret && !ec) {
 			printf("%s ec=0x0\n", fsbases[i]); /* no Ruby thread (the timer's) */
+			continue;
+		}
+		if (!ret && frames) {
+			print_frames(o, pid, fsbases[i], ec);
 			continue;
 		}
 		if (!ret)
@@ -128,7 +187,9 @@ static int live(pid_t pid, char **fsbases, int n)
 int main(int argc, char **argv)
 {
 	if (argc >= 4 && !strcmp(argv[1], "--pid"))
-		return live((pid_t)atoi(argv[2]), argv + 3, argc - 3);
+		return live((pid_t)atoi(argv[2]), argv + 3, argc - 3, false);
+	if (argc >= 5 && !strcmp(argv[1], "--frames") && !strcmp(argv[2], "--pid"))
+		return live((pid_t)atoi(argv[3]), argv + 4, argc - 4, true);
 	if (argc != 2 || argv[1][0] == '-') {
 		fprintf(stderr,
 			"usage: taipan-rbec FILE\n       taipan-rbec --pid PID FSBASE...\n");

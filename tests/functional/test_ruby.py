@@ -95,43 +95,108 @@ def fs_bases(pid):
     return out
 
 
+class RubyWorkload:
+    """A Ruby process running tests/workloads/NAME (in its root, if any),
+    its output up to 'ready' in lines."""
+
+    def __init__(self, ident, name):
+        root, exe, _ = ruby(ident)
+        script = os.path.join(WORKLOADS, name)
+        if root:
+            os.makedirs(root + ROOT_WORKLOADS, exist_ok=True)
+            shutil.copy(script, root + ROOT_WORKLOADS)
+            self.path = os.path.join(ROOT_WORKLOADS, name)
+            argv = ["chroot", root, exe, self.path]
+        else:
+            self.path = script
+            argv = [exe, script]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+        self.lines = []
+        for line in self.proc.stdout:
+            if line.strip() == "ready":
+                return
+            self.lines.append(line.rstrip("\n"))
+        raise AssertionError("%s exited before it was ready: %s" % (name, self.lines))
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def ruby_workload():
+    started = []
+
+    def start(ident, name):
+        w = RubyWorkload(ident, name)
+        started.append(w)
+        return w
+    yield start
+    for w in started:
+        w.stop()
+
+
 @pytest.mark.parametrize("ident", [r[0] for r in RUBIES])
-def test_each_thread_execution_context_in_a_live_process(ident, tmp_path):
+def test_each_thread_execution_context_in_a_live_process(ident, ruby_workload):
     """In a live Ruby with three Ruby threads, each thread's EC read through
     its own thread pointer (the module's id from the GOT, the thread's
     dynamic thread vector, the variable's offset) leads, through
     ec->thread_ptr->self, to that thread's Thread object, whose address Ruby
     printed; the VM's other native threads (the timer thread) have none."""
-    root, exe, _ = ruby(ident)
-    script = os.path.join(WORKLOADS, "rb_threads.rb")
-    if root:
-        os.makedirs(root + ROOT_WORKLOADS, exist_ok=True)
-        shutil.copy(script, root + ROOT_WORKLOADS)
-        argv = ["chroot", root, exe, os.path.join(ROOT_WORKLOADS, "rb_threads.rb")]
-    else:
-        argv = [exe, script]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-    try:
-        threads = []
-        for line in proc.stdout:
-            if line.strip() == "ready":
-                break
-            m = re.match(r"thread #<Thread:(0x[0-9a-f]+)", line)
-            if m:
-                threads.append(int(m.group(1), 16))
-        assert len(threads) == 3, threads
-        bases = fs_bases(proc.pid)
-        res = rbec("--pid", proc.pid, *bases.values())
-        found, none = [], 0
-        for line in res.stdout.splitlines():
-            m = re.match(r"\S+ ec=(0x[0-9a-f]+)(?: thread=\S+ self=(0x[0-9a-f]+))?", line)
-            assert m, res.stdout + res.stderr
-            if int(m.group(1), 16) == 0:
-                none += 1
-            else:
-                found.append(int(m.group(2), 16))
-        assert sorted(found) == sorted(threads), (res.stdout, [hex(t) for t in threads])
-        assert len(found) + none == len(bases), res.stdout
-    finally:
-        proc.kill()
-        proc.wait()
+    w = ruby_workload(ident, "rb_threads.rb")
+    threads = [int(m.group(1), 16) for m in (re.match(r"thread #<Thread:(0x[0-9a-f]+)", l) for l in w.lines) if m]
+    assert len(threads) == 3, w.lines
+    bases = fs_bases(w.pid)
+    res = rbec("--pid", w.pid, *bases.values())
+    found, none = [], 0
+    for line in res.stdout.splitlines():
+        m = re.match(r"\S+ ec=(0x[0-9a-f]+)(?: thread=\S+ self=(0x[0-9a-f]+))?", line)
+        assert m, res.stdout + res.stderr
+        if int(m.group(1), 16) == 0:
+            none += 1
+        else:
+            found.append(int(m.group(2), 16))
+    assert sorted(found) == sorted(threads), (res.stdout, [hex(t) for t in threads])
+    assert len(found) + none == len(bases), res.stdout
+
+
+@pytest.mark.parametrize("ident", [r[0] for r in RUBIES])
+def test_frames_equal_caller_locations(ident, ruby_workload):
+    """Threads asleep in known chains (methods, a yield, blocks, a module's
+    singleton method, 30 recursive calls): each one's frames, read from its
+    EC with the layout generated for its version, are the Ruby frames that
+    its own caller_locations(0) gave on the line where it sleeps: the same
+    labels, paths and lines, in order. Kernel#sleep, a C function, is
+    the one frame above them; the main thread is in <main> at its sleep."""
+    w = ruby_workload(ident, "rb_frames.rb")
+    want, tag = {}, None
+    for line in w.lines:
+        if line.startswith("stack "):
+            tag = line.split()[1]
+            want[tag] = []
+        elif line.startswith("at "):
+            label, path, lineno = line[3:].split("\t")
+            want[tag].append((label, path, int(lineno)))
+    assert set(want) == {"a", "b"} and len(want["b"]) > 30, want
+    bases = fs_bases(w.pid)
+    res = rbec("--frames", "--pid", w.pid, *bases.values())
+    assert res.returncode == 0, res.stdout + res.stderr
+    got = {}
+    for line in res.stdout.splitlines():
+        fs, rest = line.split(" ", 1)
+        stack = got.setdefault(fs, [])
+        if rest.startswith("frame "):
+            label, path, lineno = rest[6:].split("\t")
+            stack.append((label, path, int(lineno)))
+        elif rest == "cfunc":
+            stack.append("cfunc")
+        else:
+            assert rest == "ec=0x0", line
+    stacks = [s for s in got.values() if s]
+    for t in ("a", "b"):
+        assert ["cfunc"] + want[t] in stacks, (t, want[t], stacks)
+    with open(os.path.join(WORKLOADS, "rb_frames.rb")) as f:
+        last = len(f.read().splitlines())
+    assert ["cfunc", ("<main>", w.path, last)] in stacks, stacks
+    assert len(stacks) == 3, stacks

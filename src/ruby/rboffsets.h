@@ -1,0 +1,48 @@
+/* rboffsets.h - the layout of each Ruby version that taipan reads: offsets
+ * generated ahead of time by tools/gen_ruby_offsets.sh from each version's
+ * own headers, compiled (src/ruby/gen/rboffsets_table.c), never typed in.
+ * Names follow tools/ruby_offsets.c, which prints them.
+ */
+#ifndef TAIPAN_RUBY_RBOFFSETS_H
+#define TAIPAN_RUBY_RBOFFSETS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct rb_offsets {
+	uint16_t major, minor;
+	/* rb_execution_context_t */
+	uint32_t ec_vm_stack, ec_vm_stack_size, ec_cfp, ec_thread_ptr;
+	/* rb_control_frame_t */
+	uint32_t cfp_size, cfp_pc, cfp_iseq, cfp_self, cfp_ep;
+	/* rb_iseq_t and its constant body */
+	uint32_t iseq_body;
+	uint32_t body_type, body_iseq_size, body_iseq_encoded, body_path, body_base_label,
+	    body_label, body_first_lineno, body_insns_info, body_insns_size, body_succ_table,
+	    body_local_iseq;
+	uint32_t insn_info_size, insn_info_line;
+	/* rb_thread_t */
+	uint32_t thread_self, thread_name;
+	/* struct RString: the length of a heap string at str_len; of an
+	 * embedded one at str_embed_len, or (before 3.2) in the flags under
+	 * str_embed_len_mask */
+	uint64_t str_noembed, str_embed_len_mask;
+	uint32_t str_len, str_embed_len, str_embed_len_shift, str_heap_ptr, str_embed_ary;
+	/* struct RArray */
+	uint64_t ary_embed;
+	uint32_t ary_heap_ptr, ary_embed_ary;
+	uint32_t t_mask, t_string, t_array;
+	/* method entries (a C function's frame) */
+	uint32_t me_def, me_called_id, me_owner, def_type, def_type_shift, def_original_id;
+	uint32_t method_type_iseq, method_type_cfunc;
+	uint64_t frame_magic_mask, frame_magic_cfunc, frame_flag_cframe, env_flag_local;
+};
+
+/* The generated table, newest last. */
+extern const struct rb_offsets rb_offsets_table[];
+extern const size_t rb_offsets_count;
+
+/* The layout of Ruby major.minor, or NULL when the table has none. */
+const struct rb_offsets *rb_offsets_find(unsigned int major, unsigned int minor);
+
+#endif /* TAIPAN_RUBY_RBOFFSETS_H */
