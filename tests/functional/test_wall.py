@@ -100,10 +100,12 @@ def test_returns_no_sched_switch_reported_are_timed(taipan, tmp_path):
     # that names it (a few times in a run of wall_mix.py). The knob has BPF
     # ignore one return in three: each such stretch ends when the thread
     # leaves again, less the CPU time it ran since, and the split stays
-    # exact.
+    # exact. Rounds of 15 ms computing and 35 ms asleep: 40 returns from
+    # sleep in 2 s, about 13 of them unreported (with 20 rounds, 4 were
+    # once, on the sanitizer pass).
     it = interpreter("pyenv-3.12")
     env = dict(os.environ, TAIPAN_TEST_DROP_SWITCH_IN="3")
-    stacks, res, proc = _record(taipan, tmp_path, it, ["wall_mix.py", 2], extra=["--stats"], quiet=False,
+    stacks, res, proc = _record(taipan, tmp_path, it, ["wall_mix.py", 2, 15, 35], extra=["--stats"], quiet=False,
                                 env=env)
     got, by_state = _phases(stacks, res)
     _check_shares("with a third of the returns unreported", got, by_state, res)

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "need_file.h"
+
 #include "proc/elfsym.h"
 
 /* Overridable with -D, for machines laid out differently. */
@@ -30,21 +32,6 @@
 #ifndef LIBPY36
 #define LIBPY36 "/root/.pyenv/versions/3.6.15/lib/libpython3.6m.so.1.0"
 #endif
-
-/* The real binaries are provisioned on dev machines and CI. Elsewhere their
- * absence skips the test; on CI it is a failure, so that a broken image
- * cannot turn the suite green by skipping. */
-static void need_file(const char *path)
-{
-	const char *ci = getenv("CI");
-
-	if (access(path, R_OK) == 0)
-		return;
-	if (ci && !strcmp(ci, "true"))
-		fail_msg("%s: missing (CI=true, so this is a failure)", path);
-	print_message("skipping: %s not found\n", path);
-	skip();
-}
 
 static struct elf_file *open_ok(const char *path)
 {

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "need_file.h"
+
 #include "cpython/rules.h"
 #include "profile/nativesym.h"
 #include "proc/elfsym.h"
@@ -36,19 +38,6 @@
 #ifndef MAKE_MINIDEBUG
 #define MAKE_MINIDEBUG "tests/fixtures/make_minidebug.sh"
 #endif
-
-/* As test_elfsym.c: missing files skip, except under CI=true. */
-static void need_file(const char *path)
-{
-	const char *ci = getenv("CI");
-
-	if (access(path, R_OK) == 0)
-		return;
-	if (ci && !strcmp(ci, "true"))
-		fail_msg("%s: missing (CI=true, so this is a failure)", path);
-	print_message("skipping: %s not found\n", path);
-	skip();
-}
 
 /* --- the independent sources ---------------------------------------------- */
 

@@ -18,23 +18,12 @@
 
 #include <cmocka.h>
 
+#include "need_file.h"
+
 #include "proc/elfsym.h"
 #include "ruby/ectls.h"
 
 #define LIBRUBY31 "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2"
-
-/* Debian's libruby (make deps) is on dev machines and CI: elsewhere its
- * absence skips, on CI it fails. */
-static void need_file(const char *path)
-{
-	const char *ci = getenv("CI");
-	if (access(path, R_OK) == 0)
-		return;
-	if (ci && !strcmp(ci, "true"))
-		fail_msg("%s: missing (CI=true, so this is a failure)", path);
-	print_message("skipping: %s not found\n", path);
-	skip();
-}
 
 /* bookworm's 3.1 exports ruby_current_ec (offset 8 of a 16-byte block):
  * the four readers' code reaches the same GOT entry, whose relocations are
