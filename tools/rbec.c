@@ -45,18 +45,17 @@ static void print_ectls(const struct rb_ectls *t)
 	       t->thread_self);
 }
 
-static int analyse(const char *path, struct rb_ectls *t)
+/* Opens path into *ef (closed by the caller) and finds where it keeps
+ * ruby_current_ec; says why not on stderr. */
+static int analyse(const char *path, struct elf_file **ef, struct rb_ectls *t)
 {
-	struct elf_file *ef;
 	char err[256];
-	int ret = elf_file_open(path, &ef);
+	int ret = elf_file_open(path, ef);
 	if (ret) {
 		fprintf(stderr, "taipan-rbec: %s: %s\n", path, strerror(-ret));
 		return 1;
 	}
-	ret = rb_ectls_find(ef, t, err, sizeof(err));
-	elf_file_close(ef);
-	if (ret) {
+	if (rb_ectls_find(*ef, t, err, sizeof(err))) {
 		fprintf(stderr, "taipan-rbec: %s: %s\n", path, err);
 		return 1;
 	}
@@ -136,15 +135,15 @@ static int live(pid_t pid, char **fsbases, int n, bool frames)
 	char path[4200];
 	uint64_t start;
 	struct rb_ectls t;
-	struct elf_file *ef;
+	struct elf_file *ef = NULL;
 	if (find_lib(pid, path, sizeof(path), &start)) {
 		fprintf(stderr, "taipan-rbec: pid %d maps no libruby\n", (int)pid);
 		return 1;
 	}
-	if (analyse(path, &t))
+	if (analyse(path, &ef, &t)) {
+		elf_file_close(ef);
 		return 1;
-	if (elf_file_open(path, &ef))
-		return 1;
+	}
 	uint64_t bias = start - elf_file_base_vaddr(ef);
 	const struct rb_offsets *o = frames ? layout_of(ef) : NULL;
 	elf_file_close(ef);
@@ -196,8 +195,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	struct rb_ectls t;
-	if (analyse(argv[1], &t))
-		return 1;
-	print_ectls(&t);
-	return 0;
+	struct elf_file *ef = NULL;
+	int status = analyse(argv[1], &ef, &t);
+	elf_file_close(ef);
+	if (!status)
+		print_ectls(&t);
+	return status;
 }

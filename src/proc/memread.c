@@ -29,6 +29,12 @@ int mem_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t max)
 	return mem_read_cstr_with(pid_reader, &pid, addr, buf, max);
 }
 
+int mem_read_u64_with(mem_reader rd, void *ctx, uint64_t addr, uint64_t *v)
+{
+	int ret = rd(ctx, addr, v, sizeof(*v));
+	return ret < 0 ? ret : 0;
+}
+
 int mem_read_cstr_with(mem_reader rd, void *ctx, uint64_t addr, char *buf, size_t max)
 {
 	if (!max)

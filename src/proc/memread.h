@@ -19,6 +19,10 @@ typedef int (*mem_reader)(void *ctx, uint64_t addr, void *buf, size_t len);
  * terminated). Returns its length or a negative errno. */
 int mem_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t max);
 
+/* A 64-bit word at addr through a reader: 0, or the reader's negative
+ * errno. */
+int mem_read_u64_with(mem_reader rd, void *ctx, uint64_t addr, uint64_t *v);
+
 /* mem_read_cstr() through a reader. */
 int mem_read_cstr_with(mem_reader rd, void *ctx, uint64_t addr, char *buf, size_t max);
 

@@ -144,12 +144,6 @@ int rb_ectls_find(struct elf_file *ef, struct rb_ectls *out, char *err, size_t e
 	return 0;
 }
 
-static int read_u64(mem_reader rd, void *ctx, uint64_t addr, uint64_t *v)
-{
-	int ret = rd(ctx, addr, v, sizeof(*v));
-	return ret < 0 ? ret : 0;
-}
-
 int rb_ectls_slot(const struct rb_ectls *t, uint64_t bias, uint64_t fsbase, mem_reader rd,
 		  void *ctx, uint64_t *slot)
 {
@@ -157,18 +151,18 @@ int rb_ectls_slot(const struct rb_ectls *t, uint64_t bias, uint64_t fsbase, mem_
 	int ret;
 	if (t->model != RB_TLS_GD)
 		return -EPROTO;
-	if ((ret = read_u64(rd, ctx, bias + t->got, &modid)) ||
-	    (ret = read_u64(rd, ctx, fsbase + RB_TCB_DTV, &dtv)))
+	if ((ret = mem_read_u64_with(rd, ctx, bias + t->got, &modid)) ||
+	    (ret = mem_read_u64_with(rd, ctx, fsbase + RB_TCB_DTV, &dtv)))
 		return ret;
 	if (!modid || modid > MAX_MODULE_ID || dtv < RB_DTV_ENTRY)
 		return -EPROTO;
 	/* The entry before the generation counter holds how many entries
 	 * follow it. */
-	if ((ret = read_u64(rd, ctx, dtv - RB_DTV_ENTRY, &len)))
+	if ((ret = mem_read_u64_with(rd, ctx, dtv - RB_DTV_ENTRY, &len)))
 		return ret;
 	if (modid > len)
 		return -EPROTO;
-	if ((ret = read_u64(rd, ctx, dtv + modid * RB_DTV_ENTRY, &block)))
+	if ((ret = mem_read_u64_with(rd, ctx, dtv + modid * RB_DTV_ENTRY, &block)))
 		return ret;
 	/* NULL or glibc's TLS_DTV_UNALLOCATED: the block is not there (a
 	 * library loaded with dlopen, before the thread touched it). */

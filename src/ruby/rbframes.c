@@ -18,12 +18,6 @@
 /* No instruction sequence is longer. */
 #define MAX_ISEQ_SIZE (1u << 26)
 
-static int rd64(mem_reader rd, void *ctx, uint64_t addr, uint64_t *v)
-{
-	int ret = rd(ctx, addr, v, sizeof(*v));
-	return ret < 0 ? ret : 0;
-}
-
 static int rd32(mem_reader rd, void *ctx, uint64_t addr, uint32_t *v)
 {
 	int ret = rd(ctx, addr, v, sizeof(*v));
@@ -36,9 +30,9 @@ int rb_walk(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_t ec, s
 	uint64_t stack, size, cfp;
 	int ret;
 	*n = 0;
-	if ((ret = rd64(rd, ctx, ec + o->ec_vm_stack, &stack)) ||
-	    (ret = rd64(rd, ctx, ec + o->ec_vm_stack_size, &size)) ||
-	    (ret = rd64(rd, ctx, ec + o->ec_cfp, &cfp)))
+	if ((ret = mem_read_u64_with(rd, ctx, ec + o->ec_vm_stack, &stack)) ||
+	    (ret = mem_read_u64_with(rd, ctx, ec + o->ec_vm_stack_size, &size)) ||
+	    (ret = mem_read_u64_with(rd, ctx, ec + o->ec_cfp, &cfp)))
 		return ret;
 	if (!cfp)
 		return 0; /* a thread whose first frame is not pushed yet */
@@ -52,10 +46,10 @@ int rb_walk(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_t ec, s
 		return -EPROTO;
 	for (; cfp < end && *n < max; cfp += o->cfp_size) {
 		uint64_t pc, iseq, ep, flags;
-		if ((ret = rd64(rd, ctx, cfp + o->cfp_pc, &pc)) ||
-		    (ret = rd64(rd, ctx, cfp + o->cfp_iseq, &iseq)) ||
-		    (ret = rd64(rd, ctx, cfp + o->cfp_ep, &ep)) ||
-		    (ret = rd64(rd, ctx, ep, &flags)))
+		if ((ret = mem_read_u64_with(rd, ctx, cfp + o->cfp_pc, &pc)) ||
+		    (ret = mem_read_u64_with(rd, ctx, cfp + o->cfp_iseq, &iseq)) ||
+		    (ret = mem_read_u64_with(rd, ctx, cfp + o->cfp_ep, &ep)) ||
+		    (ret = mem_read_u64_with(rd, ctx, ep, &flags)))
 			return ret;
 		if (!(flags & o->frame_flag_cframe)) {
 			if (pc) /* a Ruby frame with a pc */
@@ -65,7 +59,7 @@ int rb_walk(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_t ec, s
 		if ((flags & o->frame_magic_mask) != o->frame_magic_cfunc)
 			continue;
 		uint64_t me;
-		if ((ret = rd64(rd, ctx, ep - 16, &me)))
+		if ((ret = mem_read_u64_with(rd, ctx, ep - 16, &me)))
 			return ret;
 		out[(*n)++] = (struct rb_frame){.me = me};
 	}
@@ -78,18 +72,18 @@ int rb_read_string(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_
 	uint64_t flags, n, at;
 	int ret;
 	buf[0] = 0;
-	if ((ret = rd64(rd, ctx, str, &flags)))
+	if ((ret = mem_read_u64_with(rd, ctx, str, &flags)))
 		return ret;
 	if ((flags & o->t_mask) != o->t_string)
 		return -EPROTO;
 	if (flags & o->str_noembed) {
-		if ((ret = rd64(rd, ctx, str + o->str_len, &n)) ||
-		    (ret = rd64(rd, ctx, str + o->str_heap_ptr, &at)))
+		if ((ret = mem_read_u64_with(rd, ctx, str + o->str_len, &n)) ||
+		    (ret = mem_read_u64_with(rd, ctx, str + o->str_heap_ptr, &at)))
 			return ret;
 	} else {
 		if (o->str_embed_len_mask)
 			n = (flags & o->str_embed_len_mask) >> o->str_embed_len_shift;
-		else if ((ret = rd64(rd, ctx, str + o->str_embed_len, &n)))
+		else if ((ret = mem_read_u64_with(rd, ctx, str + o->str_embed_len, &n)))
 			return ret;
 		at = str + o->str_embed_ary;
 	}
@@ -107,14 +101,14 @@ static int read_path(const struct rb_offsets *o, mem_reader rd, void *ctx, uint6
 {
 	uint64_t flags, first;
 	int ret;
-	if ((ret = rd64(rd, ctx, pathobj, &flags)))
+	if ((ret = mem_read_u64_with(rd, ctx, pathobj, &flags)))
 		return ret;
 	if ((flags & o->t_mask) == o->t_array) {
 		uint64_t at = pathobj + o->ary_embed_ary;
 		if (!(flags & o->ary_embed) &&
-		    (ret = rd64(rd, ctx, pathobj + o->ary_heap_ptr, &at)))
+		    (ret = mem_read_u64_with(rd, ctx, pathobj + o->ary_heap_ptr, &at)))
 			return ret;
-		if ((ret = rd64(rd, ctx, at, &first)))
+		if ((ret = mem_read_u64_with(rd, ctx, at, &first)))
 			return ret;
 		pathobj = first;
 	}
@@ -127,7 +121,7 @@ int rb_succ_rank(mem_reader rd, void *ctx, uint64_t table, uint32_t x, uint32_t 
 	uint32_t block_rank;
 	int ret;
 	if (x < IMM_SIZE) {
-		if ((ret = rd64(rd, ctx, table + (x / 9) * 8, &v)))
+		if ((ret = mem_read_u64_with(rd, ctx, table + (x / 9) * 8, &v)))
 			return ret;
 		*rank = (uint32_t)(v >> ((x % 9) * 7)) & 0x7f;
 		return 0;
@@ -136,8 +130,8 @@ int rb_succ_rank(mem_reader rd, void *ctx, uint64_t table, uint32_t x, uint32_t 
 	uint64_t block = table + IMM_WORDS * 8 + (uint64_t)bi * BLOCK_BYTES;
 	uint32_t sb = bit / 64;
 	if ((ret = rd32(rd, ctx, block, &block_rank)) ||
-	    (ret = rd64(rd, ctx, block + BLOCK_SMALL, &small)) ||
-	    (ret = rd64(rd, ctx, block + BLOCK_WORDS + sb * 8, &bits)))
+	    (ret = mem_read_u64_with(rd, ctx, block + BLOCK_SMALL, &small)) ||
+	    (ret = mem_read_u64_with(rd, ctx, block + BLOCK_WORDS + sb * 8, &bits)))
 		return ret;
 	uint32_t small_rank = sb ? (uint32_t)(small >> ((sb - 1) * 9)) & 0x1ff : 0;
 	*rank = block_rank + small_rank + (uint32_t)__builtin_popcountll(bits << (63 - bit % 64));
@@ -151,9 +145,9 @@ static int frame_line(const struct rb_offsets *o, mem_reader rd, void *ctx, uint
 	uint64_t encoded, info, table;
 	uint32_t size, count;
 	int ret;
-	if ((ret = rd64(rd, ctx, body + o->body_iseq_encoded, &encoded)) ||
+	if ((ret = mem_read_u64_with(rd, ctx, body + o->body_iseq_encoded, &encoded)) ||
 	    (ret = rd32(rd, ctx, body + o->body_iseq_size, &size)) ||
-	    (ret = rd64(rd, ctx, body + o->body_insns_info, &info)) ||
+	    (ret = mem_read_u64_with(rd, ctx, body + o->body_insns_info, &info)) ||
 	    (ret = rd32(rd, ctx, body + o->body_insns_size, &count)))
 		return ret;
 	if (pc < encoded || (pc - encoded) % 8 || size > MAX_ISEQ_SIZE ||
@@ -167,7 +161,7 @@ static int frame_line(const struct rb_offsets *o, mem_reader rd, void *ctx, uint
 		return 0;
 	}
 	if (count > 1) {
-		if ((ret = rd64(rd, ctx, body + o->body_succ_table, &table)) ||
+		if ((ret = mem_read_u64_with(rd, ctx, body + o->body_succ_table, &table)) ||
 		    (ret = rb_succ_rank(rd, ctx, table, pos, &index)))
 			return ret;
 		if (!index || index > count)
@@ -188,9 +182,9 @@ int rb_frame_name(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_t
 	int ret;
 	label[0] = path[0] = 0;
 	*line = 0;
-	if ((ret = rd64(rd, ctx, iseq + o->iseq_body, &body)) ||
-	    (ret = rd64(rd, ctx, body + o->body_label, &lab)) ||
-	    (ret = rd64(rd, ctx, body + o->body_path, &pathobj)))
+	if ((ret = mem_read_u64_with(rd, ctx, iseq + o->iseq_body, &body)) ||
+	    (ret = mem_read_u64_with(rd, ctx, body + o->body_label, &lab)) ||
+	    (ret = mem_read_u64_with(rd, ctx, body + o->body_path, &pathobj)))
 		return ret;
 	if ((ret = rb_read_string(o, rd, ctx, lab, label, llen)) ||
 	    (ret = read_path(o, rd, ctx, pathobj, path, plen)))
