@@ -720,7 +720,7 @@ int cmd_record(int argc, char **argv)
 			log_error("the profile is kept in %s", saved);
 		goto out;
 	}
-	log_info("%s: wrote %s (%s): %llu samples from %u Python process%s, %llu lost", why,
+	log_info("%s: wrote %s (%s): %llu samples from %u profiled process%s, %llu lost", why,
 		 strcmp(a.output, "-") ? a.output : "standard output", a.format->name,
 		 (unsigned long long)st.samples, st.processes, st.processes == 1 ? "" : "es",
 		 (unsigned long long)st.lost);

@@ -591,7 +591,7 @@ void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym 
 		const char *jit = perfmap_find(nw->perfmap, at, clock_ns(CLOCK_MONOTONIC));
 		if (jit) {
 			snprintf(out->name, sizeof(out->name), "%s", jit);
-			out->kind = (uint8_t)nw->rt->native_kind(nw->rp, out->name, out->module);
+			out->kind = (uint8_t)nw->rt->native_kind(nw->rp, out->name, out->module, 0);
 		}
 		return;
 	}
@@ -608,7 +608,7 @@ void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym 
 	sym_file(nw, f, &nf);
 	const char *fn = nativesym_frame(nw->ns, &nf, at - bias, out->name, sizeof(out->name), &pf);
 	snprintf(out->build_id, sizeof(out->build_id), "%s", pf.build_id ? pf.build_id : "");
-	out->kind = (uint8_t)nw->rt->native_kind(nw->rp, fn, f->module);
+	out->kind = (uint8_t)nw->rt->native_kind(nw->rp, fn, f->module, at - bias);
 }
 
 void nwalk_get_stats(const struct nwalk *nw, struct nwalk_stats *out)

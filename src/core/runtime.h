@@ -57,8 +57,12 @@ struct rt_threads {
 };
 
 /* What the merge of native and interpreted frames needs to know of a
- * native frame of a process (profile/merge.h's enum merge_nkind). */
-typedef int (*rt_native_kind_fn)(const struct rt_proc *rp, const char *name, const char *module);
+ * native frame of a process (profile/merge.h's enum merge_nkind): by its
+ * name (NULL: unnamed), its module, and its address in that module's
+ * link-time terms (0: not in a file), for a stripped runtime whose eval
+ * loop has no name. */
+typedef int (*rt_native_kind_fn)(const struct rt_proc *rp, const char *name, const char *module,
+				 uint64_t vaddr);
 
 /* Frame naming's answer for a frame the runtime runs on its own behalf,
  * left out of stacks as BPF leaves out the others (CPython's __init__
@@ -75,6 +79,9 @@ struct runtime_ops {
 	 * lock label ("gil"), or NULL when it has no lock. */
 	const char *version_label;
 	const char *lock_label;
+	/* The marker at the root of a sample of a thread that runs none of
+	 * the runtime's frames ("[no Python frame]"). */
+	const char *no_frame_marker;
 
 	/* A cache of what is learnt from interpreter files, shared by the
 	 * processes of one session; NULL when out of memory. */

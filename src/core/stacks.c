@@ -469,7 +469,7 @@ static int native_frame(struct stacks *st, const struct stacks_proc *p, uint64_t
 						 sizeof(buf), &f);
 		/* The same function in every process, whatever its load address. */
 		f.addr = addr - m->bias;
-		*kind = (uint8_t)p->rt->native_kind(p->rp, fn, f.module);
+		*kind = (uint8_t)p->rt->native_kind(p->rp, fn, f.module, addr - !sampled - m->bias);
 	} else {
 		if (m)
 			f.module = "[anonymous]";
@@ -480,7 +480,7 @@ static int native_frame(struct stacks *st, const struct stacks_proc *p, uint64_t
 			: NULL;
 		if (jit) {
 			f.name = jit;
-			*kind = (uint8_t)p->rt->native_kind(p->rp, jit, f.module);
+			*kind = (uint8_t)p->rt->native_kind(p->rp, jit, f.module, 0);
 		}
 	}
 	int id = profile_intern_frame(st->prof, &f);
@@ -632,7 +632,7 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 		 * finalizing, or C code called with no interpreted frame
 		 * running. Its native and kernel frames follow. */
 		st->c.no_frame++;
-		if ((id = push_mark(st, &n, STACKS_MARKER_NO_FRAME, STACKS_FROM_NO_FRAME)) < 0)
+		if ((id = push_mark(st, &n, p->rt->no_frame_marker, STACKS_FROM_NO_FRAME)) < 0)
 			return id;
 	}
 	if (native) {

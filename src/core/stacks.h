@@ -29,7 +29,7 @@ struct stacks_fcache;
 
 /* The marker at the root of a sample of a thread that runs no interpreted
  * frame (doc/taipan.1, MARKERS). */
-#define STACKS_MARKER_NO_FRAME "[no Python frame]"
+#define STACKS_MARKER_NO_FRAME "[no Python frame]" /* CPython's runtime_ops.no_frame_marker */
 
 /* A sample's process, as the stacks need to know it. */
 struct stacks_proc {

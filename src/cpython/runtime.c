@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/runtime.h"
+#include "core/stacks.h"
 #include "cpython/pyproc.h"
 #include "cpython/pythreads.h"
 #include "cpython/pywalk.h"
@@ -125,8 +126,10 @@ static const char *thread_name(struct rt_proc *rp, uint32_t tid, uint64_t tstate
 	return pythreads_name(rp->threads, &rp->pp, tid, tstate, now_ns);
 }
 
-static int native_kind(const struct rt_proc *rp, const char *name, const char *module)
+static int native_kind(const struct rt_proc *rp, const char *name, const char *module,
+		       uint64_t vaddr)
 {
+	(void)vaddr;
 	return cpython_native_kind(name, module, rp->pp.binary, rp->pp.version);
 }
 
@@ -214,6 +217,7 @@ const struct runtime_ops cpython_runtime = {
     .title = "Python",
     .version_label = "python_version",
     .lock_label = "gil",
+    .no_frame_marker = STACKS_MARKER_NO_FRAME,
     .cache_new = cache_new,
     .cache_free = cache_free,
     .detect = detect,

@@ -879,3 +879,51 @@ int elf_file_rodata_strings(struct elf_file *ef, int (*fn)(const char *s, size_t
 	}
 	return 0;
 }
+
+/* .eh_frame_hdr's search table as GNU ld writes it: pairs of 32-bit
+ * offsets from the section's start (DW_EH_PE_datarel | sdata4), the
+ * functions' starts sorted, each with its FDE. */
+#define EH_HDR_TABLE_ENC 0x3b
+
+int elf_file_fde_range(struct elf_file *ef, uint64_t vaddr, uint64_t *start, uint64_t *end)
+{
+	uint64_t hdr, hsize;
+	uint8_t h[12];
+	if (elf_file_section(ef, ".eh_frame_hdr", &hdr, &hsize) || hsize < sizeof(h) ||
+	    elf_file_read(ef, hdr, h, sizeof(h)) || h[0] != 1 || h[2] != 0x03 ||
+	    h[3] != EH_HDR_TABLE_ENC)
+		return -ENOENT;
+	uint32_t count;
+	memcpy(&count, h + 8, sizeof(count));
+	if (!count || (uint64_t)count * 8 > hsize - sizeof(h))
+		return -ENOENT;
+	/* The last entry whose start is at or before vaddr. */
+	uint64_t lo = 0, hi = count;
+	int32_t e[2] = {0, 0};
+	while (hi - lo > 1) {
+		uint64_t mid = (lo + hi) / 2;
+		int32_t m[2];
+		if (elf_file_read(ef, hdr + sizeof(h) + mid * 8, m, sizeof(m)))
+			return -ENOENT;
+		if (hdr + (int64_t)m[0] <= vaddr)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (elf_file_read(ef, hdr + sizeof(h) + lo * 8, e, sizeof(e)) ||
+	    hdr + (int64_t)e[0] > vaddr)
+		return -ENOENT;
+	/* The FDE: length, CIE pointer, pc_begin and pc_range, which GCC
+	 * writes pc-relative sdata4 and sdata4; pc_begin must be the table's
+	 * start, or the encoding is another. */
+	uint64_t fde = hdr + (int64_t)e[1], fn = hdr + (int64_t)e[0];
+	int32_t f[4];
+	if (elf_file_read(ef, fde, f, sizeof(f)) || f[0] == -1 || fde + 8 + (int64_t)f[2] != fn ||
+	    f[3] <= 0)
+		return -ENOENT;
+	if (vaddr >= fn + (uint64_t)f[3])
+		return -ENOENT;
+	*start = fn;
+	*end = fn + (uint64_t)f[3];
+	return 0;
+}

@@ -108,6 +108,10 @@ int elf_file_dynreloc(struct elf_file *ef, uint64_t vaddr, struct elf_reloc *out
  * alignment. Returns 0, or -ENOENT when the file has no TLS. */
 int elf_file_tls(struct elf_file *ef, uint64_t *memsz, uint64_t *align);
 
+/* The function (its FDE, from .eh_frame) that holds link-time address
+ * vaddr: [*start, *end). Returns 0, or -ENOENT when no FDE covers it. */
+int elf_file_fde_range(struct elf_file *ef, uint64_t vaddr, uint64_t *start, uint64_t *end);
+
 /* The DT_SONAME, or NULL. Owned by ef. */
 const char *elf_file_soname(struct elf_file *ef);
 

@@ -228,7 +228,7 @@ def test_filtered_and_other_processes_are_not_lost(taipan, tmp_path):
             p.wait()
         alpha.stop()
     assert rec.returncode == 0, err
-    m = re.search(r"samples from (\d+) Python process(?:es)?, (\d+) lost", err)
+    m = re.search(r"samples from (\d+) profiled process(?:es)?, (\d+) lost", err)
     assert m and m.group(1) == "1", err
     assert m.group(2) == "0", err
     unprofiled = int(re.search(r"(\d+) of processes not profiled", err).group(1))
