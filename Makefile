@@ -193,7 +193,7 @@ $(BUILD)/tools/taipan-rbec: tools/rbec.c $(BUILD)/libtaipan.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libtaipan.a $(LDLIBS)
 
 unit: $(UNIT_BINS) $(BUILD)/fixtures/stamp
-	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
+	TAIPAN_FIXTURES=$(abspath $(BUILD)/fixtures) TAIPAN_ROOTS=$(TEST_ROOTS) $(PYTHON) tests/run_unit.py $(UNIT_BINS)
 
 # test_html.py writes its 100,000-stack page with the unit-test binary.
 # Under the sanitizers (SAN=1), TAIPAN_SANITIZED=1 runs the tests that repeat

@@ -57,6 +57,7 @@
 enum tp_runtime {
 	TP_RT_NONE = 0,
 	TP_RT_CPYTHON = 1, /* src/cpython/abi.h */
+	TP_RT_RUBY = 2,	   /* src/ruby/abi.h */
 	TP_RT__COUNT
 };
 

@@ -9,6 +9,7 @@
 #include "vm_core.h"
 #include "iseq.h"
 #include "method.h"
+#include "id.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -86,11 +87,15 @@ int main(void)
 	OFF(me_owner, rb_callable_method_entry_t, owner);
 	BITFIELD_AT(def_type, rb_method_definition_t, type, VM_METHOD_TYPE_MINIMUM_BITS);
 	OFF(def_original_id, rb_method_definition_t, original_id);
+	OFF(def_cfunc_func, rb_method_definition_t, body.cfunc.func);
 	printf("method_type_iseq %d\nmethod_type_cfunc %d\n", (int)VM_METHOD_TYPE_ISEQ,
 	       (int)VM_METHOD_TYPE_CFUNC);
 	printf("frame_magic_mask %lu\nframe_magic_cfunc %lu\nframe_flag_cframe %lu\n",
 	       (unsigned long)VM_FRAME_MAGIC_MASK, (unsigned long)VM_FRAME_MAGIC_CFUNC,
 	       (unsigned long)VM_FRAME_FLAG_CFRAME);
+	printf("frame_flag_finish %lu\n", (unsigned long)VM_FRAME_FLAG_FINISH);
+	/* An ID's serial (symbol.c, rb_id_to_serial). */
+	printf("id_scope_shift %d\nlast_op_id %d\n", (int)RUBY_ID_SCOPE_SHIFT, (int)tLAST_OP_ID);
 	printf("env_flag_local %lu\n", (unsigned long)VM_ENV_FLAG_LOCAL);
 	return 0;
 }

@@ -26,6 +26,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* The runtimes' units. */
 #include "cpython/cpython.bpf.h"
+#include "ruby/ruby.bpf.h"
 
 #include "bpf/offcpu.bpf.h" /* off-CPU samples (sched_switch) */
 #include "bpf/proc.bpf.h"   /* fork, exec, exit, mmap */

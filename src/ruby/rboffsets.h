@@ -34,8 +34,15 @@ struct rb_offsets {
 	uint32_t t_mask, t_string, t_array;
 	/* method entries (a C function's frame) */
 	uint32_t me_def, me_called_id, me_owner, def_type, def_type_shift, def_original_id;
+	uint32_t def_cfunc_func; /* the C function a cfunc method calls */
 	uint32_t method_type_iseq, method_type_cfunc;
-	uint64_t frame_magic_mask, frame_magic_cfunc, frame_flag_cframe, env_flag_local;
+	/* a frame's environment flags (ep[0]): its magic, a C frame, the
+	 * first frame of a call of the VM from C (VM_FRAME_FLAG_FINISH) */
+	uint64_t frame_magic_mask, frame_magic_cfunc, frame_flag_cframe, frame_flag_finish,
+	    env_flag_local;
+	/* an ID's serial is id >> id_scope_shift, or id itself up to
+	 * last_op_id (an operator's) */
+	uint32_t id_scope_shift, last_op_id;
 };
 
 /* The generated table, newest last. */

@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from conftest import IN_CI, ROOTS, WORKLOADS, ROOT_WORKLOADS
+from conftest import (IN_CI, ROOTS, WORKLOADS, ROOT_WORKLOADS, marked_lines, parse_folded, record,
+                      record_folded, thread_cpu_ns, total)
 
 TOOLS = os.environ.get("TAIPAN_TOOLS", os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools"))
 
@@ -99,17 +100,17 @@ class RubyWorkload:
     """A Ruby process running tests/workloads/NAME (in its root, if any),
     its output up to 'ready' in lines."""
 
-    def __init__(self, ident, name):
+    def __init__(self, ident, name, *args):
         root, exe, _ = ruby(ident)
         script = os.path.join(WORKLOADS, name)
         if root:
             os.makedirs(root + ROOT_WORKLOADS, exist_ok=True)
             shutil.copy(script, root + ROOT_WORKLOADS)
             self.path = os.path.join(ROOT_WORKLOADS, name)
-            argv = ["chroot", root, exe, self.path]
+            argv = ["chroot", root, exe, self.path] + [str(a) for a in args]
         else:
             self.path = script
-            argv = [exe, script]
+            argv = [exe, script] + [str(a) for a in args]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         self.pid = self.proc.pid
         self.lines = []
@@ -128,8 +129,8 @@ class RubyWorkload:
 def ruby_workload():
     started = []
 
-    def start(ident, name):
-        w = RubyWorkload(ident, name)
+    def start(ident, name, *args):
+        w = RubyWorkload(ident, name, *args)
         started.append(w)
         return w
     yield start
@@ -200,3 +201,117 @@ def test_frames_equal_caller_locations(ident, ruby_workload):
         last = len(f.read().splitlines())
     assert ["cfunc", ("<main>", w.path, last)] in stacks, stacks
     assert len(stacks) == 3, stacks
+
+
+def reported_stacks(lines):
+    """{thread name: [(label, path, line), ...]} from a workload's "stack
+    NAME" and "at LABEL<tab>PATH<tab>LINE" lines (its caller_locations)."""
+    want, tag = {}, None
+    for line in lines:
+        if line.startswith("stack "):
+            tag = line.split(" ", 1)[1]
+            want[tag] = []
+        elif line.startswith("at ") and tag:
+            label, path, lineno = line[3:].split("\t")
+            want[tag].append((label, path, int(lineno)))
+    return want
+
+
+@pytest.mark.parametrize("ident", [r[0] for r in RUBIES])
+def test_record_ruby_frames_merged_with_native(taipan, ident, ruby_workload, tmp_path):
+    """`record -p` of a Ruby process: BPF walks every thread's control
+    frames on each sample, and the profile holds each worker's stack as Ruby
+    itself reports it (caller_locations from inside the hot method): the
+    same labels in order, with file and exact line for each Ruby frame and
+    the method's name for each C function (Array#sort_by, #each), the hot
+    method's line one of its loop's. Native frames go where the VM ran
+    Ruby: rb_yield, which sort_by's C code calls, lies between `each` and
+    the block it runs, and `[native and Python stacks disagree]` is rare.
+    Threads carry their Thread#name, and each worker's share of the samples
+    is its share of the CPU time the kernel gave them, within 5 points."""
+    w = ruby_workload(ident, "rb_record.rb")
+    want = reported_stacks(w.lines)
+    assert set(want) == {"worker-0", "worker-1"}, w.lines
+    lines = marked_lines(os.path.join(WORKLOADS, "rb_record.rb"))
+    loop = {lines["hot-a"], lines["hot-b"], lines["hot-c"], lines["hot-d"]}
+    before = thread_cpu_ns(w.pid)
+    stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=3, rate=200, extra=["--no-kernel"])
+    after = thread_cpu_ns(w.pid)
+    stacks = [s for s in stacks if s.pid == w.pid]
+    n = total(stacks)
+    assert n >= 200, "too few samples: %d\n%s" % (n, res.stderr)
+    disagree = sum(s.count for s in stacks if any(f.text == "[native and Python stacks disagree]"
+                                                   for f in s.frames))
+    assert disagree <= 0.02 * n, (disagree, n)
+    workers = [s for s in stacks if s.thread.startswith("worker-")]
+    by_thread, exact, hot = {}, 0, 0
+    for s in workers:
+        by_thread.setdefault(s.tid, [s.thread, 0])[1] += s.count
+        rb = [f for f in s.frames if not f.native and not f.marker and not f.kernel]
+        if not rb or rb[-1].name != "hot":
+            continue
+        hot += s.count
+        expect = list(reversed(want[s.thread]))  # root first, as folded stacks are
+        if len(rb) != len(expect):
+            continue
+        ok = rb[-1].line in loop and rb[-1].file == expect[-1][1]
+        for f, (label, path, line) in zip(rb[:-1], expect[:-1]):
+            # A C function has no file of its own (Ruby shows its caller's).
+            ok = ok and f.name == label and (f.file is None or (f.file, f.line) == (path, line))
+        names = [f.name for f in s.frames]
+        each, block = names.index("each") if "each" in names else -1, names.index("block in sorter") \
+            if "block in sorter" in names else -1
+        ok = ok and 0 <= each < block and "rb_yield" in names[each:block]
+        exact += s.count if ok else 0
+    assert hot >= 0.5 * n, (hot, n)
+    assert exact >= 0.97 * hot, (exact, hot, [[f.text for f in s.frames] for s in workers[:5]])
+    used = {tid: after.get(tid, 0) - before.get(tid, 0) for tid in by_thread}
+    assert sorted(name for name, _ in by_thread.values()) == ["worker-0", "worker-1"], by_thread
+    for tid, (name, count) in by_thread.items():
+        share, truth = count / n, used[tid] / sum(after[t] - before.get(t, 0) for t in after)
+        assert abs(share - truth) <= 0.05, (name, share, truth)
+
+
+@pytest.mark.parametrize("ident", [r[0] for r in RUBIES])
+def test_record_ruby_pprof_labels_and_wall(taipan, ident, ruby_workload, tmp_path):
+    """Wall mode: the sleeping thread weighs its time under `sleep`, in its
+    block; pprof samples carry runtime=ruby and the version."""
+    w = ruby_workload(ident, "rb_record.rb")
+    stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=100,
+                                extra=["--no-kernel", "--mode", "wall"])
+    sleeper = [s for s in stacks if s.pid == w.pid and s.thread == "sleeper"]
+    lines = marked_lines(os.path.join(WORKLOADS, "rb_record.rb"))
+    under = sum(s.count for s in sleeper if any(f.name == "block (2 levels) in <main>" or
+                                                f.name == "block in <main>" for f in s.frames)
+                and any(f.name == "sleep" for f in s.frames)
+                and any(f.line == lines["sleeper"] for f in s.frames))
+    # Folded wall values are microseconds: most of the 2 s.
+    assert under >= 1.5e6, (under, [[f.text for f in s.frames] for s in sleeper])
+    out = tmp_path / "out.pb.gz"
+    record(taipan, out, w.pid, seconds=1, rate=100)
+    import gzip
+    data = gzip.decompress(out.read_bytes())
+    root, _, _ = ruby(ident)
+    version = "3.1" if ident == "debian-3.1" else "3.3"
+    assert b"ruby" in data and version.encode() in data
+
+
+@pytest.mark.parametrize("ident", [r[0] for r in RUBIES])
+def test_deep_recursion_is_marked_truncated(taipan, ident, ruby_workload, tmp_path):
+    """5,000 Ruby calls deep: more frames than a sample holds (2,048). Every
+    sample keeps the innermost 2,048, spin at the leaf in its loop, and says
+    [truncated] at its root; nothing is invented or repeated."""
+    w = ruby_workload(ident, "rb_depth.rb", 5000)
+    lines = marked_lines(os.path.join(WORKLOADS, "rb_depth.rb"))
+    stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=200,
+                                extra=["--no-kernel", "--native", "none"])
+    mine = [s for s in stacks if s.pid == w.pid]
+    n = total(mine)
+    assert n >= 100, "too few samples: %d\n%s" % (n, res.stderr)
+    for s in mine:
+        rb = [f for f in s.frames if not f.marker]
+        assert s.frames[0].text == "[truncated]", [f.text for f in s.frames[:3]]
+        assert len(rb) == 2048, len(rb)
+        assert rb[-1].name == "spin" and rb[-1].line in (lines["spin"], lines["spin-loop"]), rb[-1]
+        assert all(f.name == "rec" and f.line == lines["rec"] for f in rb[:-1]), \
+            set(f.text for f in rb[:-1])

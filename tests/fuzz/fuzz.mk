@@ -24,7 +24,7 @@ FUZZ_CFLAGS = -O1 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -fno-omit-fr
 FUZZ_LIB_SRCS := $(addprefix src/proc/,elfsym.c procfs.c procmaps.c safeopen.c memread.c unwtab.c perfmap.c) \
 		 $(addprefix src/cpython/,linetable.c debugoffsets.c pyproc.c pyoffsets.c pywalk.c rules.c pystr.c \
 		   symbolize.c gen/debugoffsets_table.c gen/pyoffsets_table.c) \
-		 src/ruby/ectls.c \
+		 $(addprefix src/ruby/,ectls.c rbproc.c rbids.c rbframes.c rboffsets.c gen/rboffsets_table.c) src/proc/mapfile.c \
 		 $(addprefix src/,profile/ksyms.c profile/nativesym.c profile/debuginfod.c util/strutil.c util/log.c \
 		   util/budget.c)
 FUZZ_LIB_OBJS := $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS)) \

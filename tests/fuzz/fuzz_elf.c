@@ -16,6 +16,8 @@
 #include "profile/nativesym.h"
 #include "proc/elfsym.h"
 #include "ruby/ectls.h"
+#include "ruby/rbids.h"
+#include "ruby/rbproc.h"
 
 static int memfd = -1;
 static char path[64];
@@ -140,6 +142,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[256];
 	if (!rb_ectls_find(ef, &t, err, sizeof(err)))
 		sink += t.dtpoff;
+	/* The eval loop found through calls and FDEs, the method names
+	 * through rb_id2str's code. */
+	struct rb_range exec, core;
+	struct rb_ids ids;
+	if (!rbproc_find_eval(ef, &exec, &core))
+		sink += exec.lo + core.hi;
+	if (!rb_ids_find(ef, &ids))
+		sink += ids.symbols;
+	uint64_t lo, hi;
+	if (!elf_file_fde_range(ef, 0x1000, &lo, &hi))
+		sink += hi - lo;
 	n = 0;
 	elf_file_funcs(ef, each_func, &n);
 	{

@@ -45,6 +45,10 @@ static void test_rows_named_in_their_range(void **state)
 	/* CPython's first row starts its range. */
 	assert_int_equal(TP_ERR_INTERP_HEAD, TP_ERR_BASE(TP_RT_CPYTHON));
 	assert_string_equal(walkerr_marker(TP_ERR_CFRAME), "[thread state unreadable]");
+	/* Ruby's too, after CPython's. */
+	assert_int_equal(TP_ERR_RB_TLS, TP_ERR_BASE(TP_RT_RUBY));
+	assert_true(TP_ERR_CFRAME < TP_ERR_BASE(TP_RT_RUBY));
+	assert_string_equal(walkerr_marker(TP_ERR_RB_NO_EC), "[no Ruby thread]");
 	assert_true(walkerr_is_cut(TP_ERR_DEPTH) && walkerr_is_cut(TP_ERR_STEPS));
 	assert_false(walkerr_is_cut(TP_ERR_FRAME) || walkerr_is_cut(TP_ERR_NO_TSTATE));
 }
@@ -68,8 +72,9 @@ static void test_keys_unique(void **state)
 static void test_ids_between_rows_name_nothing(void **state)
 {
 	(void)state;
-	unsigned int gaps[] = {TP_ERR__GENERIC_END, TP_ERR_BASE(TP_RT_CPYTHON) - 1, TP_ERR__COUNT,
-			       TP_ERR__COUNT + 3, 65535};
+	unsigned int gaps[] = {TP_ERR__GENERIC_END,	    TP_ERR_BASE(TP_RT_CPYTHON) - 1,
+			       TP_ERR_BASE(TP_RT_RUBY) - 1, TP_ERR__COUNT,
+			       TP_ERR__COUNT + 3,	    65535};
 	for (size_t i = 0; i < sizeof(gaps) / sizeof(gaps[0]); i++) {
 		assert_false(walkerr_known(gaps[i]));
 		assert_string_equal(walkerr_marker(gaps[i]), "[unknown error]");

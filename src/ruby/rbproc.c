@@ -1,0 +1,205 @@
+/* rbproc.c - a Ruby process as taipan reads it (rbproc.h). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proc/mapfile.h"
+#include "proc/procfs.h"
+#include "proc/procmaps.h"
+#include "ruby/ectls.h"
+#include "ruby/rbproc.h"
+
+/* Bytes of an exported function read for the calls it makes. */
+#define CALLER_SCAN 256
+/* vm_exec_core is the VM's interpreter, one function of every instruction:
+ * tens of KiB in every build. A callee of vm_exec smaller than this is not
+ * it. */
+#define CORE_MIN 4096
+/* The most bytes of vm_exec read for its calls. */
+#define EXEC_MAX 8192
+
+/* The FDE that starts exactly at vaddr: [vaddr, *end). */
+static bool fde_at(struct elf_file *ef, uint64_t vaddr, uint64_t *end)
+{
+	uint64_t lo, hi;
+	return !elf_file_fde_range(ef, vaddr, &lo, &hi) && lo == vaddr && (*end = hi) > lo;
+}
+
+/* The targets of the direct calls and jumps (e8/e9 rel32) in [at, at+len)
+ * that begin a function, into t[0..max); how many. */
+static size_t direct_targets(struct elf_file *ef, uint64_t at, size_t len, uint64_t *t, size_t max)
+{
+	uint8_t code[EXEC_MAX];
+	size_t n = 0;
+	if (len > sizeof(code))
+		len = sizeof(code);
+	if (elf_file_read(ef, at, code, len))
+		return 0;
+	for (size_t i = 0; i + 5 <= len && n < max; i++) {
+		if (code[i] != 0xe8 && code[i] != 0xe9)
+			continue;
+		int32_t rel;
+		memcpy(&rel, code + i + 1, sizeof(rel));
+		uint64_t to = at + i + 5 + (int64_t)rel, end;
+		if (fde_at(ef, to, &end))
+			t[n++] = to;
+	}
+	return n;
+}
+
+int rbproc_find_eval(struct elf_file *ef, struct rb_range *exec, struct rb_range *core)
+{
+	uint64_t at, size, end;
+	*exec = (struct rb_range){0};
+	*core = (struct rb_range){0};
+	if (!elf_file_symbol(ef, "rb_vm_exec", &at, &size) && fde_at(ef, at, &end)) {
+		*exec = (struct rb_range){at, end};
+	} else {
+		/* 3.3 hides vm_exec. rb_iseq_eval and rb_iseq_eval_main, which
+		 * are exported, each end in a call of it: the one function both
+		 * call. */
+		uint64_t a[64], b[64], fa, fb, s;
+		size_t na = 0, nb = 0;
+		if (!elf_file_symbol(ef, "rb_iseq_eval", &fa, &s))
+			na = direct_targets(ef, fa, CALLER_SCAN, a, 64);
+		if (!elf_file_symbol(ef, "rb_iseq_eval_main", &fb, &s))
+			nb = direct_targets(ef, fb, CALLER_SCAN, b, 64);
+		uint64_t found = 0;
+		int agree = 0;
+		for (size_t i = 0; i < na; i++)
+			for (size_t j = 0; j < nb; j++)
+				if (a[i] == b[j] && a[i] != found) {
+					found = a[i];
+					agree++;
+				}
+		if (agree != 1 || !fde_at(ef, found, &end))
+			return -ENOENT;
+		*exec = (struct rb_range){found, end};
+	}
+	/* vm_exec_core: vm_exec's largest callee, and a large one. */
+	uint64_t t[256];
+	size_t n = direct_targets(ef, exec->lo, exec->hi - exec->lo, t, 256);
+	for (size_t i = 0; i < n; i++)
+		if (fde_at(ef, t[i], &end) && end - t[i] >= CORE_MIN &&
+		    end - t[i] > core->hi - core->lo)
+			*core = (struct rb_range){t[i], end};
+	return 0;
+}
+
+/* The first mapping at offset 0 of a file whose name starts with
+ * "libruby": the Ruby library. */
+static const struct map_entry *find_lib(const struct proc_maps *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		const char *base = strrchr(m->v[i].path, '/');
+		if (base && !strncmp(base + 1, "libruby", 7) && !m->v[i].offset)
+			return &m->v[i];
+	}
+	return NULL;
+}
+
+/* What of the library the process needs: its TLS variable, version and
+ * layout, and eval loop. */
+static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char *msg,
+		    size_t msglen)
+{
+	struct rb_ectls t;
+	char err[256];
+	uint64_t at;
+	char v[16] = {0};
+	unsigned int major, minor;
+	if (elf_file_symbol(ef, "ruby_version", &at, NULL) ||
+	    elf_file_read(ef, at, v, sizeof(v) - 1) || sscanf(v, "%u.%u", &major, &minor) != 2) {
+		snprintf(msg, msglen,
+			 "pid %d: %s has no ruby_version: not a Ruby library taipan reads", rp->pid,
+			 rp->lib);
+		return -ENOTSUP;
+	}
+	snprintf(rp->version, sizeof(rp->version), "%s", v);
+	rp->o = rb_offsets_find(major, minor);
+	if (!rp->o) {
+		snprintf(msg, msglen,
+			 "pid %d: Ruby %s: taipan has no layout of this version (it reads 3.1 and "
+			 "3.3; src/ruby/gen/)",
+			 rp->pid, v);
+		return -ENOTSUP;
+	}
+	int ret = rb_ectls_find(ef, &t, err, sizeof(err));
+	if (ret) {
+		snprintf(msg, msglen, "pid %d: Ruby %s: %s", rp->pid, v, err);
+		return -ENOTSUP;
+	}
+	uint64_t bias = start - elf_file_base_vaddr(ef);
+	const struct rb_offsets *o = rp->o;
+	rp->tp = (struct tp_rb_proc){
+	    .got = bias + t.got,
+	    .dtpoff = (uint32_t)t.dtpoff,
+	    .magic_mask = (uint32_t)o->frame_magic_mask,
+	    .magic_cfunc = (uint32_t)o->frame_magic_cfunc,
+	    .flag_cframe = (uint32_t)o->frame_flag_cframe,
+	    .flag_finish = (uint32_t)o->frame_flag_finish,
+	    .ec_vm_stack = (uint16_t)o->ec_vm_stack,
+	    .ec_vm_stack_size = (uint16_t)o->ec_vm_stack_size,
+	    .ec_cfp = (uint16_t)o->ec_cfp,
+	    .cfp_size = (uint16_t)o->cfp_size,
+	    .cfp_pc = (uint16_t)o->cfp_pc,
+	    .cfp_iseq = (uint16_t)o->cfp_iseq,
+	    .cfp_ep = (uint16_t)o->cfp_ep,
+	};
+	rp->ec_thread_ptr = o->ec_thread_ptr;
+	rp->bias = bias;
+	bool found = !rbproc_find_eval(ef, &rp->exec, &rp->core);
+	/* What rb_id2str's code says of IDs must be what the headers say. */
+	bool ids = !rb_ids_find(ef, &rp->ids) && rp->ids.shift == o->id_scope_shift &&
+		   rp->ids.last_op == o->last_op_id;
+	if (!ids)
+		rp->ids.symbols = 0;
+	snprintf(rp->how, sizeof(rp->how),
+		 "version from ruby_version, offsets from the %u.%u table, EC %s (%u readers "
+		 "agree), eval loop %s, method names %s",
+		 major, minor, t.by_symbol ? "by symbol" : "by its readers' TLS sequence", t.agreed,
+		 found ? "found" : "not found (native frames are not merged)",
+		 ids ? "found" : "not found");
+	return 0;
+}
+
+int rbproc_inspect(pid_t pid, struct rbproc *out, char *msg, size_t msglen)
+{
+	struct proc_maps m = {0};
+	memset(out, 0, sizeof(*out));
+	out->pid = pid;
+	snprintf(msg, msglen, "pid %d: not a Ruby process (no libruby mapped)", pid);
+	int ret = procmaps_read(pid, &m);
+	if (ret) {
+		snprintf(msg, msglen, "pid %d: cannot read its mappings: %s", pid, strerror(-ret));
+		return ret;
+	}
+	const struct map_entry *lib = find_lib(&m);
+	if (!lib) {
+		procmaps_free(&m);
+		return -ENOEXEC;
+	}
+	snprintf(out->lib, sizeof(out->lib), "%s", lib->path);
+	int fd = mapfile_open(pid, lib);
+	struct elf_file *ef = NULL;
+	/* The descriptor is ef's from here, closed on failure too. */
+	ret = fd < 0 ? fd : elf_file_open_fd(fd, &ef);
+	if (ret) {
+		snprintf(msg, msglen, "pid %d: cannot open %s: %s", pid, lib->path, strerror(-ret));
+		procmaps_free(&m);
+		return ret == -ESRCH ? -ESRCH : -ENOTSUP;
+	}
+	ret = read_lib(out, ef, lib->start, msg, msglen);
+	elf_file_close(ef);
+	procmaps_free(&m);
+	if (ret)
+		return ret;
+	if (procfs_comm(pid, 0, out->comm, sizeof(out->comm)))
+		snprintf(out->comm, sizeof(out->comm), "ruby");
+	pid_t ns;
+	if (!procfs_ns_pid(pid, 0, &ns) && ns != pid)
+		out->ns_pid = (uint32_t)ns;
+	msg[0] = 0;
+	return 0;
+}

@@ -1,0 +1,50 @@
+/* rbproc.h - a Ruby process as taipan reads it: its libruby, the version
+ * and layout, where each thread's execution context is, and which native
+ * functions are the VM's eval loop (doc/design/ruby.md).
+ */
+#ifndef TAIPAN_RUBY_RBPROC_H
+#define TAIPAN_RUBY_RBPROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proc/elfsym.h"
+#include "ruby/abi.h"
+#include "ruby/rbids.h"
+#include "ruby/rboffsets.h"
+
+/* A function of libruby, in its link-time addresses: [lo, hi). */
+struct rb_range {
+	uint64_t lo, hi;
+};
+
+struct rbproc {
+	pid_t pid;
+	uint32_t ns_pid;  /* its pid in its own namespace; 0: the same */
+	char version[16]; /* ruby_version: "3.3.8" */
+	char comm[16];
+	char lib[512]; /* libruby's path, as /proc/PID/maps shows it */
+	const struct rb_offsets *o;
+	struct tp_rb_proc tp;	/* BPF's payload */
+	uint32_t ec_thread_ptr; /* rb_execution_context_t.thread_ptr */
+	uint64_t bias;		/* libruby's load bias */
+	struct rb_ids ids;	/* its method names (symbols 0: not found) */
+	/* The VM's eval loop: vm_exec (rb_vm_exec before 3.3), which each
+	 * call of the VM from C enters once, and vm_exec_core, the
+	 * interpreter it calls, 0 when not found. */
+	struct rb_range exec, core;
+	char how[200];
+};
+
+/* Whether pid runs Ruby: 0 with *out; -ENOEXEC: no libruby is mapped;
+ * -ENOTSUP: a libruby taipan cannot read (its version, its TLS); -ESRCH:
+ * gone; another negative errno. msg always gets a line naming the pid. */
+int rbproc_inspect(pid_t pid, struct rbproc *out, char *msg, size_t msglen);
+
+/* vm_exec and vm_exec_core in libruby ef (rbproc.exec, .core), found by
+ * symbol where one is exported, else through the exported functions that
+ * call them. 0, or -ENOENT with *exec zeroed. */
+int rbproc_find_eval(struct elf_file *ef, struct rb_range *exec, struct rb_range *core);
+
+#endif /* TAIPAN_RUBY_RBPROC_H */

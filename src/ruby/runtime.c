@@ -1,0 +1,369 @@
+/* runtime.c - Ruby (MRI) as a runtime of the session (core/runtime.h): a
+ * process found by its libruby (rbproc.c), walked in BPF by ruby.bpf.h and
+ * in user space by the same walker (ruby/walk.h), its frames named from the
+ * live process (rbframes.c), cached by instruction sequence and pc.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/runtime.h"
+#include "proc/memread.h"
+#include "proc/procfs.h"
+#include "profile/merge.h"
+#include "ruby/rbframes.h"
+#include "ruby/rbproc.h"
+#include "util/clock.h"
+
+/* What the shared walker asks of its includer: memory of the live
+ * process, and counters in the state. */
+struct tpw_host {
+	pid_t pid;
+	uint64_t stats[TP_STAT__COUNT];
+};
+#define tpw_read(st, dst, len, addr) mem_read((st)->host.pid, (addr), (dst), (len))
+#define tpw_count(st, stat) ((st)->host.stats[(stat)]++)
+#include "walk/state.h"
+#include "ruby/walk.h"
+
+/* Frames named, by instruction sequence (or method entry) and pc: a power
+ * of two. Entries are never evicted, so that the names they hold live as
+ * long as the process's data (runtime_ops.frame); past NAMES_MAX, frames
+ * are named each time into a scratch entry. */
+#define NAMES_SIZE 32768
+#define NAMES_MAX (NAMES_SIZE / 2)
+#define LABEL_MAX 256
+#define PATH_MAX_RB 1024
+
+struct name_ent {
+	uint64_t code, aux; /* 0: empty */
+	uint32_t flags;
+	int err;
+	int line;
+	char *label, *path;
+};
+
+/* Threads' names, by thread id, refreshed after THREAD_NAME_NS. */
+#define TNAMES 256
+#define THREAD_NAME_NS 1000000000ULL
+struct tname_ent {
+	uint32_t tid;
+	uint64_t ec, at_ns;
+	char name[64];
+	bool named;
+};
+
+struct rt_proc {
+	struct rbproc rb;
+	struct tp_proc bpf;
+	struct name_ent *names;
+	size_t nnames;
+	struct name_ent scratch;
+	char scratch_label[LABEL_MAX], scratch_path[PATH_MAX_RB];
+	struct tname_ent tnames[TNAMES];
+};
+
+static int reader(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	return mem_read(*(const pid_t *)ctx, addr, buf, len);
+}
+
+static void *cache_new(void)
+{
+	return calloc(1, 1); /* nothing is shared between Ruby processes yet */
+}
+
+static void cache_free(void *cache)
+{
+	free(cache);
+}
+
+static struct rt_proc *proc_new(const struct rbproc *rb)
+{
+	struct rt_proc *rp = calloc(1, sizeof(*rp));
+	if (!rp)
+		return NULL;
+	rp->rb = *rb;
+	tp_rb_proc_set(&rp->bpf, &rb->tp);
+	return rp;
+}
+
+static int detect(void *cache, pid_t pid, struct rt_proc **out, char *msg, size_t msglen)
+{
+	(void)cache;
+	struct rbproc rb;
+	int ret = rbproc_inspect(pid, &rb, msg, msglen);
+	if (ret)
+		return ret;
+	*out = proc_new(&rb);
+	return *out ? 0 : -ENOMEM;
+}
+
+static int fork_proc(const struct rt_proc *parent, pid_t child, struct rt_proc **out)
+{
+	struct rbproc rb = parent->rb;
+	rb.pid = child;
+	if (rb.ns_pid) {
+		pid_t ns;
+		rb.ns_pid = procfs_ns_pid(child, 0, &ns) ? 0 : (uint32_t)ns;
+	}
+	*out = proc_new(&rb);
+	return *out ? 0 : -ENOMEM;
+}
+
+static void proc_free(struct rt_proc *rp)
+{
+	if (!rp)
+		return;
+	if (rp->names)
+		for (size_t i = 0; i < NAMES_SIZE; i++) {
+			free(rp->names[i].label);
+			free(rp->names[i].path);
+		}
+	free(rp->names);
+	free(rp);
+}
+
+static const struct tp_proc *bpf_proc(const struct rt_proc *rp)
+{
+	return &rp->bpf;
+}
+
+static void facts(const struct rt_proc *rp, struct rt_facts *out)
+{
+	*out = (struct rt_facts){
+	    .version = rp->rb.version,
+	    .comm = rp->rb.comm,
+	    .ns_pid = rp->rb.ns_pid,
+	    .binary = rp->rb.lib,
+	    .how = rp->rb.how,
+	};
+}
+
+static void set_budget(struct rt_proc *rp, struct budget *b)
+{
+	(void)rp;
+	(void)b;
+}
+
+static int describe(struct rt_proc *rp, const void *ev, size_t size)
+{
+	(void)rp;
+	(void)ev;
+	(void)size;
+	return -ENOTSUP; /* BPF sends no code events for Ruby */
+}
+
+/* Names frame f into e (whose strings it sets, pointing into label and
+ * path when given, else allocated). */
+static void name_frame(struct rt_proc *rp, const struct tp_frame *f, struct name_ent *e,
+		       char *label, char *path)
+{
+	char lb[LABEL_MAX], pb[PATH_MAX_RB];
+	char *l = label ? label : lb, *p = path ? path : pb;
+	e->code = f->code;
+	e->aux = f->aux;
+	e->flags = f->flags;
+	e->line = 0;
+	l[0] = p[0] = 0;
+	if (f->flags & TP_FF_RB_CFUNC) {
+		/* Its method's name; where it cannot be read, a marker, and the
+		 * C function's native frame under it names it. */
+		if (rb_cfunc_name(rp->rb.o, &rp->rb.ids, rp->rb.bias, reader, &rp->rb.pid, f->code,
+				  l, LABEL_MAX) ||
+		    !l[0])
+			snprintf(l, LABEL_MAX, "[C function]");
+		e->err = 0;
+	} else {
+		e->err = rb_frame_name(rp->rb.o, reader, &rp->rb.pid, f->code, f->aux, l, LABEL_MAX,
+				       p, PATH_MAX_RB, &e->line);
+	}
+	e->label = label ? label : strdup(l);
+	e->path = path ? path : strdup(p);
+	if (!e->label || !e->path) {
+		free(label ? NULL : e->label);
+		free(path ? NULL : e->path);
+		e->label = e->path = NULL;
+		e->err = -ENOMEM;
+	}
+}
+
+static int frame(struct rt_proc *rp, const struct tp_frame *f, struct prof_frame *out)
+{
+	if (!rp->names)
+		rp->names = calloc(NAMES_SIZE, sizeof(*rp->names)); /* none: no cache */
+	struct name_ent *e = NULL;
+	if (rp->names && f->code) {
+		uint64_t h =
+		    (f->code >> 3) * 0x9e3779b97f4a7c15ULL ^ f->aux * 0xff51afd7ed558ccdULL;
+		for (size_t i = 0; i < NAMES_SIZE; i++) {
+			struct name_ent *c = &rp->names[(h + i) & (NAMES_SIZE - 1)];
+			if (c->code == f->code && c->aux == f->aux && c->flags == f->flags) {
+				e = c;
+				break;
+			}
+			if (!c->code) {
+				if (rp->nnames < NAMES_MAX) {
+					name_frame(rp, f, c, NULL, NULL);
+					if (c->label)
+						rp->nnames++;
+					else
+						c->code = 0;
+					e = c->label ? c : NULL;
+				}
+				break;
+			}
+		}
+	}
+	if (!e) {
+		e = &rp->scratch;
+		name_frame(rp, f, e, rp->scratch_label, rp->scratch_path);
+	}
+	*out = (struct prof_frame){.kind = PROF_FRAME_INTERP, .name = "[unknown]"};
+	if (e->err)
+		return e->err;
+	out->name = e->label;
+	out->file = e->path[0] ? e->path : NULL;
+	out->line = e->line;
+	return 0;
+}
+
+static const char *thread_name(struct rt_proc *rp, uint32_t tid, uint64_t ec, uint64_t now_ns)
+{
+	struct tname_ent *t = &rp->tnames[tid & (TNAMES - 1)];
+	if (t->tid == tid && t->ec == ec && now_ns - t->at_ns < THREAD_NAME_NS)
+		return t->named ? t->name : NULL;
+	*t = (struct tname_ent){.tid = tid, .ec = ec, .at_ns = now_ns};
+	uint64_t th, name;
+	const struct rb_offsets *o = rp->rb.o;
+	if (!ec || !o->thread_name ||
+	    mem_read_u64_with(reader, &rp->rb.pid, ec + rp->rb.ec_thread_ptr, &th) || !th ||
+	    mem_read_u64_with(reader, &rp->rb.pid, th + o->thread_name, &name) || !name)
+		return NULL;
+	/* nil, or a string (Thread#name=); anything else is not a name. */
+	t->named =
+	    !rb_read_string(o, reader, &rp->rb.pid, name, t->name, sizeof(t->name)) && t->name[0];
+	return t->named ? t->name : NULL;
+}
+
+static int native_kind(const struct rt_proc *rp, const char *name, const char *module,
+		       uint64_t vaddr)
+{
+	(void)name;
+	if (!module || !vaddr || strcmp(module, rp->rb.lib))
+		return MERGE_NK_OTHER;
+	if (vaddr >= rp->rb.exec.lo && vaddr < rp->rb.exec.hi)
+		return MERGE_NK_EVAL;
+	if (vaddr >= rp->rb.core.lo && vaddr < rp->rb.core.hi)
+		return MERGE_NK_MACHINERY;
+	return MERGE_NK_OTHER;
+}
+
+static bool interp_frames(const struct rt_proc *rp)
+{
+	(void)rp;
+	return true; /* a call of the VM runs frames up to its FINISH frame */
+}
+
+static struct tpw_state *state_new(const struct rt_proc *rp)
+{
+	struct tpw_state *st = calloc(1, sizeof(*st));
+	if (!st)
+		return NULL;
+	st->host.pid = rp->rb.pid;
+	st->proc = rp->bpf;
+	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	return st;
+}
+
+/* The walk BPF does from EC ec (0: from the thread pointer fsbase). */
+static int walk(const struct rt_proc *rp, uint64_t id, uint64_t fsbase, uint64_t ec,
+		struct tp_sample *out, struct tpw_anchors *anchors)
+{
+	struct tpw_state *st = state_new(rp);
+	if (!st)
+		return -ENOMEM;
+	st->s.pid = (uint32_t)(id >> 32);
+	st->s.tid = (uint32_t)id;
+	if (!ec && !fsbase)
+		st->s.err = TP_ERR_FSBASE;
+	else if (!ec)
+		ec = tpw_rb_ec(st, fsbase);
+	if (ec && tpw_rb_start(st, ec)) {
+		for (uint32_t i = 0; i < TP_MAX_TAIL_CALLS && tpw_rb_step(st); i++)
+			;
+		tpw_rb_end(st);
+	}
+	*out = st->s;
+	if (anchors)
+		*anchors = st->a;
+	free(st);
+	return 0;
+}
+
+static int walk_thread(const struct rt_proc *rp, uint64_t id, uint64_t fsbase,
+		       struct tp_sample *out, struct tpw_anchors *anchors)
+{
+	return walk(rp, id, fsbase, 0, out, anchors);
+}
+
+static int walk_tstate(const struct rt_proc *rp, uint64_t ec, struct tp_sample *out,
+		       struct tpw_anchors *anchors)
+{
+	return walk(rp, 0, 0, ec, out, anchors);
+}
+
+static int threads(const struct rt_proc *rp, struct rt_threads *out, char *msg, size_t msglen)
+{
+	memset(out, 0, sizeof(*out));
+	snprintf(msg, msglen,
+		 "pid %d: Ruby %s: dump does not list a Ruby process's threads yet (record, top "
+		 "and agent profile it)",
+		 rp->rb.pid, rp->rb.version);
+	return -ENOTSUP;
+}
+
+static void threads_free(struct rt_threads *t)
+{
+	free(t->v);
+	memset(t, 0, sizeof(*t));
+}
+
+static void counts(const struct rt_proc *rp, uint64_t *snapshots_used, size_t *bytes,
+		   uint64_t *lines_shared)
+{
+	*snapshots_used = 0;
+	*bytes = rp->names ? NAMES_SIZE * sizeof(struct name_ent) + rp->nnames * 64 : 0;
+	*lines_shared = 0;
+}
+
+const struct runtime_ops ruby_runtime = {
+    .name = "ruby",
+    .title = "Ruby",
+    .version_label = NULL,
+    .lock_label = NULL,
+    .no_frame_marker = "[no Ruby frame]",
+    .cache_new = cache_new,
+    .cache_free = cache_free,
+    .detect = detect,
+    .fork = fork_proc,
+    .free = proc_free,
+    .bpf_proc = bpf_proc,
+    .facts = facts,
+    .set_budget = set_budget,
+    .describe = describe,
+    .frame = frame,
+    .thread_name = thread_name,
+    .native_kind = native_kind,
+    .interp_frames = interp_frames,
+    .walk_thread = walk_thread,
+    .walk_tstate = walk_tstate,
+    .threads = threads,
+    .threads_free = threads_free,
+    .lock_wait_function = NULL,
+    .counts = counts,
+};

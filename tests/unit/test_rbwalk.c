@@ -1,0 +1,371 @@
+/* test_rbwalk.c - unit tests for Ruby's walker (src/ruby/walk.h), the one
+ * BPF runs on every sample, over a fake process's memory: the thread
+ * pointer to the EC through the DTV, the control frames with their flags,
+ * and every value a hostile process could set wrong; and what rbproc.c and
+ * rbids.c find in Debian's libruby 3.1 and sid's stripped 3.3 (the eval
+ * loop's functions, the table of method names), checked against the
+ * layout generated from each version's headers. tests/functional/
+ * test_ruby.py checks the walk against live processes. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "need_file.h"
+
+#include "proc/elfsym.h"
+#include "ruby/rbids.h"
+#include "ruby/rboffsets.h"
+#include "ruby/rbproc.h"
+
+/* The fake process: one buffer at a fixed address. */
+#define BASE 0x10000ULL
+#define MEM (512 << 10)
+static uint8_t mem[MEM];
+
+struct tpw_host {
+	int reads;
+	uint64_t stats[TP_STAT__COUNT];
+};
+
+static int fake_read(void *dst, size_t len, uint64_t addr)
+{
+	if (addr < BASE || addr - BASE > MEM || len > MEM - (addr - BASE))
+		return -EFAULT;
+	memcpy(dst, mem + (addr - BASE), len);
+	return 0;
+}
+
+#define tpw_read(st, dst, len, addr) ((st)->host.reads++, fake_read((dst), (len), (addr)))
+#define tpw_count(st, stat) ((st)->host.stats[(stat)]++)
+#include "walk/state.h"
+#include "ruby/walk.h"
+
+/* Where the fake process keeps each part. */
+#define GOT (BASE + 0x100)
+#define FS (BASE + 0x200)
+#define DTV (BASE + 0x400)
+#define BLOCK (BASE + 0x800)
+#define EC (BASE + 0x900)
+#define STACK (BASE + 0x4000)
+#define ENVS (STACK + 0x100) /* the environments, 32 bytes each: at the VM stack's bottom */
+#define HEAP_ENV (BASE + 0x1000 + 16) /* one that moved to the heap */
+#define STACK_WORDS 49152	      /* 384 KiB: the control frames at its end */
+#define DTPOFF 16
+#define CFP 56 /* 3.3's control frame */
+
+#define MAGIC_MASK 0x7fff0001u
+#define MAGIC_CFUNC 0x55550001u
+#define MAGIC_IFUNC 0x66660001u
+#define MAGIC_METHOD 0x11110001u
+#define FLAG_CFRAME 0x80u
+#define FLAG_FINISH 0x20u
+
+static void put64(uint64_t addr, uint64_t v)
+{
+	memcpy(mem + (addr - BASE), &v, sizeof(v));
+}
+
+static struct tpw_state *st;
+
+static const struct tp_rb_proc payload = {
+    .got = GOT,
+    .dtpoff = DTPOFF,
+    .magic_mask = MAGIC_MASK,
+    .magic_cfunc = MAGIC_CFUNC,
+    .flag_cframe = FLAG_CFRAME,
+    .flag_finish = FLAG_FINISH,
+    .ec_vm_stack = 0,
+    .ec_vm_stack_size = 8,
+    .ec_cfp = 16,
+    .cfp_size = CFP,
+    .cfp_pc = 0,
+    .cfp_iseq = 16,
+    .cfp_ep = 32,
+};
+
+/* One control frame, n from the end (0: the dummy at the very end), with
+ * its environment's flags and ep[-2]. */
+static uint64_t frame_at(int n, uint64_t pc, uint64_t iseq, uint64_t flags, uint64_t me)
+{
+	uint64_t end = STACK + STACK_WORDS * 8 - CFP, cfp = end - (uint64_t)n * CFP;
+	uint64_t ep = ENVS + (uint64_t)n * 32 + 16;
+	put64(cfp + 0, pc);
+	put64(cfp + 16, iseq);
+	put64(cfp + 32, ep);
+	put64(ep - 16, me);
+	put64(ep, flags);
+	return cfp;
+}
+
+/* A thread with EC at EC whose current frame is cfp. */
+static void thread(uint64_t cfp)
+{
+	put64(GOT, 3);		    /* the module id */
+	put64(FS + 8, DTV);	    /* the TCB's DTV */
+	put64(DTV - 16, 8);	    /* the vector's length */
+	put64(DTV + 3 * 16, BLOCK); /* module 3's block */
+	put64(BLOCK + DTPOFF, EC);
+	put64(EC + 0, STACK);
+	put64(EC + 8, STACK_WORDS);
+	put64(EC + 16, cfp);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	memset(mem, 0, sizeof(mem));
+	st = calloc(1, sizeof(*st));
+	tp_rb_proc_set(&st->proc, &payload);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	return st ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	free(st);
+	return 0;
+}
+
+/* The whole walk as BPF chains it: the EC, then steps up to the tail
+ * calls' budget. */
+static void walk(void)
+{
+	uint64_t ec = tpw_rb_ec(st, FS);
+	if (ec && tpw_rb_start(st, ec)) {
+		for (int i = 0; i < TP_MAX_TAIL_CALLS && tpw_rb_step(st); i++)
+			;
+		tpw_rb_end(st);
+	}
+}
+
+/* <main> (finish), a method, a C function (sort_by) that called back a
+ * block (finish), an ifunc and a frame without pc between: the frames,
+ * innermost first, with the groups of the VM's calls from C marked. */
+static void test_frames_and_groups(void **state)
+{
+	(void)state;
+	frame_at(0, 0, 0, MAGIC_METHOD | FLAG_CFRAME | FLAG_FINISH, 0); /* the dummy */
+	frame_at(1, 0x1111, 0xa1, MAGIC_METHOD | FLAG_FINISH, 0);	/* <main> */
+	frame_at(2, 0x2222, 0xa2, MAGIC_METHOD, 0);			/* a method */
+	frame_at(3, 0, 0, MAGIC_CFUNC | FLAG_CFRAME, 0x5e);		/* sort_by */
+	frame_at(4, 0, 0, MAGIC_IFUNC | FLAG_CFRAME, 0);		/* its C block */
+	frame_at(5, 0x5555, 0xa5, MAGIC_METHOD | FLAG_FINISH, 0);	/* the block */
+	uint64_t top = frame_at(6, 0, 0xa6, MAGIC_METHOD, 0);		/* no pc yet */
+	thread(top);
+	walk();
+	assert_int_equal(st->s.err, TP_ERR_NONE);
+	assert_int_equal(st->s.tstate, EC);
+	assert_int_equal(st->s.nframes, 4);
+	const struct tp_frame *f = st->s.frames;
+	assert_true(f[0].code == 0xa5 && f[0].aux == 0x5555 && f[0].flags == TP_FF_ENTRY);
+	assert_true(f[1].code == 0x5e && f[1].aux == 0 && f[1].flags == TP_FF_RB_CFUNC);
+	assert_true(f[2].code == 0xa2 && f[2].aux == 0x2222 && f[2].flags == 0);
+	assert_true(f[3].code == 0xa1 && f[3].aux == 0x1111 && f[3].flags == TP_FF_ENTRY);
+	assert_false(st->s.flags & (TP_SF_TRUNCATED | TP_SF_TOP_SHIM));
+}
+
+/* A call of the VM from C whose first frame is one no profile shows (an
+ * ifunc with the flag): the group ends at the frame shown before it; at
+ * the top, the innermost call runs no frame shown (TP_SF_TOP_SHIM). */
+static void test_finish_on_a_skipped_frame(void **state)
+{
+	(void)state;
+	frame_at(1, 0x1111, 0xa1, MAGIC_METHOD | FLAG_FINISH, 0);
+	frame_at(2, 0, 0, MAGIC_IFUNC | FLAG_CFRAME | FLAG_FINISH, 0);
+	frame_at(3, 0x3333, 0xa3, MAGIC_METHOD, 0);
+	uint64_t top = frame_at(4, 0, 0, MAGIC_IFUNC | FLAG_CFRAME | FLAG_FINISH, 0);
+	thread(top);
+	walk();
+	assert_int_equal(st->s.nframes, 2);
+	assert_int_equal(st->s.frames[0].flags, TP_FF_ENTRY); /* a3: its group ends there */
+	assert_int_equal(st->s.frames[1].flags, TP_FF_ENTRY);
+	assert_true(st->s.flags & TP_SF_TOP_SHIM);
+}
+
+/* Each hostile value of the way to the EC is refused with its error. */
+static void test_thread_pointer_refusals(void **state)
+{
+	(void)state;
+	uint64_t top = frame_at(1, 0x1111, 0xa1, MAGIC_METHOD | FLAG_FINISH, 0);
+	struct {
+		uint64_t addr, value;
+		int err;
+	} cases[] = {
+	    {GOT, 0, TP_ERR_RB_TLS},			      /* module id 0 */
+	    {GOT, 9, TP_ERR_RB_TLS},			      /* past the vector */
+	    {GOT, 1ULL << 40, TP_ERR_RB_TLS},		      /* absurd */
+	    {FS + 8, 0, TP_ERR_RB_TLS},			      /* no DTV */
+	    {FS + 8, 0xdead0000, TP_ERR_RB_TLS},	      /* unreadable */
+	    {DTV + 3 * 16, ~0ULL, TP_ERR_RB_TLS},	      /* not allocated */
+	    {DTV + 3 * 16, 0, TP_ERR_RB_TLS},		      /* null block */
+	    {BLOCK + DTPOFF, 0, TP_ERR_RB_NO_EC},	      /* the timer thread */
+	    {EC + 8, 1ULL << 40, TP_ERR_RB_EC},		      /* a stack size no thread has */
+	    {EC + 16, STACK - CFP, TP_ERR_RB_EC},	      /* below the stack */
+	    {EC + 16, top + 8, TP_ERR_RB_EC},		      /* between frames */
+	    {EC + 16, STACK + STACK_WORDS * 8, TP_ERR_RB_EC}, /* past the end */
+	    {EC + 0, 0, TP_ERR_RB_EC},			      /* no stack */
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		thread(top);
+		put64(cases[i].addr, cases[i].value);
+		tpw_begin(st);
+		tpw_rb_begin(st);
+		walk();
+		assert_int_equal(st->s.err, cases[i].err);
+		assert_int_equal(st->s.nframes, 0);
+	}
+	/* A thread whose first frame is not pushed yet: nothing, no error. */
+	thread(0);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	walk();
+	assert_int_equal(st->s.err, TP_ERR_NONE);
+	assert_int_equal(st->s.nframes, 0);
+}
+
+/* An environment pointer into nothing ends the walk at that frame with
+ * the frames above it kept. */
+static void test_unreadable_environment(void **state)
+{
+	(void)state;
+	frame_at(1, 0x1111, 0xa1, MAGIC_METHOD | FLAG_FINISH, 0);
+	uint64_t mid = frame_at(2, 0x2222, 0xa2, MAGIC_METHOD, 0);
+	uint64_t top = frame_at(3, 0x3333, 0xa3, MAGIC_METHOD, 0);
+	put64(mid + 32, 0xdead0000);
+	thread(top);
+	walk();
+	assert_int_equal(st->s.err, TP_ERR_FRAME);
+	assert_int_equal(st->s.nframes, 1);
+	assert_int_equal(st->s.frames[0].code, 0xa3);
+}
+
+/* A stack of depth frames, each every-th of them a C block (skipped), the
+ * others methods: its top frame. */
+static uint64_t deep(int depth, int every)
+{
+	uint64_t end = STACK + STACK_WORDS * 8 - CFP, top = end - (uint64_t)depth * CFP;
+	put64(ENVS + 16, MAGIC_METHOD);
+	put64(ENVS + 48, MAGIC_IFUNC | FLAG_CFRAME);
+	for (uint64_t cfp = top, i = 0; cfp < end; cfp += CFP, i++) {
+		put64(cfp + 0, 0x1000 + cfp);
+		put64(cfp + 16, 0xa0);
+		put64(cfp + 32, i % every ? ENVS + 16 : ENVS + 48);
+	}
+	return top;
+}
+
+/* A stack deeper than the tail calls' budget: cut after TP_WALK_STEPS
+ * control frames, skipped ones included, and marked, with one read a frame
+ * and one a page of control frames; one with more frames shown than a
+ * sample holds: cut at TP_MAX_FRAMES. Never past the VM stack. */
+static void test_deep_stack_is_cut(void **state)
+{
+	(void)state;
+	int depth = (STACK_WORDS * 8) / CFP - 1;
+	assert_true(depth > 2 * TP_WALK_STEPS);
+	thread(deep(depth, 2));
+	st->host.reads = 0;
+	walk();
+	assert_int_equal(st->s.err, TP_ERR_STEPS);
+	assert_true(st->s.flags & TP_SF_TRUNCATED);
+	assert_int_equal(st->s.nframes, TP_WALK_STEPS / 2);
+	/* A page of control frames, or of environments, a read. */
+	assert_true(st->host.reads <= TP_WALK_STEPS * CFP / TP_WIN_PAGE + 12);
+
+	thread(deep(depth, depth + 1));
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	walk();
+	assert_int_equal(st->s.err, TP_ERR_DEPTH);
+	assert_true(st->s.flags & TP_SF_TRUNCATED);
+	assert_int_equal(st->s.nframes, TP_MAX_FRAMES);
+}
+
+/* Debian's libruby: the eval loop's two functions and the table of method
+ * names, where the layout generated from the headers says. */
+static void check_lib(const char *path, unsigned int minor)
+{
+	need_file(path);
+	struct elf_file *ef;
+	struct rb_range exec, core;
+	struct rb_ids ids;
+	const struct rb_offsets *o = rb_offsets_find(3, minor);
+	assert_non_null(o);
+	assert_int_equal(elf_file_open(path, &ef), 0);
+	assert_int_equal(rbproc_find_eval(ef, &exec, &core), 0);
+	assert_true(exec.lo && exec.hi > exec.lo && exec.hi - exec.lo < 4096);
+	assert_true(core.hi - core.lo >= 4096);
+	assert_true(core.hi <= exec.lo || core.lo >= exec.hi);
+	uint64_t lo, hi;
+	assert_int_equal(elf_file_fde_range(ef, exec.lo + 5, &lo, &hi), 0);
+	assert_true(lo == exec.lo && hi == exec.hi);
+	assert_int_equal(elf_file_fde_range(ef, 0, &lo, &hi), -ENOENT);
+	assert_int_equal(rb_ids_find(ef, &ids), 0);
+	assert_int_equal(ids.shift, o->id_scope_shift);
+	assert_int_equal(ids.last_op, o->last_op_id);
+	assert_true(ids.symbols);
+	elf_file_close(ef);
+}
+
+static void test_debian_3_1_eval_and_names(void **state)
+{
+	(void)state;
+	check_lib("/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2", 1);
+	/* 3.1 exports rb_vm_exec: found by name. */
+	struct elf_file *ef;
+	struct rb_range exec, core;
+	uint64_t sym;
+	assert_int_equal(elf_file_open("/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2", &ef), 0);
+	assert_int_equal(rbproc_find_eval(ef, &exec, &core), 0);
+	assert_int_equal(elf_file_symbol(ef, "rb_vm_exec", &sym, NULL), 0);
+	assert_int_equal(exec.lo, sym);
+	elf_file_close(ef);
+}
+
+static void test_sid_3_3_eval_and_names(void **state)
+{
+	(void)state;
+	const char *roots = getenv("TAIPAN_ROOTS");
+	char path[512];
+	snprintf(path, sizeof(path), "%s/sid/usr/lib/x86_64-linux-gnu/libruby-3.3.so.3.3",
+		 roots ? roots : "/var/cache/taipan-test");
+	check_lib(path, 3);
+}
+
+/* A library that is not Ruby's: nothing found, nothing guessed. */
+static void test_not_ruby(void **state)
+{
+	(void)state;
+	struct elf_file *ef;
+	struct rb_range exec, core;
+	struct rb_ids ids;
+	assert_int_equal(elf_file_open("/usr/lib/x86_64-linux-gnu/libc.so.6", &ef), 0);
+	assert_int_equal(rbproc_find_eval(ef, &exec, &core), -ENOENT);
+	assert_int_equal(exec.lo, 0);
+	assert_int_equal(rb_ids_find(ef, &ids), -ENOENT);
+	elf_file_close(ef);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_frames_and_groups, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_finish_on_a_skipped_frame, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_thread_pointer_refusals, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unreadable_environment, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_deep_stack_is_cut, setup, teardown),
+	    cmocka_unit_test(test_debian_3_1_eval_and_names),
+	    cmocka_unit_test(test_sid_3_3_eval_and_names),
+	    cmocka_unit_test(test_not_ruby),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
