@@ -203,6 +203,8 @@ enum tp_gil_state {
 				thread state */
 	TP_GIL_HELD = 1,     /* locked, and this thread was the last to take it */
 	TP_GIL_RELEASED = 2, /* not this thread's: released, or (user space tells) waited for */
+	TP_GIL_WAITING = 3,  /* not this thread's, and the walker saw it wait for it (Ruby: a
+				runnable thread outside a blocking region) */
 };
 
 /* Small events: discover, exec, exit, fork. */

@@ -10,6 +10,7 @@
 #include "iseq.h"
 #include "method.h"
 #include "id.h"
+#include "ractor_core.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -61,6 +62,16 @@ int main(void)
 	OFF(insn_info_line, struct iseq_insn_info_entry, line_no);
 	OFF(thread_self, rb_thread_t, self);
 	OFF(thread_name, rb_thread_t, name);
+	/* The GVL: the ractor's running thread, and whether a thread is in a
+	 * blocking region (the GVL released: IO, sleep, a C extension). */
+	OFF(thread_ractor, rb_thread_t, ractor);
+	OFF(thread_blocking_region, rb_thread_t, blocking_region_buffer);
+	BITFIELD_AT(thread_status, rb_thread_t, status, 2); /* THREAD_RUNNABLE is 0 */
+#if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 3)
+	OFF(ractor_gvl_owner, rb_ractor_t, threads.sched.running);
+#else
+	OFF(ractor_gvl_owner, rb_ractor_t, threads.gvl.owner);
+#endif
 	/* Strings: where the length and the bytes are, embedded or not. */
 	printf("str_noembed %lu\n", (unsigned long)RSTRING_NOEMBED);
 #if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 2)

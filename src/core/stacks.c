@@ -671,6 +671,7 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 	    .cgroup = p->cgroup,
 	    .container_id = p->container,
 	    .lock = smp->gil == TP_GIL_HELD	  ? PROF_LOCK_HELD
+		    : smp->gil == TP_GIL_WAITING  ? PROF_LOCK_WAITING
 		    : smp->gil != TP_GIL_RELEASED ? PROF_LOCK_NONE
 		    : lock_wait			  ? PROF_LOCK_WAITING
 						  : PROF_LOCK_RELEASED,

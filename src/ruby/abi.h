@@ -30,7 +30,11 @@ struct __attribute__((may_alias)) tp_rb_proc {
 	__u16 ec_vm_stack, ec_vm_stack_size, ec_cfp;
 	/* rb_control_frame_t: its size and fields */
 	__u16 cfp_size, cfp_pc, cfp_iseq, cfp_ep;
-	__u16 pad;
+	/* The GVL: ec->thread_ptr, thread->ractor, the ractor's GVL holder,
+	 * thread->blocking_region_buffer, the byte of thread->status and the
+	 * status's shift in it; ec_thread 0: not read */
+	__u16 ec_thread, thread_ractor, ractor_gvl_owner, thread_blocking;
+	__u16 thread_status, status_shift;
 };
 
 /* The payload of a Ruby process's procs entry. */
@@ -90,7 +94,8 @@ enum tp_rb_walk_err {
 };
 
 #ifndef __BPF__
-_Static_assert(sizeof(struct tp_rb_proc) == 48, "tp_rb_proc layout");
+_Static_assert(sizeof(struct tp_rb_proc) == 56, "tp_rb_proc layout");
+_Static_assert(__builtin_offsetof(struct tp_rb_proc, thread_blocking) == 48, "tp_rb_proc layout");
 _Static_assert(sizeof(struct tp_rb_proc) <= sizeof(((struct tp_proc *)0)->data),
 	       "Ruby's payload fits in a procs entry");
 _Static_assert(TP_WALK_RB_FRAMES < TP_WALK_SLOT(TP_RT_RUBY + 1, 0), "Ruby's slots");

@@ -23,6 +23,13 @@ struct rb_offsets {
 	uint32_t insn_info_size, insn_info_line;
 	/* rb_thread_t */
 	uint32_t thread_self, thread_name;
+	/* the GVL: rb_thread_t.ractor, .blocking_region_buffer; the thread
+	 * that holds the ractor's GVL (threads.gvl.owner; 3.3:
+	 * threads.sched.running) */
+	uint32_t thread_ractor, thread_blocking_region, ractor_gvl_owner;
+	/* its status (2 bits at thread_status_shift of that byte;
+	 * THREAD_RUNNABLE: 0) */
+	uint32_t thread_status, thread_status_shift;
 	/* struct RString: the length of a heap string at str_len; of an
 	 * embedded one at str_embed_len, or (before 3.2) in the flags under
 	 * str_embed_len_mask */

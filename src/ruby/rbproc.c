@@ -146,6 +146,12 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 	    .cfp_pc = (uint16_t)o->cfp_pc,
 	    .cfp_iseq = (uint16_t)o->cfp_iseq,
 	    .cfp_ep = (uint16_t)o->cfp_ep,
+	    .ec_thread = (uint16_t)o->ec_thread_ptr,
+	    .thread_ractor = (uint16_t)o->thread_ractor,
+	    .ractor_gvl_owner = (uint16_t)o->ractor_gvl_owner,
+	    .thread_blocking = (uint16_t)o->thread_blocking_region,
+	    .thread_status = (uint16_t)o->thread_status,
+	    .status_shift = (uint16_t)o->thread_status_shift,
 	};
 	rp->ec_thread_ptr = o->ec_thread_ptr;
 	rp->bias = bias;

@@ -94,6 +94,28 @@ TPW_INLINE __u64 tpw_rb_ec(struct tpw_state *st, __u64 fsbase)
 	return ec;
 }
 
+/* What the thread of EC ec has of its ractor's GVL (enum tp_gil_state):
+ * held when it is the ractor's running thread; else waiting when it is
+ * runnable (its status THREAD_RUNNABLE) outside a blocking region: it
+ * waits for its turn; else released (asleep, in IO, in C code without the
+ * GVL). Unknown when a read fails or the layout has no GVL. */
+TPW_INLINE __u8 tpw_rb_gvl(struct tpw_state *st, __u64 ec)
+{
+	const struct tp_rb_proc *p = tpw_rp(st);
+	__u64 th = 0, ractor = 0, owner = 0, blocking = 0;
+	__u8 status = 0;
+	if (!p->ec_thread || tpw_read_u64(st, &th, ec + p->ec_thread) || !th ||
+	    tpw_read_u64(st, &ractor, th + p->thread_ractor) || !ractor ||
+	    tpw_read_u64(st, &owner, ractor + p->ractor_gvl_owner) ||
+	    tpw_read_u64(st, &blocking, th + p->thread_blocking) ||
+	    tpw_read(st, &status, 1, th + p->thread_status))
+		return TP_GIL_UNKNOWN;
+	if (owner == th)
+		return TP_GIL_HELD;
+	bool runnable = !((status >> (p->status_shift & 7)) & 3);
+	return runnable && !blocking ? TP_GIL_WAITING : TP_GIL_RELEASED;
+}
+
 /* Starts the walk of EC ec: its current frame and the end of its control
  * frames, checked against its stack's bounds. False, with the sample's
  * error set, when there is nothing to walk. */
@@ -103,6 +125,7 @@ TPW_INLINE bool tpw_rb_start(struct tpw_state *st, __u64 ec)
 	struct tpw_rb_state *r = tpw_rb(st);
 	__u64 stack = 0, size = 0, cfp = 0;
 	st->s.tstate = ec;
+	st->s.gil = tpw_rb_gvl(st, ec);
 	if (tpw_read_u64(st, &stack, ec + p->ec_vm_stack) ||
 	    tpw_read_u64(st, &size, ec + p->ec_vm_stack_size) ||
 	    tpw_read_u64(st, &cfp, ec + p->ec_cfp)) {

@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from conftest import (IN_CI, ROOTS, WORKLOADS, ROOT_WORKLOADS, marked_lines, parse_folded, record,
-                      record_folded, thread_cpu_ns, total)
+from conftest import (IN_CI, ROOTS, WORKLOADS, ROOT_WORKLOADS, go_pprof, marked_lines, parse_folded,
+                      record, record_folded, thread_cpu_ns, total)
 
 TOOLS = os.environ.get("TAIPAN_TOOLS", os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools"))
 
@@ -272,28 +272,49 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, ruby_workload, tmp
         assert abs(share - truth) <= 0.05, (name, share, truth)
 
 
+def gvl_shares(path, thread):
+    """{held|waiting|released: seconds} of thread's wall time in pprof path."""
+    tags = go_pprof("-tags", "-sample_index=wall", "-tagfocus=thread_name=^%s$" % thread, path)
+    sec = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+    out = {}
+    section = tags.split(" gvl: ", 1)[1].split("\n\n", 1)[0] if " gvl: " in tags else ""
+    for m in re.finditer(r"([\d.]+)(s|ms|us|ns) \(\s*[\d.]+%\): (held|waiting|released)", section):
+        out[m.group(3)] = float(m.group(1)) * sec[m.group(2)]
+    return out
+
+
 @pytest.mark.parametrize("ident", [r[0] for r in RUBIES])
-def test_record_ruby_pprof_labels_and_wall(taipan, ident, ruby_workload, tmp_path):
+def test_record_ruby_wall_gvl_and_labels(taipan, ident, ruby_workload, tmp_path):
     """Wall mode: the sleeping thread weighs its time under `sleep`, in its
-    block; pprof samples carry runtime=ruby and the version."""
+    block, with the GVL released; the two workers, which share the GVL,
+    each hold it and wait for it, and between them hold it about half of
+    their time (one holds it at a time); pprof samples carry runtime=ruby
+    and the version."""
     w = ruby_workload(ident, "rb_record.rb")
-    stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=100,
-                                extra=["--no-kernel", "--mode", "wall"])
-    sleeper = [s for s in stacks if s.pid == w.pid and s.thread == "sleeper"]
-    lines = marked_lines(os.path.join(WORKLOADS, "rb_record.rb"))
-    under = sum(s.count for s in sleeper if any(f.name == "block (2 levels) in <main>" or
-                                                f.name == "block in <main>" for f in s.frames)
-                and any(f.name == "sleep" for f in s.frames)
-                and any(f.line == lines["sleeper"] for f in s.frames))
-    # Folded wall values are microseconds: most of the 2 s.
-    assert under >= 1.5e6, (under, [[f.text for f in s.frames] for s in sleeper])
     out = tmp_path / "out.pb.gz"
-    record(taipan, out, w.pid, seconds=1, rate=100)
-    import gzip
-    data = gzip.decompress(out.read_bytes())
-    root, _, _ = ruby(ident)
+    record(taipan, out, w.pid, seconds=2, rate=200, extra=["--no-kernel", "--mode", "wall"])
+    folded = tmp_path / "out.folded"
+    record(taipan, folded, w.pid, seconds=1, rate=100,
+           extra=["--no-kernel", "--mode", "wall", "--folded-lines", "--folded-threads"])
+    lines = marked_lines(os.path.join(WORKLOADS, "rb_record.rb"))
+    sleeper = [s for s in parse_folded(folded) if s.pid == w.pid and s.thread == "sleeper"]
+    under = sum(s.count for s in sleeper if any(f.name == "sleep" for f in s.frames)
+                and any(f.line == lines["sleeper"] for f in s.frames))
+    # Folded wall values are microseconds: most of the 1 s.
+    assert under >= 0.7e6, (under, [[f.text for f in s.frames] for s in sleeper])
+    slept = gvl_shares(out, "sleeper")
+    assert slept.get("released", 0) >= 1.5 and not slept.get("held"), slept
+    workers = [gvl_shares(out, "worker-%d" % i) for i in (0, 1)]
+    for g in workers:
+        assert g.get("held", 0) >= 0.3 and g.get("waiting", 0) >= 0.3, workers
+    print("gvl seconds: sleeper %s, workers %s" % (slept, workers))
+    held = sum(g.get("held", 0) for g in workers)
+    both = sum(sum(g.values()) for g in workers)
+    assert 0.35 <= held / both <= 0.65, workers
+    tags = go_pprof("-tags", out)
     version = "3.1" if ident == "debian-3.1" else "3.3"
-    assert b"ruby" in data and version.encode() in data
+    assert re.search(r"runtime: Total.*\n.*: ruby\b", tags), tags
+    assert re.search(r"runtime_version: Total[^\n]*\n[^\n]*: %s\.\d+" % re.escape(version), tags), tags
 
 
 @pytest.mark.parametrize("ident", [r[0] for r in RUBIES])

@@ -57,6 +57,8 @@ static int fake_read(void *dst, size_t len, uint64_t addr)
 #define ENVS (STACK + 0x100) /* the environments, 32 bytes each: at the VM stack's bottom */
 #define HEAP_ENV (BASE + 0x1000 + 16) /* one that moved to the heap */
 #define STACK_WORDS 49152	      /* 384 KiB: the control frames at its end */
+#define TH (BASE + 0xa00)	      /* the thread (rb_thread_t) */
+#define RACTOR (BASE + 0xb00)	      /* its ractor */
 #define DTPOFF 16
 #define CFP 56 /* 3.3's control frame */
 
@@ -88,6 +90,12 @@ static const struct tp_rb_proc payload = {
     .cfp_pc = 0,
     .cfp_iseq = 16,
     .cfp_ep = 32,
+    .ec_thread = 48,
+    .thread_ractor = 24,
+    .ractor_gvl_owner = 40,
+    .thread_blocking = 64,
+    .thread_status = 80,
+    .status_shift = 2,
 };
 
 /* One control frame, n from the end (0: the dummy at the very end), with
@@ -290,6 +298,47 @@ static void test_deep_stack_is_cut(void **state)
 	assert_int_equal(st->s.nframes, TP_MAX_FRAMES);
 }
 
+/* The GVL: held by the ractor's running thread; else waiting when
+ * runnable outside a blocking region, released otherwise; unknown when
+ * the way to it cannot be read. */
+static void test_gvl(void **state)
+{
+	(void)state;
+	struct {
+		uint64_t owner, blocking;
+		uint8_t status;
+		int want;
+	} cases[] = {
+	    {TH, 0, 0, TP_GIL_HELD},
+	    {TH + 8, 0, 0, TP_GIL_WAITING},		/* runnable */
+	    {TH + 8, 0, 1 << 2, TP_GIL_RELEASED},	/* THREAD_STOPPED */
+	    {TH + 8, 0x1234, 0, TP_GIL_RELEASED},	/* a blocking region */
+	    {TH + 8, 0, (1 << 2) | 3, TP_GIL_RELEASED}, /* other bits are not the status's */
+	    {TH + 8, 0, 3, TP_GIL_WAITING},
+	};
+	uint64_t top = frame_at(1, 0x1111, 0xa1, MAGIC_METHOD | FLAG_FINISH, 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		thread(top);
+		put64(EC + 48, TH);
+		put64(TH + 24, RACTOR);
+		put64(RACTOR + 40, cases[i].owner);
+		put64(TH + 64, cases[i].blocking);
+		mem[TH + 80 - BASE] = cases[i].status;
+		tpw_begin(st);
+		tpw_rb_begin(st);
+		walk();
+		assert_int_equal(st->s.gil, cases[i].want);
+		assert_int_equal(st->s.nframes, 1);
+	}
+	/* No ractor: unknown, and the frames all the same. */
+	put64(TH + 24, 0);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	walk();
+	assert_int_equal(st->s.gil, TP_GIL_UNKNOWN);
+	assert_int_equal(st->s.nframes, 1);
+}
+
 /* Debian's libruby: the eval loop's two functions and the table of method
  * names, where the layout generated from the headers says. */
 static void check_lib(const char *path, unsigned int minor)
@@ -363,6 +412,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_thread_pointer_refusals, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unreadable_environment, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deep_stack_is_cut, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_gvl, setup, teardown),
 	    cmocka_unit_test(test_debian_3_1_eval_and_names),
 	    cmocka_unit_test(test_sid_3_3_eval_and_names),
 	    cmocka_unit_test(test_not_ruby),
