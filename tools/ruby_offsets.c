@@ -54,6 +54,10 @@ int main(void)
 	OFF(body_base_label, struct rb_iseq_constant_body, location.base_label);
 	OFF(body_label, struct rb_iseq_constant_body, location.label);
 	OFF(body_first_lineno, struct rb_iseq_constant_body, location.first_lineno);
+	/* a Fixnum VALUE before 3.2, an int since */
+	printf("first_lineno_value %d\n",
+	       __builtin_types_compatible_p(
+		   __typeof__(((struct rb_iseq_constant_body *)0)->location.first_lineno), VALUE));
 	OFF(body_insns_info, struct rb_iseq_constant_body, insns_info.body);
 	OFF(body_insns_size, struct rb_iseq_constant_body, insns_info.size);
 	OFF(body_succ_table, struct rb_iseq_constant_body, insns_info.succ_index_table);

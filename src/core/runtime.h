@@ -82,6 +82,9 @@ struct runtime_ops {
 	/* The marker at the root of a sample of a thread that runs none of
 	 * the runtime's frames ("[no Python frame]"). */
 	const char *no_frame_marker;
+	/* The marker of a sample whose native and interpreted stacks do not
+	 * pair up ("[native and Python stacks disagree]"). */
+	const char *disagree_marker;
 
 	/* A cache of what is learnt from interpreter files, shared by the
 	 * processes of one session; NULL when out of memory. */

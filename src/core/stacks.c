@@ -592,8 +592,8 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 			break;
 		case MERGE_MARK_DISAGREE:
 			st->c.merge_failures++;
-			if ((ret = push_mark(st, n, "[native and Python stacks disagree]",
-					     STACKS_FROM_DISAGREE)) < 0)
+			if ((ret = push_mark(st, n, p->rt->disagree_marker, STACKS_FROM_DISAGREE)) <
+			    0)
 				return ret;
 			break;
 		case MERGE_MARK_NATIVE_CUT:

@@ -30,6 +30,7 @@ struct stacks_fcache;
 /* The marker at the root of a sample of a thread that runs no interpreted
  * frame (doc/taipan.1, MARKERS). */
 #define STACKS_MARKER_NO_FRAME "[no Python frame]" /* CPython's runtime_ops.no_frame_marker */
+#define STACKS_MARKER_DISAGREE "[native and Python stacks disagree]" /* ... .disagree_marker */
 
 /* A sample's process, as the stacks need to know it. */
 struct stacks_proc {

@@ -218,6 +218,7 @@ const struct runtime_ops cpython_runtime = {
     .version_label = "python_version",
     .lock_label = "gil",
     .no_frame_marker = STACKS_MARKER_NO_FRAME,
+    .disagree_marker = STACKS_MARKER_DISAGREE,
     .cache_new = cache_new,
     .cache_free = cache_free,
     .detect = detect,

@@ -191,3 +191,17 @@ int rb_frame_name(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_t
 		return ret;
 	return frame_line(o, rd, ctx, body, pc, line);
 }
+
+int rb_iseq_first_line(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_t iseq)
+{
+	uint64_t body, v = 0;
+	uint32_t n;
+	if (mem_read_u64_with(rd, ctx, iseq + o->iseq_body, &body))
+		return 0;
+	if (o->first_lineno_value)
+		return !mem_read_u64_with(rd, ctx, body + o->body_first_lineno, &v) && (v & 1) &&
+			       (v >> 1) < (1u << 30)
+			   ? (int)(v >> 1)
+			   : 0;
+	return !rd32(rd, ctx, body + o->body_first_lineno, &n) && n < (1u << 30) ? (int)n : 0;
+}

@@ -39,6 +39,10 @@ int rb_walk(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_t ec, s
 int rb_frame_name(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_t iseq, uint64_t pc,
 		  char *label, size_t llen, char *path, size_t plen, int *line);
 
+/* The first line of the code of instruction sequence iseq (its method's
+ * or block's), 0 when unknown. */
+int rb_iseq_first_line(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_t iseq);
+
 /* A Ruby string object's bytes, truncated to len - 1, terminated. */
 int rb_read_string(const struct rb_offsets *o, mem_reader rd, void *ctx, uint64_t str, char *buf,
 		   size_t len);

@@ -20,6 +20,7 @@ struct rb_offsets {
 	uint32_t body_type, body_iseq_size, body_iseq_encoded, body_path, body_base_label,
 	    body_label, body_first_lineno, body_insns_info, body_insns_size, body_succ_table,
 	    body_local_iseq;
+	uint32_t first_lineno_value; /* 1: location.first_lineno is a Fixnum VALUE, 0: an int */
 	uint32_t insn_info_size, insn_info_line;
 	/* rb_thread_t */
 	uint32_t thread_self, thread_name;

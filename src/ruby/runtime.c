@@ -41,7 +41,7 @@ struct name_ent {
 	uint64_t code, aux; /* 0: empty */
 	uint32_t flags;
 	int err;
-	int line;
+	int line, first_line;
 	char *label, *path;
 };
 
@@ -166,7 +166,7 @@ static void name_frame(struct rt_proc *rp, const struct tp_frame *f, struct name
 	e->code = f->code;
 	e->aux = f->aux;
 	e->flags = f->flags;
-	e->line = 0;
+	e->line = e->first_line = 0;
 	l[0] = p[0] = 0;
 	if (f->flags & TP_FF_RB_CFUNC) {
 		/* Its method's name; where it cannot be read, a marker, and the
@@ -179,6 +179,8 @@ static void name_frame(struct rt_proc *rp, const struct tp_frame *f, struct name
 	} else {
 		e->err = rb_frame_name(rp->rb.o, reader, &rp->rb.pid, f->code, f->aux, l, LABEL_MAX,
 				       p, PATH_MAX_RB, &e->line);
+		e->first_line =
+		    e->err ? 0 : rb_iseq_first_line(rp->rb.o, reader, &rp->rb.pid, f->code);
 	}
 	e->label = label ? label : strdup(l);
 	e->path = path ? path : strdup(p);
@@ -227,6 +229,7 @@ static int frame(struct rt_proc *rp, const struct tp_frame *f, struct prof_frame
 	out->name = e->label;
 	out->file = e->path[0] ? e->path : NULL;
 	out->line = e->line;
+	out->first_line = e->first_line;
 	return 0;
 }
 
@@ -347,6 +350,7 @@ const struct runtime_ops ruby_runtime = {
     .version_label = NULL,
     .lock_label = "gvl",
     .no_frame_marker = "[no Ruby frame]",
+    .disagree_marker = "[native and Ruby stacks disagree]",
     .cache_new = cache_new,
     .cache_free = cache_free,
     .detect = detect,

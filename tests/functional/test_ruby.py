@@ -226,7 +226,7 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, ruby_workload, tmp
     the method's name for each C function (Array#sort_by, #each), the hot
     method's line one of its loop's. Native frames go where the VM ran
     Ruby: rb_yield, which sort_by's C code calls, lies between `each` and
-    the block it runs, and `[native and Python stacks disagree]` is rare.
+    the block it runs, and `[native and Ruby stacks disagree]` is rare.
     Threads carry their Thread#name, and each worker's share of the samples
     is its share of the CPU time the kernel gave them, within 5 points."""
     w = ruby_workload(ident, "rb_record.rb")
@@ -240,7 +240,7 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, ruby_workload, tmp
     stacks = [s for s in stacks if s.pid == w.pid]
     n = total(stacks)
     assert n >= 200, "too few samples: %d\n%s" % (n, res.stderr)
-    disagree = sum(s.count for s in stacks if any(f.text == "[native and Python stacks disagree]"
+    disagree = sum(s.count for s in stacks if any(f.text == "[native and Ruby stacks disagree]"
                                                    for f in s.frames))
     assert disagree <= 0.02 * n, (disagree, n)
     workers = [s for s in stacks if s.thread.startswith("worker-")]
@@ -289,7 +289,7 @@ def test_record_ruby_wall_gvl_and_labels(taipan, ident, ruby_workload, tmp_path)
     block, with the GVL released; the two workers, which share the GVL,
     each hold it and wait for it, and between them hold it about half of
     their time (one holds it at a time); pprof samples carry runtime=ruby
-    and the version."""
+    and the version, and functions their first line."""
     w = ruby_workload(ident, "rb_record.rb")
     out = tmp_path / "out.pb.gz"
     record(taipan, out, w.pid, seconds=2, rate=200, extra=["--no-kernel", "--mode", "wall"])
@@ -311,6 +311,9 @@ def test_record_ruby_wall_gvl_and_labels(taipan, ident, ruby_workload, tmp_path)
     held = sum(g.get("held", 0) for g in workers)
     both = sum(sum(g.values()) for g in workers)
     assert 0.35 <= held / both <= 0.65, workers
+    # Each function's first line: where its method is defined.
+    raw = go_pprof("-raw", out)
+    assert re.search(r" hot \S*rb_record\.rb:\d+ s=%d\(" % lines["def-hot"], raw), raw[-3000:]
     tags = go_pprof("-tags", out)
     version = "3.1" if ident == "debian-3.1" else "3.3"
     assert re.search(r"runtime: Total.*\n.*: ruby\b", tags), tags
@@ -336,3 +339,29 @@ def test_deep_recursion_is_marked_truncated(taipan, ident, ruby_workload, tmp_pa
         assert rb[-1].name == "spin" and rb[-1].line in (lines["spin"], lines["spin-loop"]), rb[-1]
         assert all(f.name == "rec" and f.line == lines["rec"] for f in rb[:-1]), \
             set(f.text for f in rb[:-1])
+
+
+def test_record_all_ruby_and_python_in_and_out_of_a_root(taipan, ruby_workload, tmp_path):
+    """record -a: Debian's Python, bookworm's Ruby and sid's Ruby in its
+    root, at once, each profiled with its own runtime's frames and
+    labels."""
+    rb31 = ruby_workload("debian-3.1", "rb_record.rb")
+    rb33 = ruby_workload("sid-3.3", "rb_record.rb")
+    script = tmp_path / "pyhot.py"
+    script.write_text("import sys\ndef pyhot():\n    while True:\n        pass\n"
+                      "print('ready', flush=True)\npyhot()\n")
+    py = subprocess.Popen(["/usr/bin/python3.11", str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert py.stdout.readline().strip() == "ready"
+        stacks, res = record_folded(taipan, tmp_path, None, seconds=3, rate=100,
+                                    extra=["--no-kernel", "--comm", "ruby3.1", "--comm", "ruby3.3",
+                                           "--comm", "python3.11"])
+    finally:
+        py.kill()
+        py.wait()
+    names = {}
+    for s in stacks:
+        names.setdefault(s.pid, set()).update(f.name for f in s.frames if not f.native and not f.marker)
+    assert "pyhot" in names.get(py.pid, set()), (names.get(py.pid), res.stderr)
+    for w in (rb31, rb33):
+        assert {"hot", "sorter", "sort_by"} <= names.get(w.pid, set()), (w.pid, names.get(w.pid), res.stderr)

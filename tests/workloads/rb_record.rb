@@ -15,7 +15,7 @@ module Shapes
 end
 
 class Work
-  def self.hot(n)
+  def self.hot(n) # LINE:def-hot
     if Thread.current[:report]
       Thread.current[:report] = false
       stack = caller_locations(0)
