@@ -36,6 +36,7 @@ pkgs=(
   debootstrap                       # Debian roots with the test matrix's other Pythons (make roots)
   musl-tools                        # musl-gcc: make roots builds a CPython against musl, as Alpine's
   ruby3.1                           # bookworm's Ruby: the Ruby tests (sid's ruby3.3 is in the sid root)
+  ruby3.1-dev                       # its headers: the Ruby tests build a C extension that calls back
 )
 
 missing=()

@@ -365,3 +365,51 @@ def test_record_all_ruby_and_python_in_and_out_of_a_root(taipan, ruby_workload, 
     assert "pyhot" in names.get(py.pid, set()), (names.get(py.pid), res.stderr)
     for w in (rb31, rb33):
         assert {"hot", "sorter", "sort_by"} <= names.get(w.pid, set()), (w.pid, names.get(w.pid), res.stderr)
+
+
+def test_c_extension_calling_back_into_ruby(taipan, ruby_workload, tmp_path):
+    """A C extension the test builds (tests/workloads/rb_cext.c) calls a
+    Ruby block from C: the stack interleaves exactly, root first: outer,
+    the C function's Ruby frame (call_back), its native frame
+    (rbcext_call_back), rb_yield, the block, inner, hot at a line of its
+    loop, in nearly every sample in hot."""
+    inc = "/usr/include/ruby-3.1.0"
+    if not os.path.exists(os.path.join(inc, "ruby.h")):
+        msg = "ruby3.1-dev not installed (make deps)"
+        if IN_CI:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    ext = tmp_path / "rb_cext.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-fno-optimize-sibling-calls", "-I", inc,
+                    "-I", "/usr/include/x86_64-linux-gnu/ruby-3.1.0", os.path.join(WORKLOADS, "rb_cext.c"),
+                    "-o", str(ext), "-lruby-3.1"], check=True)
+    w = ruby_workload("debian-3.1", "rb_cext.rb", ext)
+    lines = marked_lines(os.path.join(WORKLOADS, "rb_cext.rb"))
+    loop = {lines["hot-a"], lines["hot-b"], lines["hot-c"], lines["hot-d"]}
+    stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=200, extra=["--no-kernel"])
+    mine = [s for s in stacks if s.pid == w.pid]
+    want = [("outer", lines["outer"]), ("call_back", None), ("rbcext_call_back", "n"), ("rb_yield", "n"),
+            ("block in outer", lines["outer"]), ("inner", lines["inner"]), ("hot", loop)]
+    hot = exact = 0
+    for s in mine:
+        rb = [f for f in s.frames if not f.native and not f.marker]
+        if not rb or rb[-1].name != "hot":
+            continue
+        hot += s.count
+        names = [f.name for f in s.frames]
+        if "outer" not in names:
+            continue
+        tail = [f for f in s.frames[names.index("outer"):]
+                if not f.native or f.name in ("rbcext_call_back", "rb_yield")]
+        ok = len(tail) == len(want)
+        for f, (name, line) in zip(tail, want):
+            ok = ok and f.name == name
+            if line == "n":
+                ok = ok and f.native
+            elif isinstance(line, set):
+                ok = ok and f.line in line
+            elif line is not None:
+                ok = ok and f.line == line
+        exact += s.count if ok else 0
+    assert hot >= 100, (hot, res.stderr)
+    assert exact >= 0.95 * hot, (exact, hot, [[f.text for f in s.frames] for s in mine[:4]])
