@@ -11,6 +11,8 @@
 #include "method.h"
 #include "id.h"
 #include "ractor_core.h"
+#include "internal/class.h"
+#include "internal/imemo.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -103,6 +105,28 @@ int main(void)
 	BITFIELD_AT(def_type, rb_method_definition_t, type, VM_METHOD_TYPE_MINIMUM_BITS);
 	OFF(def_original_id, rb_method_definition_t, original_id);
 	OFF(def_cfunc_func, rb_method_definition_t, body.cfunc.func);
+	/* A method entry is an imemo of type imemo_ment. */
+	printf("t_imemo %d\nimemo_shift %d\nimemo_mask %d\nimemo_ment %d\n", (int)RUBY_T_IMEMO,
+	       (int)RUBY_FL_USHIFT, (int)IMEMO_MASK, (int)imemo_ment);
+	/* A class's name: its classpath (3.2+: a field of its classext; before:
+	 * the __classpath__ ivar of its ivar table, an st_table), and the
+	 * object a singleton class is attached to (3.2+: a field; before: the
+	 * __attached__ ivar). */
+	printf("fl_singleton %lu\nt_class %d\nt_module %d\n", (unsigned long)RUBY_FL_SINGLETON,
+	       (int)RUBY_T_CLASS, (int)RUBY_T_MODULE);
+#if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 2)
+	OFF(class_classpath, struct RClass_and_rb_classext_t, classext.classpath);
+	OFF(class_attached, struct RClass_and_rb_classext_t,
+	    classext.as.singleton_class.attached_object);
+	printf("class_ext 0\next_iv_tbl 0\nst_entries 0\nst_entries_start 0\nst_entries_bound 0\n");
+#else
+	printf("class_classpath 0\nclass_attached 0\n");
+	OFF(class_ext, struct RClass, ptr);
+	OFF(ext_iv_tbl, rb_classext_t, iv_tbl);
+	OFF(st_entries, st_table, entries);
+	OFF(st_entries_start, st_table, entries_start);
+	OFF(st_entries_bound, st_table, entries_bound);
+#endif
 	printf("method_type_iseq %d\nmethod_type_cfunc %d\n", (int)VM_METHOD_TYPE_ISEQ,
 	       (int)VM_METHOD_TYPE_CFUNC);
 	printf("frame_magic_mask %lu\nframe_magic_cfunc %lu\nframe_flag_cframe %lu\n",

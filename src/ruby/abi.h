@@ -57,9 +57,10 @@ static inline void tp_rb_proc_set(struct tp_proc *p, const struct tp_rb_proc *rb
 /* Control frames a walk visits, C frames it skips included: the tail
  * calls' budget (TP_WALK_STEPS), as CPython's. */
 
-/* A Ruby frame (struct tp_frame): code is its instruction sequence and
- * aux its pc; a C function's frame has code its method entry (ep[-2]),
- * aux 0 and this flag. TP_FF_ENTRY marks the first frame of a call of the
+/* A Ruby frame (struct tp_frame): code is its instruction sequence, aux
+ * its pc and ident its ep[-2] (a method's frame: its method entry, which
+ * names its class); a C function's frame has code and ident its method
+ * entry, aux 0 and this flag. TP_FF_ENTRY marks the first frame of a call of the
  * VM from C (the VM_FRAME_FLAG_FINISH frame): the frames of one native
  * eval-loop call end there, as 3.11+ Python's end at an entry frame. */
 #define TP_FF_RB_CFUNC (1u << 8)

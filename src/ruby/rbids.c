@@ -106,3 +106,100 @@ int rb_cfunc_name(const struct rb_offsets *o, const struct rb_ids *t, uint64_t b
 		return ret;
 	return rb_id_name(o, t, bias, rd, ctx, id, buf, len);
 }
+
+/* Entries of an ivar table visited at most: a class's are a few. */
+#define IVARS_MAX 64
+#define ST_ENTRY 24 /* st_table_entry: hash, key, record */
+
+static int flags_of(mem_reader rd, void *ctx, uint64_t v, uint64_t *flags)
+{
+	/* Special constants (Fixnums, nil, symbols) are no objects. */
+	if (!v || (v & 7))
+		return -EPROTO;
+	return mem_read_u64_with(rd, ctx, v, flags);
+}
+
+/* Before 3.2: the ivar called name of class klass, from its ivar table
+ * (an st_table whose keys are IDs, matched by their names). */
+static int ivar_by_name(const struct rb_offsets *o, const struct rb_ids *t, uint64_t bias,
+			mem_reader rd, void *ctx, uint64_t klass, const char *name, uint64_t *v)
+{
+	uint64_t ext, tbl, entries, start, bound;
+	int ret;
+	if (!o->class_ext)
+		return -ENOENT;
+	if ((ret = mem_read_u64_with(rd, ctx, klass + o->class_ext, &ext)) ||
+	    (ret = mem_read_u64_with(rd, ctx, ext + o->ext_iv_tbl, &tbl)))
+		return ret;
+	if (!tbl)
+		return -ENOENT;
+	if ((ret = mem_read_u64_with(rd, ctx, tbl + o->st_entries, &entries)) ||
+	    (ret = mem_read_u64_with(rd, ctx, tbl + o->st_entries_start, &start)) ||
+	    (ret = mem_read_u64_with(rd, ctx, tbl + o->st_entries_bound, &bound)))
+		return ret;
+	if (bound < start || bound - start > IVARS_MAX)
+		return -EPROTO;
+	for (uint64_t i = start; i < bound; i++) {
+		uint64_t e[3];
+		char n[32];
+		if ((ret = rd(ctx, entries + i * ST_ENTRY, e, sizeof(e))) < 0)
+			return ret;
+		if (!rb_id_name(o, t, bias, rd, ctx, e[1], n, sizeof(n)) && !strcmp(n, name)) {
+			*v = e[2];
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+/* The class path of class or module klass. */
+static int class_path(const struct rb_offsets *o, const struct rb_ids *t, uint64_t bias,
+		      mem_reader rd, void *ctx, uint64_t klass, char *buf, size_t len)
+{
+	uint64_t path = 0;
+	int ret;
+	if (o->class_classpath)
+		ret = mem_read_u64_with(rd, ctx, klass + o->class_classpath, &path);
+	else
+		ret = ivar_by_name(o, t, bias, rd, ctx, klass, "__classpath__", &path);
+	if (ret)
+		return ret;
+	return rb_read_string(o, rd, ctx, path, buf, len);
+}
+
+int rb_method_owner(const struct rb_offsets *o, const struct rb_ids *t, uint64_t bias,
+		    mem_reader rd, void *ctx, uint64_t me, char *buf, size_t len, char *sep)
+{
+	uint64_t flags, owner, oflags;
+	int ret;
+	buf[0] = 0;
+	if ((ret = flags_of(rd, ctx, me, &flags)))
+		return ret;
+	if ((flags & o->t_mask) != o->t_imemo ||
+	    ((flags >> o->imemo_shift) & o->imemo_mask) != o->imemo_ment)
+		return -ENOENT;
+	if ((ret = mem_read_u64_with(rd, ctx, me + o->me_owner, &owner)) ||
+	    (ret = flags_of(rd, ctx, owner, &oflags)))
+		return ret;
+	uint64_t type = oflags & o->t_mask;
+	if (type != o->t_class && type != o->t_module)
+		return -EPROTO;
+	*sep = '#';
+	if (oflags & o->fl_singleton) {
+		uint64_t obj, f;
+		if (o->class_attached)
+			ret = mem_read_u64_with(rd, ctx, owner + o->class_attached, &obj);
+		else
+			ret = ivar_by_name(o, t, bias, rd, ctx, owner, "__attached__", &obj);
+		if (ret || (ret = flags_of(rd, ctx, obj, &f)))
+			return ret ? ret : -EPROTO;
+		/* The singleton class of a class or a module: its methods
+		 * are the class's (Foo.bar); of another object, no name. */
+		if ((f & o->t_mask) != o->t_class && (f & o->t_mask) != o->t_module)
+			return -ENOENT;
+		*sep = '.';
+		owner = obj;
+	}
+	ret = class_path(o, t, bias, rd, ctx, owner, buf, len);
+	return ret ? ret : buf[0] ? 0 : -ENOENT;
+}

@@ -36,4 +36,12 @@ int rb_id_name(const struct rb_offsets *o, const struct rb_ids *t, uint64_t bias
 int rb_cfunc_name(const struct rb_offsets *o, const struct rb_ids *t, uint64_t bias, mem_reader rd,
 		  void *ctx, uint64_t me, char *buf, size_t len);
 
+/* Where a method is defined, as Ruby 3.4's labels say it: for method
+ * entry me (an imemo_ment; anything else is -ENOENT), its owner's class
+ * path into buf ("Foo::Bar") and *sep '#'; or, for a singleton class's
+ * method (a module function, `def self.x`), the path of the class or
+ * module it is attached to and '.'. 0, or a negative errno. */
+int rb_method_owner(const struct rb_offsets *o, const struct rb_ids *t, uint64_t bias,
+		    mem_reader rd, void *ctx, uint64_t me, char *buf, size_t len, char *sep);
+
 #endif /* TAIPAN_RUBY_RBIDS_H */

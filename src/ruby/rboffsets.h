@@ -44,6 +44,14 @@ struct rb_offsets {
 	uint32_t me_def, me_called_id, me_owner, def_type, def_type_shift, def_original_id;
 	uint32_t def_cfunc_func; /* the C function a cfunc method calls */
 	uint32_t method_type_iseq, method_type_cfunc;
+	/* an imemo's type: (flags >> imemo_shift) & imemo_mask; a method
+	 * entry's is imemo_ment */
+	uint32_t t_imemo, imemo_shift, imemo_mask, imemo_ment;
+	/* a class's name and a singleton class's object (3.2+: fields; before:
+	 * ivars, in the st_table at class_ext -> ext_iv_tbl) */
+	uint64_t fl_singleton;
+	uint32_t t_class, t_module, class_classpath, class_attached;
+	uint32_t class_ext, ext_iv_tbl, st_entries, st_entries_start, st_entries_bound;
 	/* a frame's environment flags (ep[0]): its magic, a C frame, the
 	 * first frame of a call of the VM from C (VM_FRAME_FLAG_FINISH) */
 	uint64_t frame_magic_mask, frame_magic_cfunc, frame_flag_cframe, frame_flag_finish,

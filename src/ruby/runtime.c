@@ -38,11 +38,20 @@ struct tpw_host {
 #define PATH_MAX_RB 1024
 
 struct name_ent {
-	uint64_t code, aux; /* 0: empty */
+	uint64_t code, aux, ident; /* code 0: empty */
 	uint32_t flags;
 	int err;
 	int line, first_line;
 	char *label, *path;
+};
+
+/* Where each method is defined ("Work#"), by the instruction sequence of
+ * its frames: the blocks in it are named after it ("block in
+ * Work#sorter"). A power of two; entries are replaced. */
+#define OWNERS 1024
+struct owner_ent {
+	uint64_t iseq;
+	char owner[LABEL_MAX];
 };
 
 /* Threads' names, by thread id, refreshed after THREAD_NAME_NS. */
@@ -63,6 +72,7 @@ struct rt_proc {
 	struct name_ent scratch;
 	char scratch_label[LABEL_MAX], scratch_path[PATH_MAX_RB];
 	struct tname_ent tnames[TNAMES];
+	struct owner_ent *owners;
 };
 
 static int reader(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -123,6 +133,7 @@ static void proc_free(struct rt_proc *rp)
 			free(rp->names[i].path);
 		}
 	free(rp->names);
+	free(rp->owners);
 	free(rp);
 }
 
@@ -156,6 +167,48 @@ static int describe(struct rt_proc *rp, const void *ev, size_t size)
 	return -ENOTSUP; /* BPF sends no code events for Ruby */
 }
 
+/* The owners' entry of instruction sequence iseq, NULL without a table. */
+static struct owner_ent *owner_slot(struct rt_proc *rp, uint64_t iseq)
+{
+	if (!rp->owners)
+		rp->owners = calloc(OWNERS, sizeof(*rp->owners)); /* none: no blocks named */
+	return rp->owners ? &rp->owners[(iseq >> 4) * 0x9e3779b97f4a7c15ULL >> 54 & (OWNERS - 1)]
+			  : NULL;
+}
+
+/* The label of a frame whose own is label, into out: "Owner#label" or
+ * "Owner.label" when me is a method entry whose owner is named, then
+ * remembered for the instruction sequence iseq (0: a C function's); a
+ * block's "block in m" as "block in Owner#m" when the method it is in
+ * was named so; else label itself. */
+static void qualify(struct rt_proc *rp, uint64_t me, uint64_t iseq, const char *label, char *out)
+{
+	char owner[LABEL_MAX], sep;
+	const struct rb_offsets *o = rp->rb.o;
+	if (me && !rb_method_owner(o, &rp->rb.ids, rp->rb.bias, reader, &rp->rb.pid, me, owner,
+				   sizeof(owner), &sep)) {
+		snprintf(out, LABEL_MAX, "%.127s%c%.126s", owner, sep, label);
+		struct owner_ent *e = iseq ? owner_slot(rp, iseq) : NULL;
+		if (e) {
+			e->iseq = iseq;
+			snprintf(e->owner, sizeof(e->owner), "%.127s%c", owner, sep);
+		}
+		return;
+	}
+	const char *in = strstr(label, " in ");
+	uint64_t body, local;
+	if (in && iseq && !mem_read_u64_with(reader, &rp->rb.pid, iseq + o->iseq_body, &body) &&
+	    !mem_read_u64_with(reader, &rp->rb.pid, body + o->body_local_iseq, &local)) {
+		struct owner_ent *e = owner_slot(rp, local);
+		if (e && e->iseq == local) {
+			snprintf(out, LABEL_MAX, "%.*s in %.120s%.120s", (int)(in - label) & 63,
+				 label, e->owner, in + 4);
+			return;
+		}
+	}
+	snprintf(out, LABEL_MAX, "%s", label);
+}
+
 /* Names frame f into e (whose strings it sets, pointing into label and
  * path when given, else allocated). */
 static void name_frame(struct rt_proc *rp, const struct tp_frame *f, struct name_ent *e,
@@ -165,22 +218,27 @@ static void name_frame(struct rt_proc *rp, const struct tp_frame *f, struct name
 	char *l = label ? label : lb, *p = path ? path : pb;
 	e->code = f->code;
 	e->aux = f->aux;
+	e->ident = f->ident;
 	e->flags = f->flags;
 	e->line = e->first_line = 0;
 	l[0] = p[0] = 0;
+	char m[LABEL_MAX];
 	if (f->flags & TP_FF_RB_CFUNC) {
 		/* Its method's name; where it cannot be read, a marker, and the
 		 * C function's native frame under it names it. */
 		if (rb_cfunc_name(rp->rb.o, &rp->rb.ids, rp->rb.bias, reader, &rp->rb.pid, f->code,
-				  l, LABEL_MAX) ||
-		    !l[0])
+				  m, sizeof(m)) ||
+		    !m[0])
 			snprintf(l, LABEL_MAX, "[C function]");
+		else
+			qualify(rp, f->code, 0, m, l);
 		e->err = 0;
 	} else {
-		e->err = rb_frame_name(rp->rb.o, reader, &rp->rb.pid, f->code, f->aux, l, LABEL_MAX,
+		e->err = rb_frame_name(rp->rb.o, reader, &rp->rb.pid, f->code, f->aux, m, sizeof(m),
 				       p, PATH_MAX_RB, &e->line);
 		e->first_line =
 		    e->err ? 0 : rb_iseq_first_line(rp->rb.o, reader, &rp->rb.pid, f->code);
+		qualify(rp, f->ident, f->code, m, l);
 	}
 	e->label = label ? label : strdup(l);
 	e->path = path ? path : strdup(p);
@@ -202,7 +260,8 @@ static int frame(struct rt_proc *rp, const struct tp_frame *f, struct prof_frame
 		    (f->code >> 3) * 0x9e3779b97f4a7c15ULL ^ f->aux * 0xff51afd7ed558ccdULL;
 		for (size_t i = 0; i < NAMES_SIZE; i++) {
 			struct name_ent *c = &rp->names[(h + i) & (NAMES_SIZE - 1)];
-			if (c->code == f->code && c->aux == f->aux && c->flags == f->flags) {
+			if (c->code == f->code && c->aux == f->aux && c->ident == f->ident &&
+			    c->flags == f->flags) {
 				e = c;
 				break;
 			}

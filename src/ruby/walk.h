@@ -234,7 +234,9 @@ TPW_INLINE bool tpw_rb_frame(struct tpw_state *st)
 	struct tp_frame *fr = &st->s.frames[tpw_frame_idx(n)];
 	fr->code = cfunc ? env[0] : iseq;
 	fr->aux = cfunc ? 0 : pc;
-	fr->ident = 0;
+	/* A method's frame: its method entry (ep[-2]), whose owner names
+	 * its class; a block's or a script's: a cref or nothing. */
+	fr->ident = env[0];
 	fr->pos = 0;
 	/* The first frame of a call of the VM from C ends its group of
 	 * frames. A skipped one ends the group at the frame recorded before

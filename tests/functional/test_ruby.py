@@ -203,6 +203,14 @@ def test_frames_equal_caller_locations(ident, ruby_workload):
     assert len(stacks) == 3, stacks
 
 
+# What Ruby 3.4 calls the frames of rb_record.rb that 3.1 and 3.3 call by
+# their method's name alone: taipan names them as 3.4 does, Class#method,
+# Class.method for a singleton's, and the blocks after their method.
+QUALIFIED = {"loop": "Kernel#loop", "sorter": "Work#sorter", "sort_by": "Enumerable#sort_by",
+             "each": "Array#each", "block in sorter": "block in Work#sorter", "area": "Shapes.area",
+             "hot": "Work.hot", "sleep": "Kernel#sleep"}
+
+
 def reported_stacks(lines):
     """{thread name: [(label, path, line), ...]} from a workload's "stack
     NAME" and "at LABEL<tab>PATH<tab>LINE" lines (its caller_locations)."""
@@ -222,8 +230,9 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, ruby_workload, tmp
     """`record -p` of a Ruby process: BPF walks every thread's control
     frames on each sample, and the profile holds each worker's stack as Ruby
     itself reports it (caller_locations from inside the hot method): the
-    same labels in order, with file and exact line for each Ruby frame and
-    the method's name for each C function (Array#sort_by, #each), the hot
+    same frames in order, named as Ruby 3.4 names them (Work#sorter,
+    Shapes.area, block in Work#sorter; C functions Enumerable#sort_by,
+    Array#each), with file and exact line for each Ruby frame, the hot
     method's line one of its loop's. Native frames go where the VM ran
     Ruby: rb_yield, which sort_by's C code calls, lies between `each` and
     the block it runs, and `[native and Ruby stacks disagree]` is rare.
@@ -248,7 +257,7 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, ruby_workload, tmp
     for s in workers:
         by_thread.setdefault(s.tid, [s.thread, 0])[1] += s.count
         rb = [f for f in s.frames if not f.native and not f.marker and not f.kernel]
-        if not rb or rb[-1].name != "hot":
+        if not rb or rb[-1].name != "Work.hot":
             continue
         hot += s.count
         expect = list(reversed(want[s.thread]))  # root first, as folded stacks are
@@ -257,10 +266,11 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, ruby_workload, tmp
         ok = rb[-1].line in loop and rb[-1].file == expect[-1][1]
         for f, (label, path, line) in zip(rb[:-1], expect[:-1]):
             # A C function has no file of its own (Ruby shows its caller's).
-            ok = ok and f.name == label and (f.file is None or (f.file, f.line) == (path, line))
+            ok = ok and f.name == QUALIFIED.get(label, label) and \
+                (f.file is None or (f.file, f.line) == (path, line))
         names = [f.name for f in s.frames]
-        each, block = names.index("each") if "each" in names else -1, names.index("block in sorter") \
-            if "block in sorter" in names else -1
+        each = names.index("Array#each") if "Array#each" in names else -1
+        block = names.index("block in Work#sorter") if "block in Work#sorter" in names else -1
         ok = ok and 0 <= each < block and "rb_yield" in names[each:block]
         exact += s.count if ok else 0
     assert hot >= 0.5 * n, (hot, n)
@@ -298,7 +308,7 @@ def test_record_ruby_wall_gvl_and_labels(taipan, ident, ruby_workload, tmp_path)
            extra=["--no-kernel", "--mode", "wall", "--folded-lines", "--folded-threads"])
     lines = marked_lines(os.path.join(WORKLOADS, "rb_record.rb"))
     sleeper = [s for s in parse_folded(folded) if s.pid == w.pid and s.thread == "sleeper"]
-    under = sum(s.count for s in sleeper if any(f.name == "sleep" for f in s.frames)
+    under = sum(s.count for s in sleeper if any(f.name == "Kernel#sleep" for f in s.frames)
                 and any(f.line == lines["sleeper"] for f in s.frames))
     # Folded wall values are microseconds: most of the 1 s.
     assert under >= 0.7e6, (under, [[f.text for f in s.frames] for s in sleeper])
@@ -313,7 +323,7 @@ def test_record_ruby_wall_gvl_and_labels(taipan, ident, ruby_workload, tmp_path)
     assert 0.35 <= held / both <= 0.65, workers
     # Each function's first line: where its method is defined.
     raw = go_pprof("-raw", out)
-    assert re.search(r" hot \S*rb_record\.rb:\d+ s=%d\(" % lines["def-hot"], raw), raw[-3000:]
+    assert re.search(r" Work\.hot \S*rb_record\.rb:\d+ s=%d\(" % lines["def-hot"], raw), raw[-3000:]
     tags = go_pprof("-tags", out)
     version = "3.1" if ident == "debian-3.1" else "3.3"
     assert re.search(r"runtime: Total.*\n.*: ruby\b", tags), tags
@@ -336,8 +346,8 @@ def test_deep_recursion_is_marked_truncated(taipan, ident, ruby_workload, tmp_pa
         rb = [f for f in s.frames if not f.marker]
         assert s.frames[0].text == "[truncated]", [f.text for f in s.frames[:3]]
         assert len(rb) == 2048, len(rb)
-        assert rb[-1].name == "spin" and rb[-1].line in (lines["spin"], lines["spin-loop"]), rb[-1]
-        assert all(f.name == "rec" and f.line == lines["rec"] for f in rb[:-1]), \
+        assert rb[-1].name == "Object#spin" and rb[-1].line in (lines["spin"], lines["spin-loop"]), rb[-1]
+        assert all(f.name == "Object#rec" and f.line == lines["rec"] for f in rb[:-1]), \
             set(f.text for f in rb[:-1])
 
 
@@ -364,13 +374,14 @@ def test_record_all_ruby_and_python_in_and_out_of_a_root(taipan, ruby_workload, 
         names.setdefault(s.pid, set()).update(f.name for f in s.frames if not f.native and not f.marker)
     assert "pyhot" in names.get(py.pid, set()), (names.get(py.pid), res.stderr)
     for w in (rb31, rb33):
-        assert {"hot", "sorter", "sort_by"} <= names.get(w.pid, set()), (w.pid, names.get(w.pid), res.stderr)
+        assert {"Work.hot", "Work#sorter", "Enumerable#sort_by"} <= names.get(w.pid, set()), \
+            (w.pid, names.get(w.pid), res.stderr)
 
 
 def test_c_extension_calling_back_into_ruby(taipan, ruby_workload, tmp_path):
     """A C extension the test builds (tests/workloads/rb_cext.c) calls a
     Ruby block from C: the stack interleaves exactly, root first: outer,
-    the C function's Ruby frame (call_back), its native frame
+    the C function's Ruby frame (CExt.call_back), its native frame
     (rbcext_call_back), rb_yield, the block, inner, hot at a line of its
     loop, in nearly every sample in hot."""
     inc = "/usr/include/ruby-3.1.0"
@@ -388,18 +399,19 @@ def test_c_extension_calling_back_into_ruby(taipan, ruby_workload, tmp_path):
     loop = {lines["hot-a"], lines["hot-b"], lines["hot-c"], lines["hot-d"]}
     stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=200, extra=["--no-kernel"])
     mine = [s for s in stacks if s.pid == w.pid]
-    want = [("outer", lines["outer"]), ("call_back", None), ("rbcext_call_back", "n"), ("rb_yield", "n"),
-            ("block in outer", lines["outer"]), ("inner", lines["inner"]), ("hot", loop)]
+    want = [("Object#outer", lines["outer"]), ("CExt.call_back", None), ("rbcext_call_back", "n"),
+            ("rb_yield", "n"), ("block in Object#outer", lines["outer"]), ("Object#inner", lines["inner"]),
+            ("Object#hot", loop)]
     hot = exact = 0
     for s in mine:
         rb = [f for f in s.frames if not f.native and not f.marker]
-        if not rb or rb[-1].name != "hot":
+        if not rb or rb[-1].name != "Object#hot":
             continue
         hot += s.count
         names = [f.name for f in s.frames]
-        if "outer" not in names:
+        if "Object#outer" not in names:
             continue
-        tail = [f for f in s.frames[names.index("outer"):]
+        tail = [f for f in s.frames[names.index("Object#outer"):]
                 if not f.native or f.name in ("rbcext_call_back", "rb_yield")]
         ok = len(tail) == len(want)
         for f, (name, line) in zip(tail, want):
