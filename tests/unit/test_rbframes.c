@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "ruby/rbframes.h"
+#include "ruby/rbids.h"
 #include "ruby/rboffsets.h"
 
 #define BASE 0x10000ULL
@@ -215,12 +216,122 @@ static void test_walk(void **state)
 	assert_int_equal(rb_walk(o, fake_read, NULL, ec, f, 8, &n), -EFAULT);
 }
 
+/* A method entry whose owner is at klass. */
+static uint64_t put_me(const struct rb_offsets *o, uint64_t at, uint64_t klass)
+{
+	put64(at, o->t_imemo | ((uint64_t)o->imemo_ment << o->imemo_shift));
+	put64(at + o->me_owner, klass);
+	return at;
+}
+
+/* A class (or module: type) named name, in the layout's way: 3.3's
+ * classpath field; 3.1's __classpath__ ivar in an st_table whose keys are
+ * IDs, named through a fake ruby_global_symbols (ids, at symbols). */
+#define SYMS (BASE + 0x8000)
+#define ID_OF(serial) ((uint64_t)(serial) << 4)
+static void put_symbols(const struct rb_offsets *o)
+{
+	/* symbols: last_id, ..., ids (an embedded array of one array) */
+	put32(SYMS, 100);
+	uint64_t ids = SYMS + 0x100, ary = SYMS + 0x200, elems = SYMS + 0x1000;
+	put64(SYMS + 16, ids);
+	put64(ids, o->t_array | o->ary_embed);
+	put64(ids + o->ary_embed_ary, ary);
+	put64(ary, o->t_array);
+	put64(ary + o->ary_heap_ptr, elems);
+	put_string(o, SYMS + 0x2000, "__classpath__", false);
+	put_string(o, SYMS + 0x2400, "__attached__", false);
+	put_string(o, SYMS + 0x2800, "@other", false);
+	put64(elems + 20 * 2 * 8, SYMS + 0x2000);
+	put64(elems + 21 * 2 * 8, SYMS + 0x2400);
+	put64(elems + 22 * 2 * 8, SYMS + 0x2800);
+}
+
+static void put_class(const struct rb_offsets *o, uint64_t at, uint64_t type, uint64_t named,
+		      bool singleton, uint64_t attached)
+{
+	put64(at, type | (singleton ? o->fl_singleton : 0));
+	if (o->class_classpath) {
+		put64(at + o->class_classpath, named);
+		put64(at + o->class_attached, attached);
+		return;
+	}
+	uint64_t ext = at + 0x100, tbl = at + 0x200, entries = at + 0x300;
+	put64(at + o->class_ext, ext);
+	put64(ext + o->ext_iv_tbl, tbl);
+	put64(tbl + o->st_entries, entries);
+	put64(tbl + o->st_entries_start, 0);
+	put64(tbl + o->st_entries_bound, 2);
+	/* {hash, key, record}: another ivar first */
+	put64(entries + 8, ID_OF(22));
+	put64(entries + 16, 0x1234);
+	put64(entries + 24 + 8, singleton ? ID_OF(21) : ID_OF(20));
+	put64(entries + 24 + 16, singleton ? attached : named);
+}
+
+static void test_method_owner(void **state)
+{
+	(void)state;
+	const unsigned int minors[] = {1, 3};
+	for (size_t v = 0; v < 2; v++) {
+		const struct rb_offsets *o = layout(minors[v]);
+		struct rb_ids ids = {.symbols = SYMS, .shift = 4, .last_op = 169};
+		char buf[64], sep = 0;
+		memset(mem, 0, sizeof(mem));
+		put_symbols(o);
+		uint64_t work = BASE + 0x1000, shapes = BASE + 0x2000, single = BASE + 0x3000;
+		put_string(o, BASE + 0x5000, "Work", false);
+		put_string(o, BASE + 0x5100, "Shapes", false);
+		put_class(o, work, o->t_class, BASE + 0x5000, false, 0);
+		put_class(o, shapes, o->t_module, BASE + 0x5100, false, 0);
+		put_class(o, single, o->t_class, 0, true, shapes);
+		uint64_t me = put_me(o, BASE + 0x6000, work);
+		assert_int_equal(
+		    rb_method_owner(o, &ids, 0, fake_read, NULL, me, buf, sizeof(buf), &sep), 0);
+		assert_string_equal(buf, "Work");
+		assert_int_equal(sep, '#');
+		me = put_me(o, BASE + 0x6100, single);
+		assert_int_equal(
+		    rb_method_owner(o, &ids, 0, fake_read, NULL, me, buf, sizeof(buf), &sep), 0);
+		assert_string_equal(buf, "Shapes");
+		assert_int_equal(sep, '.');
+		/* Not a method entry: a cref, a Fixnum, nothing. */
+		put64(BASE + 0x6200, o->t_imemo | (1ULL << o->imemo_shift));
+		assert_int_equal(rb_method_owner(o, &ids, 0, fake_read, NULL, BASE + 0x6200, buf,
+						 sizeof(buf), &sep),
+				 -ENOENT);
+		assert_int_equal(
+		    rb_method_owner(o, &ids, 0, fake_read, NULL, 0x15, buf, sizeof(buf), &sep),
+		    -EPROTO);
+		/* An owner that is no class; a singleton of a plain object. */
+		me = put_me(o, BASE + 0x6300, BASE + 0x5000);
+		assert_int_equal(
+		    rb_method_owner(o, &ids, 0, fake_read, NULL, me, buf, sizeof(buf), &sep),
+		    -EPROTO);
+		put64(BASE + 0x7000, 1); /* T_OBJECT */
+		put_class(o, single, o->t_class, 0, true, BASE + 0x7000);
+		me = put_me(o, BASE + 0x6400, single);
+		assert_int_equal(
+		    rb_method_owner(o, &ids, 0, fake_read, NULL, me, buf, sizeof(buf), &sep),
+		    -ENOENT);
+		if (o->class_classpath)
+			continue;
+		/* 3.1: an ivar table too long to be a class's is refused. */
+		put64(work + 0x200 + o->st_entries_bound, 100000);
+		me = put_me(o, BASE + 0x6500, work);
+		assert_int_equal(
+		    rb_method_owner(o, &ids, 0, fake_read, NULL, me, buf, sizeof(buf), &sep),
+		    -EPROTO);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_succ_rank),
 	    cmocka_unit_test(test_strings),
 	    cmocka_unit_test(test_walk),
+	    cmocka_unit_test(test_method_owner),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
