@@ -72,6 +72,18 @@ TPW_INLINE void tpw_rb_begin(struct tpw_state *st)
 /* No process has more TLS modules than this. */
 #define TPW_RB_MAX_MODULES 65536
 
+/* 1 when v is not 0, else 0, without a branch: the compiler, which would
+ * turn the sign bit back into a comparison and a jump, is not shown that
+ * it is one. */
+TPW_INLINE __u64 tpw_rb_nonzero(__u64 v)
+{
+	__u64 m = v | -v;
+#ifdef __BPF__
+	asm volatile("" : "+r"(m));
+#endif
+	return m >> 63;
+}
+
 /* The execution context of the thread whose thread pointer is fsbase, 0
  * with the sample's error set when there is none to walk. */
 TPW_INLINE __u64 tpw_rb_ec(struct tpw_state *st, __u64 fsbase)
@@ -222,18 +234,22 @@ TPW_INLINE bool tpw_rb_frame(struct tpw_state *st)
 		r->cfp = 0;
 		return false;
 	}
+	/* Without a branch from here (masks, and 0 or 1 from a sign bit),
+	 * as CPython's walker: each branch doubles the states the verifier
+	 * keeps through an unrolled walk. Addresses are user addresses,
+	 * below 2^63. */
 	cfp += csize;
-	r->cfp = cfp < r->end ? cfp : 0;
+	r->cfp = cfp & -((cfp - r->end) >> 63); /* 0 past the last frame */
 	__u64 flags = env[2];
-	__u32 cframe = (flags & p->flag_cframe) != 0;
-	__u32 cfunc = cframe & ((flags & p->magic_mask) == p->magic_cfunc);
+	__u64 cframe = tpw_rb_nonzero(flags & p->flag_cframe);
+	__u64 cfunc = cframe & (1 - tpw_rb_nonzero((flags & p->magic_mask) ^ p->magic_cfunc));
 	/* keep: a Ruby frame with a pc, or a C function's frame; else the
-	 * slot is written and left for the next frame. Without a branch on
-	 * it, as CPython's walker: fewer states for the verifier. */
-	__u32 keep = ((1 - cframe) & (pc != 0)) | cfunc;
+	 * slot is written and left for the next frame. */
+	__u64 keep = ((1 - cframe) & tpw_rb_nonzero(pc)) | cfunc;
+	__u64 cmask = -cfunc;
 	struct tp_frame *fr = &st->s.frames[tpw_frame_idx(n)];
-	fr->code = cfunc ? env[0] : iseq;
-	fr->aux = cfunc ? 0 : pc;
+	fr->code = (env[0] & cmask) | (iseq & ~cmask);
+	fr->aux = pc & ~cmask;
 	/* A method's frame: its method entry (ep[-2]), whose owner names
 	 * its class; a block's or a script's: a cref or nothing. */
 	fr->ident = env[0];
@@ -243,10 +259,11 @@ TPW_INLINE bool tpw_rb_frame(struct tpw_state *st)
 	 * it; with none recorded yet, that write lands in the last slot,
 	 * unused unless the stack fills it, and tpw_rb_end() reads it: the
 	 * innermost call runs no frame that is shown. */
-	__u32 finish = (flags & p->flag_finish) != 0;
-	fr->flags = (finish & keep ? TP_FF_ENTRY : 0) | (cfunc ? TP_FF_RB_CFUNC : 0);
-	st->s.frames[tpw_frame_idx(n - 1)].flags |= finish & (1 - keep) ? TP_FF_ENTRY : 0;
-	st->s.nframes = n + keep;
+	__u64 finish = tpw_rb_nonzero(flags & p->flag_finish);
+	fr->flags = (__u32)((finish & keep) * TP_FF_ENTRY + cfunc * TP_FF_RB_CFUNC);
+	st->s.frames[tpw_frame_idx(n - 1)].flags |= (__u32)((finish & (1 - keep)) * TP_FF_ENTRY);
+	n += (__u32)keep;
+	st->s.nframes = n;
 	return r->cfp != 0;
 }
 

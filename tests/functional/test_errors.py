@@ -257,14 +257,14 @@ def test_thread_id_means_its_process(taipan, workload, tmp_path):
     res = record(taipan, out, tids[0], seconds=1, quiet=False, extra=["--folded-threads"])
     assert "%d is a thread of process %d" % (tids[0], w.pid) in res.stderr
     assert {s.pid for s in parse_folded(out)} == {w.pid}
-    assert "from 1 Python process," in res.stderr
+    assert "from 1 profiled process," in res.stderr
 
 
 def test_same_process_twice_is_one(taipan, workload, tmp_path):
     w = workload(pyenv("pyenv-3.12"), "threads.py", 30)
     tid = next(int(t) for t in os.listdir("/proc/%d/task" % w.pid) if int(t) != w.pid)
     res = record(taipan, tmp_path / "x.folded", [w.pid, w.pid, tid, w.pid], seconds=1, quiet=False)
-    assert "from 1 Python process," in res.stderr, res.stderr
+    assert "from 1 profiled process," in res.stderr, res.stderr
 
 
 def test_zombie_is_said_to_have_exited(taipan, tmp_path):

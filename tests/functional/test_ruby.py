@@ -277,9 +277,14 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, ruby_workload, tmp
     assert exact >= 0.97 * hot, (exact, hot, [[f.text for f in s.frames] for s in workers[:5]])
     used = {tid: after.get(tid, 0) - before.get(tid, 0) for tid in by_thread}
     assert sorted(name for name, _ in by_thread.values()) == ["worker-0", "worker-1"], by_thread
+    shares = {}
     for tid, (name, count) in by_thread.items():
         share, truth = count / n, used[tid] / sum(after[t] - before.get(t, 0) for t in after)
-        assert abs(share - truth) <= 0.05, (name, share, truth)
+        shares[name] = (round(100 * share, 1), round(100 * truth, 1))
+    print("ruby %s: exact %d of %d samples in hot; share of samples, of CPU time (%%): %s"
+          % (ident, exact, hot, shares))
+    for name, (share, truth) in shares.items():
+        assert abs(share - truth) <= 5, shares
 
 
 def gvl_shares(path, thread):
@@ -330,15 +335,19 @@ def test_record_ruby_wall_gvl_and_labels(taipan, ident, ruby_workload, tmp_path)
     assert re.search(r"runtime_version: Total[^\n]*\n[^\n]*: %s\.\d+" % re.escape(version), tags), tags
 
 
+@pytest.mark.parametrize("build", ["bpf_loop", "unrolled"])
 @pytest.mark.parametrize("ident", [r[0] for r in RUBIES])
-def test_deep_recursion_is_marked_truncated(taipan, ident, ruby_workload, tmp_path):
+def test_deep_recursion_is_marked_truncated(taipan, ident, build, ruby_workload, tmp_path):
     """5,000 Ruby calls deep: more frames than a sample holds (2,048). Every
     sample keeps the innermost 2,048, spin at the leaf in its loop, and says
-    [truncated] at its root; nothing is invented or repeated."""
+    [truncated] at its root; nothing is invented or repeated. The same with
+    the unrolled programs of kernels without bpf_loop (TAIPAN_BPF_LOOP=0),
+    which the verifier checks frame by frame."""
     w = ruby_workload(ident, "rb_depth.rb", 5000)
     lines = marked_lines(os.path.join(WORKLOADS, "rb_depth.rb"))
+    env = dict(os.environ, TAIPAN_BPF_LOOP="0") if build == "unrolled" else None
     stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=200,
-                                extra=["--no-kernel", "--native", "none"])
+                                extra=["--no-kernel", "--native", "none"], env=env)
     mine = [s for s in stacks if s.pid == w.pid]
     n = total(mine)
     assert n >= 100, "too few samples: %d\n%s" % (n, res.stderr)
