@@ -16,12 +16,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from overhead import prog_stats, target_samples  # noqa: E402
+from overhead import cost_per_sample  # noqa: E402
 
 WORKLOADS = os.path.join(ROOT, "tests", "workloads")
 
@@ -30,23 +29,7 @@ def cost(taipan, python, lib, depth, seconds):
     work = subprocess.Popen([python, os.path.join(WORKLOADS, "native_deep.py"), lib, str(depth)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     work.stdout.readline()
-    out = tempfile.mktemp(suffix=".folded")
-    rec = subprocess.Popen([taipan, "record", "-q", "--no-kernel", "--native", "all", "-r", "1000",
-                            "-p", str(work.pid), "-d", str(seconds + 2), "-o", out])
-    try:
-        time.sleep(1)
-        first, t1 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
-        time.sleep(seconds)
-        last, t2 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
-        rec.wait()
-    finally:
-        work.kill()
-        work.wait()
-        if os.path.exists(out):
-            os.unlink(out)
-    if not first or not last or t1 is None or t2 == t1:
-        return None
-    return (last[0] - first[0]) / (t2 - t1)
+    return cost_per_sample(taipan, work, seconds, ["--native", "all"])
 
 
 def main():

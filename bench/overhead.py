@@ -80,6 +80,29 @@ def target_samples(pid, stat=STAT_SAMPLES):
     return None
 
 
+def cost_per_sample(taipan, work, seconds, extra=()):
+    """BPF run time of the perf program (its tail calls charged to it) per
+    sample of process work (a Popen, killed at the end), recorded at 1 kHz
+    with `record --no-kernel` and extra; None when nothing was measured."""
+    out = tempfile.mktemp(suffix=".folded")
+    rec = subprocess.Popen([taipan, "record", "-q", "--no-kernel", "-r", "1000", "-p", str(work.pid),
+                            "-d", str(seconds + 2), "-o", out] + list(extra))
+    try:
+        time.sleep(1)  # loaded and attached
+        first, t1 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
+        time.sleep(seconds)
+        last, t2 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
+        rec.wait()
+    finally:
+        work.kill()
+        work.wait()
+        if os.path.exists(out):
+            os.unlink(out)
+    if not first or not last or t1 is None or t2 == t1:
+        return None
+    return (last[0] - first[0]) / (t2 - t1)
+
+
 def sample_cost(taipan, python, depth, seconds, rate, extra=(), distinct=False):
     """ns per sample of the whole BPF walk at this depth (distinct: of as
     many different functions, else of one recursive function)."""

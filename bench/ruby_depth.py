@@ -16,13 +16,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from overhead import prog_stats, target_samples  # noqa: E402
+from overhead import cost_per_sample  # noqa: E402
 
 WORKLOADS = os.path.join(ROOT, "tests", "workloads")
 
@@ -33,23 +32,7 @@ def cost(taipan, argv, native, seconds):
         work.stdout.readline()  # "ready"
     else:
         time.sleep(0.5)
-    out = tempfile.mktemp(suffix=".folded")
-    rec = subprocess.Popen([taipan, "record", "-q", "--no-kernel", "--native", native, "-r", "1000",
-                            "-p", str(work.pid), "-d", str(seconds + 2), "-o", out])
-    try:
-        time.sleep(1)
-        first, t1 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
-        time.sleep(seconds)
-        last, t2 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
-        rec.wait()
-    finally:
-        work.kill()
-        work.wait()
-        if os.path.exists(out):
-            os.unlink(out)
-    if not first or not last or t1 is None or t2 == t1:
-        return None
-    return (last[0] - first[0]) / (t2 - t1)
+    return cost_per_sample(taipan, work, seconds, ["--native", native])
 
 
 def main():
