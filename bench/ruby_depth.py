@@ -78,7 +78,7 @@ def main():
         print("  %6d %14s %14s %14s %14s" % (n, cell(("ruby", n, "none")), cell(("ruby", n, "all")),
                                              cell(("python", n, "none")), cell(("python", n, "all"))))
     lo, hi = min(depths), max(depths)
-    if ("ruby", lo, "none") in med and ("ruby", hi, "none") in med:
+    if hi > lo and ("ruby", lo, "none") in med and ("ruby", hi, "none") in med:
         print("  per Ruby frame: %.1f ns (from %d to %d frames)"
               % ((med[("ruby", hi, "none")] - med[("ruby", lo, "none")]) / (hi - lo), lo, hi))
 
