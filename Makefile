@@ -278,7 +278,8 @@ demo: run
 # Figures, not tests: per-sample BPF cost and slowdown (overhead.py); taipan
 # against Austin and CPython's sampler (compare.py), written to bench/results/;
 # native frames: across the matrix (native.py), BPF time per native frame
-# (native_depth.py), the slowdown of Python + C work against the floor of
+# (native_depth.py), BPF time per Ruby sample by depth beside Python's
+# (ruby_depth.py), the slowdown of Python + C work against the floor of
 # an empty BPF program (slowdown.py), samples lost while torch is imported
 # on a busy machine (torch_import.py).
 bench: $(BUILD)/taipan bench-unwtab $(BUILD)/bench/ingest
@@ -289,6 +290,7 @@ bench: $(BUILD)/taipan bench-unwtab $(BUILD)/bench/ingest
 	$(PYTHON) bench/overhead.py --native --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/native.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/native_depth.py --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/ruby_depth.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/slowdown.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/torch_import.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/ingest.py --ingest $(abspath $(BUILD)/bench/ingest) --python $(UNWTAB_PY)
