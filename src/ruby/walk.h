@@ -229,7 +229,7 @@ TPW_INLINE bool tpw_rb_frame(struct tpw_state *st)
 	__u64 iseq = tpw_win_u64(st, at, p->cfp_iseq);
 	__u64 ep = tpw_win_u64(st, at, p->cfp_ep);
 	__u64 env[3]; /* ep[-2] (a C function's method entry), ep[-1], ep[0] (the flags) */
-	if (!ep || tpw_rb_env(st, ep, env)) {
+	if (ep < 16 || tpw_rb_env(st, ep, env)) { /* ep[-2] must not wrap */
 		st->s.err = TP_ERR_FRAME;
 		r->cfp = 0;
 		return false;
