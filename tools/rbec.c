@@ -27,10 +27,10 @@
 
 #include "proc/elfsym.h"
 #include "proc/memread.h"
-#include "proc/procmaps.h"
 #include "ruby/ectls.h"
 #include "ruby/rbframes.h"
 #include "ruby/rboffsets.h"
+#include "ruby/rbproc.h"
 
 static int reader(void *ctx, uint64_t addr, void *buf, size_t len)
 {
@@ -62,48 +62,6 @@ static int analyse(const char *path, struct elf_file **ef, struct rb_ectls *t)
 	return 0;
 }
 
-/* The Ruby library's mapping at offset 0 in pid (the first whose name
- * starts with libruby), a path that opens it, and its start. */
-static int find_lib(pid_t pid, char *path, size_t len, uint64_t *start)
-{
-	struct proc_maps m = {0};
-	int ret = procmaps_read(pid, &m);
-	if (ret)
-		return ret;
-	ret = -ENOENT;
-	for (size_t i = 0; i < m.n; i++) {
-		const char *base = strrchr(m.v[i].path, '/');
-		if (!base || strncmp(base + 1, "libruby", 7) || m.v[i].offset)
-			continue;
-		/* The file the process mapped, wherever its root is. */
-		snprintf(path, len, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-			 m.v[i].start, m.v[i].end);
-		*start = m.v[i].start;
-		ret = 0;
-		break;
-	}
-	procmaps_free(&m);
-	return ret;
-}
-
-/* The layout of the Ruby version whose library is ef (ruby_version). */
-static const struct rb_offsets *layout_of(struct elf_file *ef)
-{
-	uint64_t at;
-	char v[16] = {0};
-	unsigned int major, minor;
-	if (elf_file_symbol(ef, "ruby_version", &at, NULL) ||
-	    elf_file_read(ef, at, v, sizeof(v) - 1) || sscanf(v, "%u.%u", &major, &minor) != 2) {
-		fprintf(stderr, "taipan-rbec: no ruby_version\n");
-		return NULL;
-	}
-	const struct rb_offsets *o = rb_offsets_find(major, minor);
-	if (!o)
-		fprintf(stderr, "taipan-rbec: no layout of Ruby %u.%u (src/ruby/gen/)\n", major,
-			minor);
-	return o;
-}
-
 static void print_frames(const struct rb_offsets *o, pid_t pid, const char *fs, uint64_t ec)
 {
 	struct rb_frame f[256];
@@ -132,26 +90,19 @@ static void print_frames(const struct rb_offsets *o, pid_t pid, const char *fs, 
 
 static int live(pid_t pid, char **fsbases, int n, bool frames)
 {
-	char path[4200];
-	uint64_t start;
-	struct rb_ectls t;
-	struct elf_file *ef = NULL;
-	if (find_lib(pid, path, sizeof(path), &start)) {
-		fprintf(stderr, "taipan-rbec: pid %d maps no libruby\n", (int)pid);
+	struct rbproc rp;
+	char err[512];
+	/* The process as taipan reads it: its library, layout and TLS. */
+	if (rbproc_inspect(pid, &rp, err, sizeof(err))) {
+		fprintf(stderr, "taipan-rbec: %s\n", err);
 		return 1;
 	}
-	if (analyse(path, &ef, &t)) {
-		elf_file_close(ef);
-		return 1;
-	}
-	uint64_t bias = start - elf_file_base_vaddr(ef);
-	const struct rb_offsets *o = frames ? layout_of(ef) : NULL;
-	elf_file_close(ef);
-	if (frames && !o)
-		return 1;
+	const struct rb_ectls t = rp.tls;
+	const struct rb_offsets *o = rp.o;
+	uint64_t bias = rp.bias;
 	if (!t.ec_thread || !t.thread_self) {
 		fprintf(stderr, "taipan-rbec: %s: rb_thread_current's loads not recognised\n",
-			path);
+			rp.lib);
 		return 1;
 	}
 	int status = 0;

@@ -73,6 +73,25 @@ int main(void)
 	OFF(thread_ractor, rb_thread_t, ractor);
 	OFF(thread_blocking_region, rb_thread_t, blocking_region_buffer);
 	BITFIELD_AT(thread_status, rb_thread_t, status, 2); /* THREAD_RUNNABLE is 0 */
+	/* The VM's ractors and each one's threads (dump lists them): ccan
+	 * lists, each thread with its EC and its OS thread id. */
+	OFF(vm_at_exit, rb_vm_t, at_exit);
+	OFF(vm_ractor_set, rb_vm_t, ractor.set);
+	OFF(vm_main_thread, rb_vm_t, ractor.main_thread);
+	OFF(ractor_vmlr_node, rb_ractor_t, vmlr_node);
+	OFF(ractor_threads_set, rb_ractor_t, threads.set);
+	OFF(thread_lt_node, rb_thread_t, lt_node);
+	OFF(thread_vm, rb_thread_t, vm);
+	OFF(thread_ec, rb_thread_t, ec);
+#if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 3)
+	/* 3.3: the native thread a Ruby thread runs on holds the tid. */
+	printf("thread_tid 0\n");
+	OFF(thread_nt, rb_thread_t, nt);
+	OFF(nt_tid, struct rb_native_thread, tid);
+#else
+	OFF(thread_tid, rb_thread_t, tid);
+	printf("thread_nt 0\nnt_tid 0\n");
+#endif
 #if RUBY_API_VERSION_MAJOR > 3 || (RUBY_API_VERSION_MAJOR == 3 && RUBY_API_VERSION_MINOR >= 3)
 	OFF(ractor_gvl_owner, rb_ractor_t, threads.sched.running);
 #else

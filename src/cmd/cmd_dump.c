@@ -1,6 +1,7 @@
 /* cmd_dump.c - `taipan dump`: the Python stack of every thread of a process,
  * right now, read from user space, with its native frames (each thread
  * stopped with ptrace only while its registers and stacks are read). */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -27,43 +28,49 @@ void cmd_dump_usage(FILE *out)
 	fprintf(out,
 		"usage: taipan dump -p PID [--json] [--native MODE]\n"
 		"\n"
-		"Prints the Python stack of every thread of process PID as it is right now,\n"
-		"innermost frame first, like a traceback, with its native (C) frames, each\n"
-		"shown as \"name (module)\". Memory is read with process_vm_readv and never\n"
-		"written to. Native frames need each thread's registers: each thread is\n"
-		"paused with ptrace for the moment its registers and stacks are read, one\n"
-		"thread at a time (as py-spy --native does); --native none never stops the\n"
-		"process. A thread that cannot be paused (another tracer, Yama's ptrace_scope,\n"
-		"or uninterruptible sleep for over 1 s: a vfork parent, a D-state system call)\n"
-		"keeps its Python stack and a note says why.\n"
-		"A thread that holds the GIL says so, and one that waits for it (seen with\n"
-		"native frames only: its C stack is in the function that takes the GIL);\n"
-		"2.7, 3.6 and free-threaded builds have no GIL to read.\n"
-		"Each thread shows its OS thread id and its name: the Python one\n"
-		"(threading.Thread(name=...), \"MainThread\"), else the OS one\n"
-		"(/proc/PID/task/TID/comm).\n"
+		"Prints the Python or Ruby stack of every thread of process PID as it is\n"
+		"right now, innermost frame first, like a traceback, with its native (C)\n"
+		"frames, each shown as \"name (module)\". Memory is read with\n"
+		"process_vm_readv and never written to. Native frames need each thread's\n"
+		"registers: each thread is paused with ptrace for the moment its registers\n"
+		"and stacks are read, one thread at a time (as py-spy --native does);\n"
+		"--native none never stops the process. A thread that cannot be paused\n"
+		"(another tracer, Yama's ptrace_scope, or uninterruptible sleep for over 1 s:\n"
+		"a vfork parent, a D-state system call) keeps its interpreted stack and a\n"
+		"note says why.\n"
+		"A thread that holds the GIL (Ruby: the GVL) says so, and one that waits for\n"
+		"it (Python: seen with native frames only, its C stack in the function that\n"
+		"takes the GIL); 2.7, 3.6 and free-threaded builds have no GIL to read.\n"
+		"Each thread shows its OS thread id and its name: the program's\n"
+		"(threading.Thread(name=...), \"MainThread\"; Ruby's Thread#name), else the\n"
+		"OS one (/proc/PID/task/TID/comm). A Ruby C function's frame (Kernel#sleep)\n"
+		"is \"in NAME\", without a file.\n"
 		"Stacks are read to %d frames; a deeper (or looping) one ends in a\n"
 		"\"[truncated]\" line.\n"
 		"\n"
 		"options:\n"
 		"  -p, --pid PID   the process to read (required)\n"
-		"  -j, --json      print JSON: {pid, comm, python_version, threads: [{tid,\n"
-		"                  name, os_name, thread_id, interpreter, gil (\"held\",\n"
-		"                  \"waiting\", \"released\" or null), error, native_error,\n"
-		"                  frames: [{kind: \"python\", name, file, line, first_line} or\n"
-		"                  {kind: \"native\", name, module, build_id} or {kind:\n"
-		"                  \"marker\", name}]}]}, frames innermost first\n"
+		"  -j, --json      print JSON: {pid, comm, runtime (\"python\", \"ruby\"),\n"
+		"                  runtime_version (python_version too, for Python),\n"
+		"                  thread_list_error, threads: [{tid, name, os_name,\n"
+		"                  thread_id, interpreter (Ruby: ractor), gil (Ruby: gvl;\n"
+		"                  \"held\", \"waiting\", \"released\" or null), error,\n"
+		"                  native_error, frames: [{kind: the runtime, name, file,\n"
+		"                  line, first_line} or {kind: \"native\", name, module,\n"
+		"                  build_id} or {kind: \"marker\", name}]}]}, frames innermost\n"
+		"                  first\n"
 		"      --native MODE  native frames: filtered (the default) hides the\n"
 		"                  interpreter's own call machinery between Python frames and\n"
 		"                  the native frames above the first Python one; all keeps\n"
-		"                  every frame; none: Python frames only, nothing stopped\n"
+		"                  every frame; none: interpreted frames only, nothing\n"
+		"                  stopped\n"
 		"  -v, --verbose   also say how the process was recognised, how threads were\n"
 		"                  matched with OS threads, and how long the read took\n"
 		"  -h, --help      this text\n"
 		"\n"
 		"exit status: 0 when the stacks were printed, 1 when the process could not\n"
-		"be read (no such process, not Python, unsupported version), 2 for a usage\n"
-		"error.\n"
+		"be read (no such process, not Python or Ruby, unsupported version), 2 for a\n"
+		"usage error.\n"
 		"\n"
 		"examples:\n"
 		"  taipan dump -p 4242\n"
@@ -175,7 +182,8 @@ struct dthread {
 	struct stacks_origin *from;
 	uint32_t n;
 	const char *name; /* its name: the program's, else its OS one; NULL with neither */
-	int gil;	  /* enum prof_lock */
+	char name_buf[64];
+	int gil; /* enum prof_lock */
 };
 
 /* Threads by OS tid, the main thread first; those without one last, in the
@@ -275,7 +283,10 @@ static int name_stack(struct stacks *st, const struct stacks_proc *sp, struct dt
 	memcpy(own, ids, d->n * sizeof(*own));
 	memcpy(d->from, stacks_origins(st), d->n * sizeof(*d->from));
 	d->ids = own;
-	d->name = lb.thread_name && *lb.thread_name ? lb.thread_name : NULL;
+	/* Its own copy: the stacks' name is the next thread's after the next
+	 * build. */
+	snprintf(d->name_buf, sizeof(d->name_buf), "%s", lb.thread_name ? lb.thread_name : "");
+	d->name = d->name_buf[0] ? d->name_buf : NULL;
 	d->gil = lb.lock;
 	return 0;
 }
@@ -308,9 +319,13 @@ static void print_frame(const struct profile *prof, const struct dthread *d, uin
 				       (unsigned long long)d->smp->frames[o->index].code);
 			return;
 		}
-		printf("  File \"");
-		put_esc(f->file);
-		printf("\", line %d, in ", f->line);
+		if (f->file) {
+			printf("  File \"");
+			put_esc(f->file);
+			printf("\", line %d, in ", f->line);
+		} else {
+			printf("  in "); /* a frame of C code (Ruby's C functions) */
+		}
 		put_esc(f->name);
 		putchar('\n');
 		return;
@@ -340,9 +355,13 @@ static void print_frame(const struct profile *prof, const struct dthread *d, uin
 	}
 }
 
-static void print_text(const struct rt_facts *rf, const char *title, pid_t pid,
+static void print_text(const struct rt_facts *rf, const struct runtime_ops *rt, pid_t pid,
 		       const struct profile *prof, const struct dthread *d, size_t n, int list_err)
 {
+	const char *title = rt->title;
+	char lock[16] = "";
+	for (size_t i = 0; rt->lock_label && rt->lock_label[i] && i + 1 < sizeof(lock); i++)
+		lock[i] = (char)toupper((unsigned char)rt->lock_label[i]);
 	printf("Process %d (", pid);
 	put_esc(rf->comm);
 	printf("): %s %s, %zu thread%s\n", title, rf->version, n, n == 1 ? "" : "s");
@@ -364,10 +383,11 @@ static void print_text(const struct rt_facts *rf, const char *title, pid_t pid,
 		if (!t->tid)
 			printf(" (no OS thread found)");
 		if (t->interp)
-			printf(" in interpreter %u", t->interp);
+			printf(" in %s %u", rt->interp_noun, t->interp);
 		const char *gil = gil_name(d[i].gil);
 		if (gil && strcmp(gil, "released"))
-			printf(", %s the GIL", !strcmp(gil, "held") ? "holding" : "waiting for");
+			printf(", %s the %s", !strcmp(gil, "held") ? "holding" : "waiting for",
+			       lock);
 		printf(" (most recent call first):\n");
 		if (d[i].note[0]) {
 			printf("  ");
@@ -381,8 +401,8 @@ static void print_text(const struct rt_facts *rf, const char *title, pid_t pid,
 
 /* Frame k of d as JSON; NULL: out of memory, or *skip set for a marker
  * that JSON says elsewhere (the walk's error, the thread's "error"). */
-static json_t *json_frame(const struct profile *prof, const struct dthread *d, uint32_t k,
-			  bool *skip)
+static json_t *json_frame(const struct runtime_ops *rt, const struct profile *prof,
+			  const struct dthread *d, uint32_t k, bool *skip)
 {
 	const struct prof_frame *f = profile_frame(prof, d->ids[k]);
 	const struct stacks_origin *o = &d->from[k];
@@ -390,10 +410,13 @@ static json_t *json_frame(const struct profile *prof, const struct dthread *d, u
 	switch (o->from) {
 	case STACKS_FROM_INTERP:
 		if (f->kind != PROF_FRAME_INTERP)
-			return json_pack("{s:s, s:n, s:n, s:n, s:n, s:I}", "kind", "python", "name",
+			return json_pack("{s:s, s:n, s:n, s:n, s:n, s:I}", "kind", rt->name, "name",
 					 "file", "line", "first_line", "code",
 					 (json_int_t)d->smp->frames[o->index].code);
-		return json_pack("{s:s, s:o, s:o, s:i, s:i}", "kind", "python", "name",
+		if (!f->file) /* a frame of C code (Ruby's C functions) */
+			return json_pack("{s:s, s:o, s:n, s:n, s:n}", "kind", rt->name, "name",
+					 jstr(f->name), "file", "line", "first_line");
+		return json_pack("{s:s, s:o, s:o, s:i, s:i}", "kind", rt->name, "name",
 				 jstr(f->name), "file", jstr(f->file), "line", f->line,
 				 "first_line", f->first_line);
 	case STACKS_FROM_NATIVE:
@@ -421,8 +444,9 @@ static json_t *native_err_json(const struct dthread *d, bool native_wanted)
 	return json_null();
 }
 
-static int print_json(const struct rt_facts *rf, pid_t pid, const struct profile *prof,
-		      const struct dthread *d, size_t n, int list_err, bool native_wanted)
+static int print_json(const struct rt_facts *rf, const struct runtime_ops *rt, pid_t pid,
+		      const struct profile *prof, const struct dthread *d, size_t n, int list_err,
+		      bool native_wanted)
 {
 	json_t *root = NULL, *threads = NULL;
 	int ret = -ENOMEM;
@@ -438,7 +462,7 @@ static int print_json(const struct rt_facts *rf, pid_t pid, const struct profile
 			goto out;
 		for (uint32_t k = d[i].n; k-- > 0;) {
 			bool skip;
-			json_t *jf = json_frame(prof, &d[i], k, &skip);
+			json_t *jf = json_frame(rt, prof, &d[i], k, &skip);
 			if (skip)
 				continue;
 			if (!jf || json_array_append_new(frames, jf)) {
@@ -448,21 +472,25 @@ static int print_json(const struct rt_facts *rf, pid_t pid, const struct profile
 		}
 		snprintf(tid_hex, sizeof(tid_hex), "0x%llx", (unsigned long long)t->thread_id);
 		const char *gil = gil_name(d[i].gil);
-		jt = json_pack("{s:o, s:o, s:o, s:s, s:i, s:o, s:o, s:o, s:o}", "tid",
-			       t->tid ? json_integer(t->tid) : json_null(), "name",
-			       d[i].name ? jstr(d[i].name) : json_null(), "os_name",
-			       t->tid ? jstr(d[i].os) : json_null(), "thread_id", tid_hex,
-			       "interpreter", (int)t->interp, "gil",
-			       gil ? json_string(gil) : json_null(), "error",
-			       walk_err_json(d[i].smp->err), "native_error",
-			       native_err_json(&d[i], native_wanted), "frames", frames);
+		jt = json_pack(
+		    "{s:o, s:o, s:o, s:s, s:i, s:o, s:o, s:o, s:o}", "tid",
+		    t->tid ? json_integer(t->tid) : json_null(), "name",
+		    d[i].name ? jstr(d[i].name) : json_null(), "os_name",
+		    t->tid ? jstr(d[i].os) : json_null(), "thread_id", tid_hex, rt->interp_noun,
+		    (int)t->interp, rt->lock_label ? rt->lock_label : "lock",
+		    gil ? json_string(gil) : json_null(), "error", walk_err_json(d[i].smp->err),
+		    "native_error", native_err_json(&d[i], native_wanted), "frames", frames);
 		if (!jt || json_array_append_new(threads, jt))
 			goto out;
 	}
-	root = json_pack("{s:i, s:o, s:s, s:o, s:o}", "pid", (int)pid, "comm", jstr(rf->comm),
-			 "python_version", rf->version, "thread_list_error",
+	root = json_pack("{s:i, s:o, s:s, s:s, s:o, s:o}", "pid", (int)pid, "comm", jstr(rf->comm),
+			 "runtime", rt->name, "runtime_version", rf->version, "thread_list_error",
 			 walk_err_json(list_err), "threads", threads);
 	threads = NULL; /* root owns it now, or json_pack freed it */
+	/* Python's version also where the first dumps wrote it. */
+	if (root && rt->version_label &&
+	    json_object_set_new(root, rt->version_label, json_string(rf->version)))
+		goto out;
 	if (!root)
 		goto out;
 	if (json_dumpf(root, stdout, JSON_INDENT(2)) || fputc('\n', stdout) == EOF) {
@@ -556,14 +584,14 @@ int cmd_dump(int argc, char **argv)
 		}
 	}
 	if (a.json) {
-		ret =
-		    print_json(&rf, a.pid, prof, d, ts.n, ts.err, a.native != SESSION_NATIVE_NONE);
+		ret = print_json(&rf, rt, a.pid, prof, d, ts.n, ts.err,
+				 a.native != SESSION_NATIVE_NONE);
 		if (ret) {
 			log_error("cannot write JSON: %s", strerror(-ret));
 			goto out;
 		}
 	} else {
-		print_text(&rf, rt->title, a.pid, prof, d, ts.n, ts.err);
+		print_text(&rf, rt, a.pid, prof, d, ts.n, ts.err);
 	}
 	if (fflush(stdout) == EOF) {
 		log_error("cannot write the output: %s", strerror(errno));

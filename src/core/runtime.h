@@ -79,6 +79,9 @@ struct runtime_ops {
 	 * lock label ("gil"), or NULL when it has no lock. */
 	const char *version_label;
 	const char *lock_label;
+	/* What rt_thread.interp counts, in dump's words ("interpreter":
+	 * CPython's subinterpreters; "ractor"). */
+	const char *interp_noun;
 	/* The marker at the root of a sample of a thread that runs none of
 	 * the runtime's frames ("[no Python frame]"). */
 	const char *no_frame_marker;

@@ -217,6 +217,7 @@ const struct runtime_ops cpython_runtime = {
     .title = "Python",
     .version_label = "python_version",
     .lock_label = "gil",
+    .interp_noun = "interpreter",
     .no_frame_marker = STACKS_MARKER_NO_FRAME,
     .disagree_marker = STACKS_MARKER_DISAGREE,
     .cache_new = cache_new,

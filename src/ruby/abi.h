@@ -84,7 +84,10 @@ enum tp_rb_walker {
 	  "the thread has no execution context: not a Ruby thread (the VM's timer), or not yet")   \
 	X(RB_EC, "[execution context unreadable]", "rb_ec",                                        \
 	  "the execution context's stack bounds or current frame could not be read, or cannot "    \
-	  "be right")
+	  "be right")                                                                              \
+	X(RB_THREAD_LIST, "[thread list unreadable]", "rb_thread_list",                            \
+	  "the VM's list of ractors or of a ractor's threads could not be read, looped, or "       \
+	  "passed its bound")
 
 enum tp_rb_walk_err {
 	TP_ERR__RB_FIRST = TP_ERR_BASE(TP_RT_RUBY) - 1,

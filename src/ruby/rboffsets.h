@@ -31,6 +31,15 @@ struct rb_offsets {
 	/* its status (2 bits at thread_status_shift of that byte;
 	 * THREAD_RUNNABLE: 0) */
 	uint32_t thread_status, thread_status_shift;
+	/* the VM's ractors (vm->ractor.set, ccan list nodes at
+	 * ractor_vmlr_node) and each one's threads (threads.set, nodes at
+	 * thread_lt_node); vm->at_exit, which ruby_vm_at_exit's code writes;
+	 * the main thread, whose vm must be the VM */
+	uint32_t vm_at_exit, vm_ractor_set, vm_main_thread, ractor_vmlr_node, ractor_threads_set,
+	    thread_lt_node, thread_vm, thread_ec;
+	/* a thread's OS thread id: an int at thread_tid, or (3.3, thread_tid
+	 * 0) in its native thread (thread_nt) at nt_tid */
+	uint32_t thread_tid, thread_nt, nt_tid;
 	/* struct RString: the length of a heap string at str_len; of an
 	 * embedded one at str_embed_len, or (before 3.2) in the flags under
 	 * str_embed_len_mask */

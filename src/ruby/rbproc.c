@@ -87,6 +87,46 @@ int rbproc_find_eval(struct elf_file *ef, struct rb_range *exec, struct rb_range
 	return 0;
 }
 
+/* Bytes of ruby_vm_at_exit read for its loads. */
+#define AT_EXIT_SCAN 96
+
+int rbproc_find_vm(struct elf_file *ef, uint32_t at_exit, uint64_t *vm_ptr)
+{
+	uint64_t fn, size;
+	uint8_t c[AT_EXIT_SCAN];
+	*vm_ptr = 0;
+	if (!elf_file_symbol(ef, "ruby_current_vm_ptr", vm_ptr, &size))
+		return 0;
+	if (!at_exit || elf_file_symbol(ef, "ruby_vm_at_exit", &fn, &size) ||
+	    elf_file_read(ef, fn, c, sizeof(c)))
+		return -ENOENT;
+	for (size_t i = 0; i + 7 <= sizeof(c); i++) {
+		/* mov disp32(%rip),%reg: REX.W (48, or 4c for r8-r15) 8b, ModRM
+		 * 00 reg 101 */
+		if ((c[i] != 0x48 && c[i] != 0x4c) || c[i + 1] != 0x8b || (c[i + 2] & 0xc7) != 0x05)
+			continue;
+		int32_t rel;
+		memcpy(&rel, c + i + 3, sizeof(rel));
+		uint8_t reg = (uint8_t)((c[i + 2] >> 3) & 7), rexb = c[i] == 0x4c ? 0x41 : 0;
+		/* Then a load or a store at disp32(%reg): [REX] 8b/89, ModRM 10 x
+		 * reg, disp32 = at_exit (as REX.B says which register set). */
+		for (size_t j = i + 7; j + 6 <= sizeof(c); j++) {
+			int32_t d;
+			memcpy(&d, c + j + 2, sizeof(d));
+			bool rex_ok = j > i + 7 && (c[j - 1] & 0xf0) == 0x40
+					  ? (c[j - 1] & 0x41) == (0x40 | rexb)
+					  : !rexb;
+			if ((c[j] == 0x8b || c[j] == 0x89) && (c[j + 1] & 0xc7) == (0x80 | reg) &&
+			    (uint32_t)d == at_exit && rex_ok) {
+				*vm_ptr = fn + i + 7 + (int64_t)rel;
+				return 0;
+			}
+		}
+		return -ENOENT; /* the VM is the function's first load */
+	}
+	return -ENOENT;
+}
+
 /* The first mapping at offset 0 of a file whose name starts with
  * "libruby": the Ruby library. */
 static const struct map_entry *find_lib(const struct proc_maps *m)
@@ -155,6 +195,8 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 	};
 	rp->ec_thread_ptr = o->ec_thread_ptr;
 	rp->bias = bias;
+	rp->tls = t;
+	bool vm = !rbproc_find_vm(ef, o->vm_at_exit, &rp->vm_ptr);
 	bool found = !rbproc_find_eval(ef, &rp->exec, &rp->core);
 	/* What rb_id2str's code says of IDs must be what the headers say. */
 	bool ids = !rb_ids_find(ef, &rp->ids) && rp->ids.shift == o->id_scope_shift &&
@@ -163,10 +205,14 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 		rp->ids.symbols = 0;
 	snprintf(rp->how, sizeof(rp->how),
 		 "version from ruby_version, offsets from the %u.%u table, EC %s (%u readers "
-		 "agree), eval loop %s, method names %s",
+		 "agree), eval loop %s, method names %s, VM %s",
 		 major, minor, t.by_symbol ? "by symbol" : "by its readers' TLS sequence", t.agreed,
 		 found ? "found" : "not found (native frames are not merged)",
-		 ids ? "found" : "not found");
+		 ids ? "found" : "not found",
+		 !vm ? "not found (dump cannot list threads)"
+		 : elf_file_symbol(ef, "ruby_current_vm_ptr", &at, NULL)
+		     ? "by ruby_vm_at_exit's code"
+		     : "by symbol");
 	return 0;
 }
 

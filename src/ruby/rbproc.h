@@ -11,6 +11,7 @@
 
 #include "proc/elfsym.h"
 #include "ruby/abi.h"
+#include "ruby/ectls.h"
 #include "ruby/rbids.h"
 #include "ruby/rboffsets.h"
 
@@ -34,7 +35,13 @@ struct rbproc {
 	 * call of the VM from C enters once, and vm_exec_core, the
 	 * interpreter it calls, 0 when not found. */
 	struct rb_range exec, core;
-	char how[200];
+	/* Where the thread's EC is (BPF's payload holds its GOT entry and
+	 * offset). */
+	struct rb_ectls tls;
+	/* ruby_current_vm_ptr (link-time): the VM, whose ractors list the
+	 * threads (dump); 0 when not found. */
+	uint64_t vm_ptr;
+	char how[320];
 };
 
 /* Whether pid runs Ruby: 0 with *out; -ENOEXEC: no libruby is mapped;
@@ -46,5 +53,11 @@ int rbproc_inspect(pid_t pid, struct rbproc *out, char *msg, size_t msglen);
  * symbol where one is exported, else through the exported functions that
  * call them. 0, or -ENOENT with *exec zeroed. */
 int rbproc_find_eval(struct elf_file *ef, struct rb_range *exec, struct rb_range *core);
+
+/* ruby_current_vm_ptr in libruby ef: by symbol where it is exported
+ * (before 3.3), else the one 64-bit RIP-relative load of exported
+ * ruby_vm_at_exit whose register is then used at vm->at_exit's offset
+ * (at_exit, from the layout). 0 with *vm_ptr, or -ENOENT. */
+int rbproc_find_vm(struct elf_file *ef, uint32_t at_exit, uint64_t *vm_ptr);
 
 #endif /* TAIPAN_RUBY_RBPROC_H */

@@ -16,6 +16,7 @@
 #include "ruby/rbframes.h"
 #include "ruby/rbproc.h"
 #include "util/clock.h"
+#include "util/log.h"
 
 /* What the shared walker asks of its includer: memory of the live
  * process, and counters in the state. */
@@ -379,18 +380,133 @@ static int walk_tstate(const struct rt_proc *rp, uint64_t ec, struct tp_sample *
 	return walk(rp, 0, 0, ec, out, anchors);
 }
 
+/* The most ractors and threads dump lists: a list longer than this is
+ * cut (or loops), and says so. */
+#define RACTORS_MAX 1024
+#define THREADS_MAX 4096
+
+/* The next node of the ccan list node at node into *next. */
+static int list_next(pid_t pid, uint64_t node, uint64_t *next)
+{
+	return mem_read_u64_with(reader, &pid, node, next);
+}
+
+/* Thread th (an rb_thread_t) into t, with its frames (t->frames, its own,
+ * freed by threads_free). 0 or -ENOMEM; what cannot be read is in t->err. */
+static int read_thread(const struct rt_proc *rp, uint64_t th, unsigned int ractor,
+		       struct rt_thread *t)
+{
+	const struct rb_offsets *o = rp->rb.o;
+	pid_t pid = rp->rb.pid;
+	uint64_t ec = 0, nt = 0;
+	int32_t tid = 0;
+	*t = (struct rt_thread){.thread_id = th, .interp = ractor, .err = TP_ERR_RB_NO_EC};
+	if (mem_read_u64_with(reader, &pid, th + o->thread_ec, &ec))
+		ec = 0;
+	if (o->thread_tid)
+		mem_read(pid, th + o->thread_tid, &tid, sizeof(tid));
+	else if (o->thread_nt && !mem_read_u64_with(reader, &pid, th + o->thread_nt, &nt) && nt)
+		mem_read(pid, nt + o->nt_tid, &tid, sizeof(tid));
+	t->tid = tid > 0 ? tid : 0;
+	if (!ec)
+		return 0;
+	struct tp_sample *smp = malloc(sizeof(*smp));
+	if (!smp)
+		return -ENOMEM;
+	int ret = walk(rp, (uint64_t)pid << 32 | (uint32_t)t->tid, 0, ec, smp, NULL);
+	struct tp_frame *frames = NULL;
+	uint32_t n = smp->nframes < TP_MAX_FRAMES ? smp->nframes : TP_MAX_FRAMES;
+	if (!ret && !(frames = malloc((n ? n : 1) * sizeof(*frames))))
+		ret = -ENOMEM;
+	if (!ret) {
+		memcpy(frames, smp->frames, n * sizeof(*frames));
+		t->tstate = ec;
+		t->err = smp->err;
+		t->lock = smp->gil;
+		t->nframes = n;
+		t->frames = frames;
+	}
+	free(smp);
+	return ret;
+}
+
+/* Every thread of every ractor: the VM's list of ractors, each one's list
+ * of threads (ccan lists, bounded), found from ruby_current_vm_ptr and
+ * checked through the main thread, which must point back at the VM. */
 static int threads(const struct rt_proc *rp, struct rt_threads *out, char *msg, size_t msglen)
 {
+	const struct rb_offsets *o = rp->rb.o;
+	pid_t pid = rp->rb.pid;
+	uint64_t vm = 0, main_th = 0, back = 0;
 	memset(out, 0, sizeof(*out));
-	snprintf(msg, msglen,
-		 "pid %d: Ruby %s: dump does not list a Ruby process's threads yet (record, top "
-		 "and agent profile it)",
-		 rp->rb.pid, rp->rb.version);
-	return -ENOTSUP;
+	if (!rp->rb.vm_ptr) {
+		snprintf(msg, msglen,
+			 "pid %d: Ruby %s: the VM is not found in %s (neither ruby_current_vm_ptr "
+			 "nor ruby_vm_at_exit's code), so its threads cannot be listed",
+			 pid, rp->rb.version, rp->rb.lib);
+		return -ENOTSUP;
+	}
+	int ret = mem_read_u64_with(reader, &pid, rp->rb.bias + rp->rb.vm_ptr, &vm);
+	if (!ret && vm)
+		ret = mem_read_u64_with(reader, &pid, vm + o->vm_main_thread, &main_th);
+	if (!ret && vm && main_th)
+		ret = mem_read_u64_with(reader, &pid, main_th + o->thread_vm, &back);
+	if (ret == -ESRCH)
+		return ret;
+	if (ret || !vm || !main_th || back != vm) {
+		snprintf(msg, msglen,
+			 "pid %d: Ruby %s: the VM at 0x%llx (from 0x%llx) %s (is the process "
+			 "starting or exiting?)",
+			 pid, rp->rb.version, (unsigned long long)vm,
+			 (unsigned long long)(rp->rb.bias + rp->rb.vm_ptr),
+			 ret ? "cannot be read" : "has no main thread that points back at it");
+		return ret ? ret : -EPROTO;
+	}
+	size_t cap = 0;
+	uint64_t rhead = vm + o->vm_ractor_set, rnode;
+	unsigned int nr = 0;
+	ret = list_next(pid, rhead, &rnode);
+	while (!ret && rnode != rhead) {
+		if (nr++ >= RACTORS_MAX || !rnode) {
+			ret = -ELOOP;
+			break;
+		}
+		uint64_t r = rnode - o->ractor_vmlr_node, thead = r + o->ractor_threads_set, tnode;
+		ret = list_next(pid, thead, &tnode);
+		while (!ret && tnode != thead) {
+			if (out->n >= THREADS_MAX || !tnode) {
+				ret = -ELOOP;
+				break;
+			}
+			if (out->n == cap) {
+				size_t c = cap ? cap * 2 : 16;
+				struct rt_thread *v = realloc(out->v, c * sizeof(*v));
+				if (!v)
+					return -ENOMEM;
+				out->v = v;
+				cap = c;
+			}
+			/* Counted before it is read: its frames are the list's. */
+			if (read_thread(rp, tnode - o->thread_lt_node, nr - 1, &out->v[out->n++]))
+				return -ENOMEM;
+			ret = list_next(pid, tnode, &tnode);
+		}
+		if (!ret)
+			ret = list_next(pid, rnode, &rnode);
+	}
+	if (ret == -ESRCH && !out->n)
+		return ret;
+	if (ret)
+		out->err = TP_ERR_RB_THREAD_LIST;
+	log_debug("threads listed from the VM at 0x%llx: %zu in %u ractor%s",
+		  (unsigned long long)vm, out->n, nr, nr == 1 ? "" : "s");
+	return 0;
 }
 
 static void threads_free(struct rt_threads *t)
 {
+	for (size_t i = 0; i < t->n; i++)
+		free((void *)t->v[i].frames);
 	free(t->v);
 	memset(t, 0, sizeof(*t));
 }
@@ -408,6 +524,7 @@ const struct runtime_ops ruby_runtime = {
     .title = "Ruby",
     .version_label = NULL,
     .lock_label = "gvl",
+    .interp_noun = "ractor",
     .no_frame_marker = "[no Ruby frame]",
     .disagree_marker = "[native and Ruby stacks disagree]",
     .cache_new = cache_new,

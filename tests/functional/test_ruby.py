@@ -3,6 +3,7 @@ found in Debian's own libruby with its symbol (bookworm's 3.1) and without
 (sid's stripped 3.3, which hides ruby_current_ec), and checked in live
 processes against what Ruby itself says of its threads."""
 
+import json
 import os
 import re
 import shutil
@@ -223,6 +224,65 @@ def reported_stacks(lines):
             label, path, lineno = line[3:].split("\t")
             want[tag].append((label, path, int(lineno)))
     return want
+
+
+# rb_frames.rb's labels as taipan writes them (Ruby 3.4's).
+FRAMES_QUALIFIED = {"wait": "Greeter.wait", "run": "Outer#run", "block in run": "block in Outer#run",
+                    "inner": "Outer#inner", "deeper": "Object#deeper"}
+
+
+@pytest.mark.parametrize("ident", [r[0] for r in RUBIES])
+def test_dump_lists_every_thread_with_its_frames(taipan, ident, ruby_workload):
+    """dump reads the VM's list of threads (found by symbol in 3.1, through
+    ruby_vm_at_exit's code in sid's stripped 3.3) and gives each Ruby
+    thread, named and with its OS thread id, the frames its own
+    caller_locations(0) gave, qualified as 3.4 writes them, under the native
+    frames of Kernel#sleep; the GVL released by each; in JSON and as text,
+    and with --native none nothing but the Ruby frames."""
+    w = ruby_workload(ident, "rb_frames.rb")
+    want = reported_stacks(w.lines)
+    assert set(want) == {"a", "b"}, want
+    res = subprocess.run([taipan, "dump", "-p", str(w.pid), "--json", "-v"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    how = "VM by symbol" if ident == "debian-3.1" else "VM by ruby_vm_at_exit's code"
+    assert how in res.stderr, res.stderr
+    d = json.loads(res.stdout)
+    assert (d["runtime"], d["thread_list_error"]) == ("ruby", None), d
+    assert d["runtime_version"].startswith("3.1." if ident == "debian-3.1" else "3.3."), d
+    assert "python_version" not in d
+    tasks = {int(t) for t in os.listdir("/proc/%d/task" % w.pid)}
+    threads = d["threads"]
+    # The main thread and the two chains (the printing thread has ended);
+    # the VM's timer thread runs no Ruby and is no Ruby thread.
+    assert len(threads) == 3 and {t["tid"] for t in threads} < tasks, (threads, tasks)
+    by_name = {t["name"]: t for t in threads}
+    assert {"chain-a", "chain-b"} < set(by_name), by_name.keys()
+    for t in threads:
+        assert (t["gvl"], t["error"], t["native_error"], t["ractor"]) == ("released", None, None, 0), t
+    for tag in ("a", "b"):
+        t = by_name["chain-" + tag]
+        frames = t["frames"]
+        ruby_frames = [(f["name"], f["file"], f["line"]) for f in frames if f["kind"] == "ruby"]
+        expect = [("Kernel#sleep", None, None)] + [(FRAMES_QUALIFIED.get(l, l), p, n) for l, p, n in want[tag]]
+        assert ruby_frames == expect, (tag, ruby_frames, expect)
+        # Kernel#sleep's C code is above it, as native frames.
+        assert frames[0]["kind"] == "native" and frames[0]["module"], frames[:3]
+        first = next(i for i, f in enumerate(frames) if f["kind"] == "ruby")
+        assert first > 0 and all(f["kind"] == "native" for f in frames[:first]), frames[:first + 1]
+    main = next(t for t in threads if t["tid"] == w.pid)
+    assert main["name"] == main["os_name"] and main["frames"][-1]["name"] == "<main>", main
+    # Text, and Ruby frames alone with nothing stopped.
+    res = subprocess.run([taipan, "dump", "-p", str(w.pid), "--native", "none"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    t = by_name["chain-a"]
+    block = res.stdout.split('Thread %d "chain-a" (most recent call first):\n' % t["tid"], 1)[1].split("\n\n")[0]
+    lines = block.splitlines()
+    assert lines[0] == "  in Kernel#sleep", block
+    assert lines[1:] == ['  File "%s", line %d, in %s' % (p, n, FRAMES_QUALIFIED.get(l, l))
+                         for l, p, n in want["a"]], block
+    assert res.stdout.startswith("Process %d (" % w.pid) and ": Ruby 3." in res.stdout.splitlines()[0], res.stdout
 
 
 @pytest.mark.parametrize("ident", [r[0] for r in RUBIES])

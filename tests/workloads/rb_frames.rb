@@ -3,7 +3,8 @@
 # thread prints its own caller_locations(0) on the line where it then
 # sleeps, so that a reading of the sleeping thread must give the same
 # frames. Prints 'stack TAG' then one 'at LABEL<tab>PATH<tab>LINE' line
-# per frame, for each thread, then 'ready', and sleeps until killed.
+# per frame, for each thread, then 'ready', and sleeps until killed. The
+# threads are named chain-a and chain-b.
 module Greeter
   def self.wait(q, tag)
     q << [tag, caller_locations(0).map { |l| [l.label, l.path, l.lineno] }]; sleep # LINE:wait
@@ -54,8 +55,8 @@ def deeper(q, tag, n)
 end
 
 q = Queue.new
-Thread.new { Outer.new.run(q, 'a') }
-Thread.new { deeper(q, 'b', 30) }
+Thread.new { Thread.current.name = 'chain-a'; Outer.new.run(q, 'a') }
+Thread.new { Thread.current.name = 'chain-b'; deeper(q, 'b', 30) }
 stacks = Array.new(2) { q.pop }
 Thread.new do
   stacks.sort.each do |tag, locs|
