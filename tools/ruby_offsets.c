@@ -76,6 +76,7 @@ int main(void)
 	/* The VM's ractors and each one's threads (dump lists them): ccan
 	 * lists, each thread with its EC and its OS thread id. */
 	OFF(vm_at_exit, rb_vm_t, at_exit);
+	OFF(vm_objspace, rb_vm_t, objspace); /* the GC's, whose flags say it runs */
 	OFF(vm_ractor_set, rb_vm_t, ractor.set);
 	OFF(vm_main_thread, rb_vm_t, ractor.main_thread);
 	OFF(ractor_vmlr_node, rb_ractor_t, vmlr_node);

@@ -35,6 +35,9 @@ struct __attribute__((may_alias)) tp_rb_proc {
 	 * status's shift in it; ec_thread 0: not read */
 	__u16 ec_thread, thread_ractor, ractor_gvl_owner, thread_blocking;
 	__u16 thread_status, status_shift;
+	/* The GC: thread->vm, vm->objspace, and the byte of the objspace
+	 * whose bit gc_bit is its during_gc flag; gc_flags 0: not read */
+	__u16 thread_vm, vm_objspace, gc_flags, gc_bit;
 };
 
 /* The payload of a Ruby process's procs entry. */
@@ -64,6 +67,10 @@ static inline void tp_rb_proc_set(struct tp_proc *p, const struct tp_rb_proc *rb
  * VM from C (the VM_FRAME_FLAG_FINISH frame): the frames of one native
  * eval-loop call end there, as 3.11+ Python's end at an entry frame. */
 #define TP_FF_RB_CFUNC (1u << 8)
+/* The frame that stands, innermost, for the garbage collector, in a
+ * sample of the thread that holds the GVL while the GC runs: no code, and
+ * named "[GC]". */
+#define TP_FF_RB_GC (1u << 9)
 
 /* Ruby's programs, by their slot in the BPF tail-call table. */
 enum tp_rb_walker {
@@ -98,7 +105,7 @@ enum tp_rb_walk_err {
 };
 
 #ifndef __BPF__
-_Static_assert(sizeof(struct tp_rb_proc) == 56, "tp_rb_proc layout");
+_Static_assert(sizeof(struct tp_rb_proc) == 64, "tp_rb_proc layout");
 _Static_assert(__builtin_offsetof(struct tp_rb_proc, thread_blocking) == 48, "tp_rb_proc layout");
 _Static_assert(sizeof(struct tp_rb_proc) <= sizeof(((struct tp_proc *)0)->data),
 	       "Ruby's payload fits in a procs entry");

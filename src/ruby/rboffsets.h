@@ -40,6 +40,9 @@ struct rb_offsets {
 	/* a thread's OS thread id: an int at thread_tid, or (3.3, thread_tid
 	 * 0) in its native thread (thread_nt) at nt_tid */
 	uint32_t thread_tid, thread_nt, nt_tid;
+	/* vm->objspace: the GC's state (rb_objspace_t, private to gc.c: where
+	 * its during_gc flag is comes from rb_during_gc's code, rbproc.c) */
+	uint32_t vm_objspace;
 	/* struct RString: the length of a heap string at str_len; of an
 	 * embedded one at str_embed_len, or (before 3.2) in the flags under
 	 * str_embed_len_mask */

@@ -127,6 +127,62 @@ int rbproc_find_vm(struct elf_file *ef, uint32_t at_exit, uint64_t *vm_ptr)
 	return -ENOENT;
 }
 
+/* Bytes of rb_during_gc read for its loads. */
+#define DURING_GC_SCAN 64
+
+int rbproc_find_gc(struct elf_file *ef, uint32_t objspace, uint32_t *flags, uint32_t *bit)
+{
+	uint64_t fn, size;
+	uint8_t c[DURING_GC_SCAN];
+	*flags = *bit = 0;
+	if (!objspace || elf_file_symbol(ef, "rb_during_gc", &fn, &size) ||
+	    elf_file_read(ef, fn, c, sizeof(c)))
+		return -ENOENT;
+	size_t i = 0;
+	/* mov disp32(%reg),%reg: REX.W 8b, ModRM 10 reg rm (no SIB), disp32 =
+	 * vm->objspace */
+	for (;; i++) {
+		if (i + 7 > sizeof(c))
+			return -ENOENT;
+		int32_t d;
+		memcpy(&d, c + i + 3, sizeof(d));
+		if ((c[i] & 0xf8) == 0x48 && c[i + 1] == 0x8b && (c[i + 2] & 0xc0) == 0x80 &&
+		    (c[i + 2] & 7) != 4 && (uint32_t)d == objspace)
+			break;
+	}
+	i += 7;
+	/* movzbl disp8(%reg),%r32 (0f b6, ModRM 01 x rm), or disp32 (10) */
+	if (i + 4 > sizeof(c) || c[i] != 0x0f || c[i + 1] != 0xb6 || (c[i + 2] & 7) == 4)
+		return -ENOENT;
+	uint8_t mod = c[i + 2] >> 6;
+	if (mod == 1) {
+		*flags = c[i + 3];
+		i += 4;
+	} else if (mod == 2 && i + 7 <= sizeof(c)) {
+		uint32_t d;
+		memcpy(&d, c + i + 3, sizeof(d));
+		*flags = d;
+		i += 7;
+	} else {
+		return -ENOENT;
+	}
+	/* shr $n,%al (c0 e8 n; d0 e8 for 1), then and $1 (83 e0 01, 24 01) */
+	if (i + 3 <= sizeof(c) && c[i] == 0xc0 && c[i + 1] == 0xe8) {
+		*bit = c[i + 2];
+		i += 3;
+	} else if (i + 2 <= sizeof(c) && c[i] == 0xd0 && c[i + 1] == 0xe8) {
+		*bit = 1;
+		i += 2;
+	}
+	bool and1 = (i + 3 <= sizeof(c) && c[i] == 0x83 && c[i + 1] == 0xe0 && c[i + 2] == 1) ||
+		    (i + 2 <= sizeof(c) && c[i] == 0x24 && c[i + 1] == 1);
+	if (!and1 || *bit > 7 || !*flags || *flags > 0xffff) {
+		*flags = *bit = 0;
+		return -ENOENT;
+	}
+	return 0;
+}
+
 /* The first mapping at offset 0 of a file whose name starts with
  * "libruby": the Ruby library. */
 static const struct map_entry *find_lib(const struct proc_maps *m)
@@ -197,6 +253,12 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 	rp->bias = bias;
 	rp->tls = t;
 	bool vm = !rbproc_find_vm(ef, o->vm_at_exit, &rp->vm_ptr);
+	uint32_t gc_flags, gc_bit;
+	bool gc = !rbproc_find_gc(ef, o->vm_objspace, &gc_flags, &gc_bit);
+	rp->tp.thread_vm = (uint16_t)o->thread_vm;
+	rp->tp.vm_objspace = (uint16_t)o->vm_objspace;
+	rp->tp.gc_flags = (uint16_t)gc_flags;
+	rp->tp.gc_bit = (uint16_t)gc_bit;
 	bool found = !rbproc_find_eval(ef, &rp->exec, &rp->core);
 	/* What rb_id2str's code says of IDs must be what the headers say. */
 	bool ids = !rb_ids_find(ef, &rp->ids) && rp->ids.shift == o->id_scope_shift &&
@@ -205,14 +267,15 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 		rp->ids.symbols = 0;
 	snprintf(rp->how, sizeof(rp->how),
 		 "version from ruby_version, offsets from the %u.%u table, EC %s (%u readers "
-		 "agree), eval loop %s, method names %s, VM %s",
+		 "agree), eval loop %s, method names %s, VM %s, GC flag %s",
 		 major, minor, t.by_symbol ? "by symbol" : "by its readers' TLS sequence", t.agreed,
 		 found ? "found" : "not found (native frames are not merged)",
 		 ids ? "found" : "not found",
 		 !vm ? "not found (dump cannot list threads)"
 		 : elf_file_symbol(ef, "ruby_current_vm_ptr", &at, NULL)
 		     ? "by ruby_vm_at_exit's code"
-		     : "by symbol");
+		     : "by symbol",
+		 gc ? "found" : "not found (no [GC] marker)");
 	return 0;
 }
 

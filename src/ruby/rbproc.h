@@ -60,4 +60,9 @@ int rbproc_find_eval(struct elf_file *ef, struct rb_range *exec, struct rb_range
  * (at_exit, from the layout). 0 with *vm_ptr, or -ENOENT. */
 int rbproc_find_vm(struct elf_file *ef, uint32_t at_exit, uint64_t *vm_ptr);
 
+/* Where the GC's during_gc flag is, from exported rb_during_gc's code:
+ * vm->objspace's load (at objspace, from the layout), then a byte of the
+ * objspace (*flags) and its bit (*bit). 0, or -ENOENT with both 0. */
+int rbproc_find_gc(struct elf_file *ef, uint32_t objspace, uint32_t *flags, uint32_t *bit);
+
 #endif /* TAIPAN_RUBY_RBPROC_H */

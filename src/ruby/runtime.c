@@ -253,6 +253,10 @@ static void name_frame(struct rt_proc *rp, const struct tp_frame *f, struct name
 
 static int frame(struct rt_proc *rp, const struct tp_frame *f, struct prof_frame *out)
 {
+	if (f->flags & TP_FF_RB_GC) {
+		*out = (struct prof_frame){.kind = PROF_FRAME_MARKER, .name = "[GC]"};
+		return 0;
+	}
 	if (!rp->names)
 		rp->names = calloc(NAMES_SIZE, sizeof(*rp->names)); /* none: no cache */
 	struct name_ent *e = NULL;

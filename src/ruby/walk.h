@@ -111,21 +111,37 @@ TPW_INLINE __u64 tpw_rb_ec(struct tpw_state *st, __u64 fsbase)
  * runnable (its status THREAD_RUNNABLE) outside a blocking region: it
  * waits for its turn; else released (asleep, in IO, in C code without the
  * GVL). Unknown when a read fails or the layout has no GVL. */
-TPW_INLINE __u8 tpw_rb_gvl(struct tpw_state *st, __u64 ec)
+TPW_INLINE __u8 tpw_rb_gvl(struct tpw_state *st, __u64 ec, __u64 *thp)
 {
 	const struct tp_rb_proc *p = tpw_rp(st);
 	__u64 th = 0, ractor = 0, owner = 0, blocking = 0;
 	__u8 status = 0;
+	*thp = 0;
 	if (!p->ec_thread || tpw_read_u64(st, &th, ec + p->ec_thread) || !th ||
 	    tpw_read_u64(st, &ractor, th + p->thread_ractor) || !ractor ||
 	    tpw_read_u64(st, &owner, ractor + p->ractor_gvl_owner) ||
 	    tpw_read_u64(st, &blocking, th + p->thread_blocking) ||
 	    tpw_read(st, &status, 1, th + p->thread_status))
 		return TP_GIL_UNKNOWN;
+	*thp = th;
 	if (owner == th)
 		return TP_GIL_HELD;
 	bool runnable = !((status >> (p->status_shift & 7)) & 3);
 	return runnable && !blocking ? TP_GIL_WAITING : TP_GIL_RELEASED;
+}
+
+/* Whether the GC runs, for thread th (an rb_thread_t): its VM's objspace's
+ * during_gc flag. False when it cannot be read. */
+TPW_INLINE bool tpw_rb_in_gc(struct tpw_state *st, __u64 th)
+{
+	const struct tp_rb_proc *p = tpw_rp(st);
+	__u64 vm = 0, objspace = 0;
+	__u8 flags = 0;
+	if (!p->gc_flags || !th || tpw_read_u64(st, &vm, th + p->thread_vm) || !vm ||
+	    tpw_read_u64(st, &objspace, vm + p->vm_objspace) || !objspace ||
+	    tpw_read(st, &flags, 1, objspace + p->gc_flags))
+		return false;
+	return (flags >> (p->gc_bit & 7)) & 1;
 }
 
 /* Starts the walk of EC ec: its current frame and the end of its control
@@ -135,14 +151,25 @@ TPW_INLINE bool tpw_rb_start(struct tpw_state *st, __u64 ec)
 {
 	const struct tp_rb_proc *p = tpw_rp(st);
 	struct tpw_rb_state *r = tpw_rb(st);
-	__u64 stack = 0, size = 0, cfp = 0;
+	__u64 stack = 0, size = 0, cfp = 0, th;
 	st->s.tstate = ec;
-	st->s.gil = tpw_rb_gvl(st, ec);
+	st->s.gil = tpw_rb_gvl(st, ec, &th);
 	if (tpw_read_u64(st, &stack, ec + p->ec_vm_stack) ||
 	    tpw_read_u64(st, &size, ec + p->ec_vm_stack_size) ||
 	    tpw_read_u64(st, &cfp, ec + p->ec_cfp)) {
 		st->s.err = TP_ERR_RB_EC;
 		return false;
+	}
+	/* The GC runs on the thread that holds the GVL: its marker first,
+	 * innermost, in the group of the innermost call of the VM. */
+	if (st->s.gil == TP_GIL_HELD && tpw_rb_in_gc(st, th)) {
+		struct tp_frame *fr = &st->s.frames[0];
+		fr->code = 0;
+		fr->aux = 0;
+		fr->ident = 0;
+		fr->pos = 0;
+		fr->flags = TP_FF_RB_GC;
+		st->s.nframes = 1;
 	}
 	if (!cfp)
 		return false; /* a thread whose first frame is not pushed yet */

@@ -112,7 +112,7 @@ class RubyWorkload:
         else:
             self.path = script
             argv = [exe, script] + [str(a) for a in args]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.pid = self.proc.pid
         self.lines = []
         for line in self.proc.stdout:
@@ -120,6 +120,12 @@ class RubyWorkload:
                 return
             self.lines.append(line.rstrip("\n"))
         raise AssertionError("%s exited before it was ready: %s" % (name, self.lines))
+
+    def ask(self):
+        """Writes a line to its input and returns the line it answers."""
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().rstrip("\n")
 
     def stop(self):
         self.proc.kill()
@@ -356,6 +362,46 @@ def gvl_shares(path, thread):
     for m in re.finditer(r"([\d.]+)(s|ms|us|ns) \(\s*[\d.]+%\): (held|waiting|released)", section):
         out[m.group(3)] = float(m.group(1)) * sec[m.group(2)]
     return out
+
+
+@pytest.mark.parametrize("ident", [r[0] for r in RUBIES])
+def test_gc_marker_weighs_the_gc_time(taipan, ident, ruby_workload, tmp_path):
+    """While the GC runs, the samples of the thread that runs it (the one
+    that holds the GVL) carry a [GC] frame innermost among its Ruby
+    frames, with the GC's native frames above it: the share of the churn
+    thread's samples that carry it is the GC's share of its CPU time
+    (GC.total_time against the thread's CPU clock, both read by Ruby),
+    within 5 points, and no sample of the thread that waits on its input
+    carries it. The flag comes from rb_during_gc's code in both
+    libraries, stripped 3.3's too."""
+    w = ruby_workload(ident, "rb_gc.rb")
+
+    def read():
+        m = re.match(r"gc (\d+) cpu (\d+)$", w.ask())
+        assert m, "rb_gc.rb did not answer"
+        return int(m.group(1)), int(m.group(2))
+    gc0, cpu0 = read()
+    stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=3, rate=200, extra=["-v"])
+    gc1, cpu1 = read()
+    assert "GC flag found" in res.stderr, res.stderr
+    truth = (gc1 - gc0) / (cpu1 - cpu0)
+    churn = [s for s in stacks if s.pid == w.pid and s.thread == "churn"]
+    n = total(churn)
+    assert n >= 200, "too few samples: %d\n%s" % (n, res.stderr)
+    marked = [s for s in churn if any(f.text == "[GC]" for f in s.frames)]
+    share = total(marked) / n
+    assert truth > 0.05, truth  # the workload keeps the GC busy
+    assert abs(share - truth) <= 0.05, (round(share, 3), round(truth, 3))
+    for s in marked:
+        at = [f.text for f in s.frames].index("[GC]")
+        rb_before = [f for f in s.frames[:at] if not (f.native or f.marker or f.kernel)]
+        after = s.frames[at + 1:]
+        # Under the churn thread's Ruby frames, down to the one that
+        # allocated; the GC's own native code (and the kernel's) above it.
+        assert rb_before and rb_before[0].name == "block in <main>", [f.text for f in s.frames]
+        assert all(f.native or f.kernel for f in after), [f.text for f in s.frames]
+    others = [s for s in stacks if s.pid == w.pid and s.thread != "churn"]
+    assert not any(f.text == "[GC]" for s in others for f in s.frames), others[:3]
 
 
 @pytest.mark.parametrize("ident", [r[0] for r in RUBIES])
