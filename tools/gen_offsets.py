@@ -115,6 +115,11 @@ RULES = {
     # 3.11 merged co_varnames/co_cellvars/co_freevars into co_localsplusnames
     # (bpo-43693).
     "code_varnames": [((2, 7), (3, 10), CO, "co_varnames"), ((3, 11), None, CO, "co_localsplusnames")],
+    # The kind of each name of co_localsplusnames: local, cell, free.
+    "code_localspluskinds": [((3, 11), None, CO, "co_localspluskinds")],
+    "code_nlocals": [((2, 7), (3, 10), CO, "co_nlocals")],
+    "code_cellvars": [((2, 7), (3, 10), CO, "co_cellvars")],
+    "code_freevars": [((2, 7), (3, 10), CO, "co_freevars")],
     "code_filename": [((2, 7), None, CO, "co_filename")],
     "code_name": [((2, 7), None, CO, "co_name")],
     # bpo-44530.
@@ -178,6 +183,11 @@ RULES = {
                    ((3, 12), None, "PyLongObject", "long_value.ob_digit")],
     "long_tag": [((3, 12), None, "PyLongObject", "long_value.lv_tag")],
     "long_digit_size": [((3, 0), None, "digit", SIZEOF)],
+    # dump --locals: a float's value, a cell's, a dict's and a set's size.
+    "float_fval": [((2, 7), None, "PyFloatObject", "ob_fval")],
+    "cell_ref": [((2, 7), None, "PyCellObject", "ob_ref")],
+    "dict_used": [((2, 7), None, "PyDictObject", "ma_used")],
+    "set_used": [((2, 7), None, "PySetObject", "used")],
     # The GIL, for the gil= label: in _PyRuntime until 3.11; 3.12 gave each
     # interpreter a pointer to the GIL it uses, its own or the main one's
     # (gh-104210). 2.7 and 3.6 keep it in static variables, and have none.

@@ -26,7 +26,7 @@
 void cmd_dump_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: taipan dump -p PID [--json] [--native MODE]\n"
+		"usage: taipan dump -p PID [--json] [--native MODE] [--locals]\n"
 		"\n"
 		"Prints the Python or Ruby stack of every thread of process PID as it is\n"
 		"right now, innermost frame first, like a traceback, with its native (C)\n"
@@ -59,6 +59,14 @@ void cmd_dump_usage(FILE *out)
 		"                  line, first_line} or {kind: \"native\", name, module,\n"
 		"                  build_id} or {kind: \"marker\", name}]}]}, frames innermost\n"
 		"                  first\n"
+		"  -l, --locals    under each Python frame, its arguments and local\n"
+		"                  variables (cells and free variables too): the value of an\n"
+		"                  int, float, bool, None, str (80 characters) or bytes (48),\n"
+		"                  the type and length of a list, tuple, dict or set, the\n"
+		"                  type and address of anything else; read from memory\n"
+		"                  (nothing in the process is called), after the stacks;\n"
+		"                  JSON: each frame's locals: [{name, kind (\"local\",\n"
+		"                  \"cell\", \"free\"), type, value, len, address}]\n"
 		"      --native MODE  native frames: filtered (the default) hides the\n"
 		"                  interpreter's own call machinery between Python frames and\n"
 		"                  the native frames above the first Python one; all keeps\n"
@@ -75,6 +83,7 @@ void cmd_dump_usage(FILE *out)
 		"examples:\n"
 		"  taipan dump -p 4242\n"
 		"  taipan dump -p 4242 --native all\n"
+		"  taipan dump -p 4242 --locals\n"
 		"  taipan dump -p 4242 --json | jq '.threads[] | {tid, top: .frames[0].name}'\n",
 		TP_MAX_FRAMES);
 }
@@ -83,19 +92,24 @@ struct dump_args {
 	pid_t pid;
 	bool json;
 	int native; /* enum session_native */
+	bool locals;
 };
 
 static int parse_args(int argc, char **argv, struct dump_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},    {"json", no_argument, NULL, 'j'},
-	    {"native", required_argument, NULL, 'N'}, {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},	      {0},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"native", required_argument, NULL, 'N'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"locals", no_argument, NULL, 'l'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	int c;
 	a->native = SESSION_NATIVE_FILTERED;
 	optind = 1;
-	while ((c = cli_getopt("dump", argc, argv, "p:jvh", longopts)) != -1) {
+	while ((c = cli_getopt("dump", argc, argv, "p:jlvh", longopts)) != -1) {
 		switch (c) {
 		case 'p':
 			if (a->pid) {
@@ -107,6 +121,9 @@ static int parse_args(int argc, char **argv, struct dump_args *a)
 			break;
 		case 'j':
 			a->json = true;
+			break;
+		case 'l':
+			a->locals = true;
 			break;
 		case 'N':
 			if (cli_native(optarg, &a->native))
@@ -183,7 +200,15 @@ struct dthread {
 	uint32_t n;
 	const char *name; /* its name: the program's, else its OS one; NULL with neither */
 	char name_buf[64];
-	int gil; /* enum prof_lock */
+	int gil;	     /* enum prof_lock */
+	struct dlocals *loc; /* --locals: by interpreted frame (smp's index), or NULL */
+};
+
+/* The variables of one interpreted frame (--locals). */
+struct dlocals {
+	struct rt_local *v;
+	int n;	  /* how many in v, or a negative errno: none read */
+	bool cut; /* some left out */
 };
 
 /* Threads by OS tid, the main thread first; those without one last, in the
@@ -202,6 +227,9 @@ static int by_tid(const void *x, const void *y)
 static void dthreads_free(struct dthread *d, size_t n)
 {
 	for (size_t i = 0; d && i < n; i++) {
+		for (uint32_t k = 0; d[i].loc && d[i].smp && k < d[i].smp->nframes; k++)
+			free(d[i].loc[k].v);
+		free(d[i].loc);
 		free(d[i].smp);
 		free(d[i].from);
 		free((void *)d[i].ids);
@@ -245,6 +273,36 @@ static int read_native(pid_t pid, const struct runtime_ops *rt, const struct rt_
 		  "each), %u did not stop in time; %u unwind tables built in %.1f ms",
 		  st.threads, st.stopped_ns / 1e6, st.max_stop_ns / 1e6, st.stuck, st.tables,
 		  st.build_ns / 1e6);
+	return 0;
+}
+
+/* Locals read of a frame at most. */
+#define LOCALS_MAX 256
+
+/* The variables of each interpreted frame of thread d (d->loc), read where
+ * its frames were listed: when its stack was read again with its native
+ * frames and is no longer the one listed, none (-ESTALE). 0 or -ENOMEM. */
+static int read_locals(const struct runtime_ops *rt, const struct rt_proc *rp, struct dthread *d)
+{
+	const struct rt_thread *t = d->t;
+	uint32_t n = d->smp->nframes;
+	if (!n)
+		return 0;
+	if (!(d->loc = calloc(n, sizeof(*d->loc))))
+		return -ENOMEM;
+	bool same = t->frame_addrs && n == t->nframes;
+	for (uint32_t k = 0; same && k < n; k++)
+		same = d->smp->frames[k].code == t->frames[k].code;
+	for (uint32_t k = 0; k < n; k++) {
+		struct dlocals *l = &d->loc[k];
+		if (!same) {
+			l->n = -ESTALE;
+			continue;
+		}
+		if (!(l->v = calloc(LOCALS_MAX, sizeof(*l->v))))
+			return -ENOMEM;
+		l->n = rt->locals(rp, &t->frames[k], t->frame_addrs[k], l->v, LOCALS_MAX, &l->cut);
+	}
 	return 0;
 }
 
@@ -305,6 +363,44 @@ static const char *gil_name(int gil)
 	}
 }
 
+static const char *const local_kinds[] = {"local", "cell", "free"};
+
+/* A frame's variables (--locals), under its line. */
+static void print_locals(const struct dlocals *l)
+{
+	if (l->n == -ESTALE) {
+		printf("      [locals not read: the stack changed while its native frames were "
+		       "read]\n");
+		return;
+	}
+	if (l->n < 0) {
+		printf("      [locals unreadable: %s]\n", strerror(-l->n));
+		return;
+	}
+	for (int i = 0; i < l->n; i++) {
+		const struct rt_local *v = &l->v[i];
+		printf("      ");
+		put_esc(v->name);
+		printf(" = ");
+		if (v->value[0]) {
+			fputs(v->value, stdout); /* escaped as it was made (pylocals) */
+		} else if (v->len >= 0) {
+			printf("<");
+			put_esc(v->type);
+			printf(", len %lld>", (long long)v->len);
+		} else {
+			printf("<");
+			put_esc(v->type);
+			printf(" at 0x%llx>", (unsigned long long)v->addr);
+		}
+		if (v->kind != RT_LOCAL)
+			printf("  (%s)", local_kinds[v->kind % 3]);
+		putchar('\n');
+	}
+	if (l->cut)
+		printf("      [some locals not shown: too many, or unreadable]\n");
+}
+
 static void print_frame(const struct profile *prof, const struct dthread *d, uint32_t k)
 {
 	const struct prof_frame *f = profile_frame(prof, d->ids[k]);
@@ -328,6 +424,8 @@ static void print_frame(const struct profile *prof, const struct dthread *d, uin
 		}
 		put_esc(f->name);
 		putchar('\n');
+		if (d->loc)
+			print_locals(&d->loc[o->index]);
 		return;
 	case STACKS_FROM_NATIVE:
 		printf("  ");
@@ -399,6 +497,35 @@ static void print_text(const struct rt_facts *rf, const struct runtime_ops *rt, 
 	}
 }
 
+/* A frame's variables as JSON (--locals), into frame jf: "locals", and
+ * "locals_error" when they could not be read. 0 or -ENOMEM. */
+static int locals_json(const struct dlocals *l, json_t *jf)
+{
+	json_t *a = json_array();
+	if (!a)
+		return -ENOMEM;
+	for (int i = 0; i < l->n; i++) {
+		const struct rt_local *v = &l->v[i];
+		char addr[24];
+		snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)v->addr);
+		json_t *jv =
+		    json_pack("{s:o, s:s, s:o, s:o, s:o, s:s}", "name", jstr(v->name), "kind",
+			      local_kinds[v->kind % 3], "type", jstr(v->type), "value",
+			      v->value[0] ? jstr(v->value) : json_null(), "len",
+			      v->len >= 0 ? json_integer(v->len) : json_null(), "address", addr);
+		if (!jv || json_array_append_new(a, jv)) {
+			json_decref(a);
+			return -ENOMEM;
+		}
+	}
+	const char *err = l->n == -ESTALE ? "stack changed" : l->n < 0 ? strerror(-l->n) : NULL;
+	if (json_object_set_new(jf, "locals", l->n < 0 ? (json_decref(a), json_null()) : a) ||
+	    json_object_set_new(jf, "locals_cut", json_boolean(l->cut)) ||
+	    json_object_set_new(jf, "locals_error", err ? json_string(err) : json_null()))
+		return -ENOMEM;
+	return 0;
+}
+
 /* Frame k of d as JSON; NULL: out of memory, or *skip set for a marker
  * that JSON says elsewhere (the walk's error, the thread's "error"). */
 static json_t *json_frame(const struct runtime_ops *rt, const struct profile *prof,
@@ -416,9 +543,14 @@ static json_t *json_frame(const struct runtime_ops *rt, const struct profile *pr
 		if (!f->file) /* a frame of C code (Ruby's C functions) */
 			return json_pack("{s:s, s:o, s:n, s:n, s:n}", "kind", rt->name, "name",
 					 jstr(f->name), "file", "line", "first_line");
-		return json_pack("{s:s, s:o, s:o, s:i, s:i}", "kind", rt->name, "name",
-				 jstr(f->name), "file", jstr(f->file), "line", f->line,
-				 "first_line", f->first_line);
+		json_t *jf =
+		    json_pack("{s:s, s:o, s:o, s:i, s:i}", "kind", rt->name, "name", jstr(f->name),
+			      "file", jstr(f->file), "line", f->line, "first_line", f->first_line);
+		if (jf && d->loc && locals_json(&d->loc[o->index], jf)) {
+			json_decref(jf);
+			return NULL;
+		}
+		return jf;
 	case STACKS_FROM_NATIVE:
 		return json_pack("{s:s, s:o, s:o, s:o}", "kind", "native", "name", jstr(f->name),
 				 "module", jstr(f->module), "build_id",
@@ -575,10 +707,14 @@ int cmd_dump(int argc, char **argv)
 	    .fcache = &fcache,
 	    .nw = nw,
 	};
+	if (a.locals && !rt->locals)
+		log_warn("pid %d: %s: --locals reads no %s frames yet: frames only", a.pid, rf.comm,
+			 rt->title);
 	for (size_t i = 0; i < ts.n; i++) {
 		if (!d[i].native)
 			sample_of(a.pid, &d[i]);
-		if (name_stack(st, &sp, &d[i])) {
+		if (name_stack(st, &sp, &d[i]) ||
+		    (a.locals && rt->locals && read_locals(rt, rp, &d[i]))) {
 			log_error("out of memory");
 			goto out;
 		}

@@ -46,6 +46,24 @@ struct rt_thread {
 	int lock;		       /* enum tp_gil_state, as its frames were read */
 	uint32_t nframes;	       /* interpreted frames in frames[] */
 	const struct tp_frame *frames; /* innermost first */
+	const uint64_t *frame_addrs;   /* each frame's address (locals), or NULL */
+};
+
+/* A variable of an interpreted frame, as dump --locals shows it. */
+enum rt_local_kind {
+	RT_LOCAL = 0,	   /* an argument or a local */
+	RT_LOCAL_CELL = 1, /* a local that an inner function uses (a cell) */
+	RT_LOCAL_FREE = 2, /* an outer function's, which this one uses */
+};
+
+struct rt_local {
+	char name[64];
+	char type[48];	 /* its type's name ("int", "list", "Foo") */
+	char value[208]; /* its value as repr() writes it ("3", "'abc'"), escaped and safe
+			  * to print (util/strutil.h); "" when only its type is shown */
+	int64_t len;	 /* a container's length, -1 when it is not one */
+	uint64_t addr;	 /* the object's address */
+	uint8_t kind;	 /* enum rt_local_kind */
 };
 
 /* Every thread of a process (rt_thread), in the runtime's order. */
@@ -148,6 +166,13 @@ struct runtime_ops {
 	 * read. */
 	int (*threads)(const struct rt_proc *rp, struct rt_threads *out, char *msg, size_t msglen);
 	void (*threads_free)(struct rt_threads *t);
+	/* The variables of interpreted frame f, whose frame is at frame
+	 * (rt_thread.frame_addrs), into out[0..max), in the frame's order:
+	 * how many, with *cut set when more were left out or a read failed;
+	 * or a negative errno (-ENOTSUP when the runtime reads no locals).
+	 * NULL: the runtime reads none. */
+	int (*locals)(const struct rt_proc *rp, const struct tp_frame *f, uint64_t frame,
+		      struct rt_local *out, size_t max, bool *cut);
 
 	/* Counters of the process's naming, added to the session's. */
 	void (*counts)(const struct rt_proc *rp, uint64_t *snapshots_used, size_t *bytes,

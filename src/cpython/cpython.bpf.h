@@ -45,6 +45,7 @@ struct {
  * those described, before the map. */
 static __always_inline void code_first(struct tpw_state *st, __u64 code, __u64 ident);
 #define tpw_code_first(st, code, ident) code_first((st), (code), (ident))
+#define tpw_frame_addr(st, n, f) ((void)(st), (void)(n), (void)(f))
 
 static __always_inline __u64 tpw_tstate_lookup(void *st, __u32 tid)
 {

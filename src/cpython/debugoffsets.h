@@ -70,6 +70,7 @@ static inline int py_has_debug_offsets(unsigned int major, unsigned int minor)
 	X(CODE_FIRSTLINENO, code_object, firstlineno)                                              \
 	X(CODE_ARGCOUNT, code_object, argcount)                                                    \
 	X(CODE_LOCALSPLUSNAMES, code_object, localsplusnames)                                      \
+	X(CODE_LOCALSPLUSKINDS, code_object, localspluskinds)                                      \
 	X(CODE_CO_CODE_ADAPTIVE, code_object, co_code_adaptive)                                    \
 	X(CODE_TLBC, code_object, co_tlbc)                                                         \
 	X(PYOBJECT_SIZE, pyobject, size)                                                           \

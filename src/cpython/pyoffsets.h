@@ -57,6 +57,10 @@
 	X(code_argcount, OFFSET, CODE_ARGCOUNT)                                                    \
 	X(code_varnames, OFFSET,                                                                   \
 	  CODE_LOCALSPLUSNAMES) /* co_varnames (<= 3.10) / co_localsplusnames (3.11+) */           \
+	X(code_localspluskinds, OFFSET, CODE_LOCALSPLUSKINDS) /* co_localspluskinds (3.11+) */     \
+	X(code_nlocals, NONE, NONE)			      /* co_nlocals (<= 3.10) */           \
+	X(code_cellvars, NONE, NONE)			      /* co_cellvars (<= 3.10) */          \
+	X(code_freevars, NONE, NONE)			      /* co_freevars (<= 3.10) */          \
 	X(code_filename, OFFSET, CODE_FILENAME)                                                    \
 	X(code_name, OFFSET, CODE_NAME)                                                            \
 	X(code_qualname, OFFSET, CODE_QUALNAME) /* 3.11+ */                                        \
@@ -107,6 +111,11 @@
 	X(long_digit, TABLE, NONE)	     /* PyLongObject ob_digit (3.x) */                     \
 	X(long_tag, TABLE, NONE)	     /* PyLongObject long_value.lv_tag (3.12+) */          \
 	X(long_digit_size, TABLE, NONE)	     /* sizeof(digit) (3.x): 4 for 30-bit digits */        \
+	/* What dump --locals reads of values (src/cpython/pylocals.c). */                         \
+	X(float_fval, TABLE, NONE) /* PyFloatObject.ob_fval */                                     \
+	X(cell_ref, TABLE, NONE)   /* PyCellObject.ob_ref */                                       \
+	X(dict_used, TABLE, NONE)  /* PyDictObject.ma_used */                                      \
+	X(set_used, TABLE, NONE)   /* PySetObject.used */                                          \
 	/* The GIL (struct _gil_runtime_state): from the table; for a 3.14+ */                     \
 	/* without a row, from _Py_DebugOffsets (debugoffsets.c). */                               \
 	X(rt_gil, TABLE, NONE)	   /* _PyRuntimeState.ceval.gil (3.7-3.11) */                      \

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "cpython/pystr.h"
+#include "cpython/pyobj.h"
 #include "cpython/pythreads.h"
 #include "cpython/constants.h"
 
@@ -20,67 +20,12 @@
 #define CHUNK 64
 /* Interpreters looked at: each has its own threading module. */
 #define MAX_INTERPS 16
-/* Bytes of a dict or keys object header read at once: past every offset
- * the layouts put there. */
-#define HDR 128
-
-struct rd {
-	const struct pyproc *pp;
-	const struct py_layout *l;
-	unsigned int budget;
-	int gone;	   /* -ESRCH once a read says the process is gone */
-	uint64_t str_type; /* the str type, once one name's type proved to be it */
-};
-
-static int rdm(struct rd *r, uint64_t addr, void *buf, size_t len)
-{
-	if (!addr || addr + len < addr)
-		return -EFAULT;
-	if (!r->budget)
-		return -E2BIG;
-	r->budget--;
-	int ret = pyproc_read(r->pp, addr, buf, len);
-	if (ret == -ESRCH)
-		r->gone = ret;
-	return ret;
-}
-
-static int rd64(struct rd *r, uint64_t addr, uint64_t *v)
-{
-	*v = 0;
-	return rdm(r, addr, v, sizeof(*v));
-}
-
-/* A field of buf (len bytes read), or 0 when the layout has none or it lies
- * outside what was read. */
-static uint64_t get(const uint8_t *buf, size_t len, int32_t off, size_t size)
-{
-	uint64_t v = 0;
-	if (off < 0 || (size_t)off + size > len)
-		return 0;
-	memcpy(&v, buf + off, size);
-	return v;
-}
-
-static int rd_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	return rdm(ctx, addr, buf, len);
-}
-
-/* Reads the str at obj (a bytes str on 2.7) as UTF-8 into buf (cap bytes,
- * NUL-terminated), cut at a character when longer (cpython/pystr.h).
- * Returns its length, or -1 when obj is not a readable compact str; *cut
- * says whether it was cut. */
-static int read_str(struct rd *r, uint64_t obj, char *buf, size_t cap, bool *cut)
-{
-	return pystr_read(r->pp, rd_read, r, obj, cap - 1, buf, cap, cut);
-}
-
-static bool str_is(struct rd *r, uint64_t obj, const char *const *names)
+/* Whether the str at obj is one of names. */
+static bool str_is(struct pyobj_rd *r, uint64_t obj, const char *const *names)
 {
 	char buf[64];
 	bool cut;
-	if (read_str(r, obj, buf, sizeof(buf), &cut) < 0 || cut)
+	if (pyobj_str(r, obj, buf, sizeof(buf), &cut) < 0 || cut)
 		return false;
 	for (; *names; names++)
 		if (!strcmp(buf, *names))
@@ -88,52 +33,37 @@ static bool str_is(struct rd *r, uint64_t obj, const char *const *names)
 	return false;
 }
 
-/* Whether obj is a str: its type's tp_name is "str" (on 2.7 too). */
-static bool is_str(struct rd *r, uint64_t obj)
-{
-	uint64_t type, name;
-	char tn[8];
-	if (rd64(r, obj + (uint64_t)r->l->obj_type, &type) || !type)
-		return false;
-	if (r->str_type)
-		return type == r->str_type;
-	if (r->l->type_name < 0 || rd64(r, type + (uint64_t)r->l->type_name, &name) ||
-	    pyproc_read_cstr(r->pp, name, tn, sizeof(tn)) < 0 || strcmp(tn, "str"))
-		return false;
-	r->str_type = type;
-	return true;
-}
-
 /* Called per live entry of a dict; returns true to stop. */
-typedef bool (*entry_fn)(struct rd *r, uint64_t key, uint64_t value, void *ctx);
+typedef bool (*entry_fn)(struct pyobj_rd *r, uint64_t key, uint64_t value, void *ctx);
 
 /* The entries of a PyDictKeysObject (3.6+): values is the split table's
  * values array (PyObject *[]) or 0, with room for vcap of them. */
-static int keys_each(struct rd *r, uint64_t keys, uint64_t values, uint64_t vcap, entry_fn fn,
+static int keys_each(struct pyobj_rd *r, uint64_t keys, uint64_t values, uint64_t vcap, entry_fn fn,
 		     void *ctx)
 {
 	const struct py_layout *l = r->l;
-	uint8_t h[HDR];
-	if (l->dk_indices <= 0 || l->dk_indices > HDR || rdm(r, keys, h, (size_t)l->dk_indices))
+	uint8_t h[PYOBJ_HDR];
+	if (l->dk_indices <= 0 || l->dk_indices > PYOBJ_HDR ||
+	    pyobj_read(r, keys, h, (size_t)l->dk_indices))
 		return -EFAULT;
 	size_t hl = (size_t)l->dk_indices;
 	uint64_t index_bytes, size;
 	bool general = true;
 	if (l->dk_log2_size >= 0) { /* 3.11+ */
-		unsigned int lg = (unsigned int)get(h, hl, l->dk_log2_size, 1),
-			     lgi = (unsigned int)get(h, hl, l->dk_log2_index_bytes, 1);
+		unsigned int lg = (unsigned int)pyobj_get(h, hl, l->dk_log2_size, 1),
+			     lgi = (unsigned int)pyobj_get(h, hl, l->dk_log2_index_bytes, 1);
 		if (lg > 30 || lgi > 33 || l->dk_kind < 0)
 			return -EFAULT;
 		size = 1ULL << lg;
 		index_bytes = 1ULL << lgi;
-		general = get(h, hl, l->dk_kind, 1) == PY_DICT_KEYS_GENERAL;
+		general = pyobj_get(h, hl, l->dk_kind, 1) == PY_DICT_KEYS_GENERAL;
 	} else { /* 3.6-3.10: dk_size slots of the narrowest index that fits */
-		size = get(h, hl, l->dk_size, 8);
+		size = pyobj_get(h, hl, l->dk_size, 8);
 		if (!size || size > (1ULL << 30) || (size & (size - 1)))
 			return -EFAULT;
 		index_bytes = size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : 4);
 	}
-	int64_t n = (int64_t)get(h, hl, l->dk_nentries, 8);
+	int64_t n = (int64_t)pyobj_get(h, hl, l->dk_nentries, 8);
 	if (n < 0 || (uint64_t)n > size)
 		return -EFAULT;
 	if (n > PYTHREADS_DICT_MAX)
@@ -150,14 +80,14 @@ static int keys_each(struct rd *r, uint64_t keys, uint64_t values, uint64_t vcap
 	uint64_t vb[CHUNK];
 	for (int64_t i = 0; i < n; i += CHUNK) {
 		size_t k = (size_t)(n - i < CHUNK ? n - i : CHUNK);
-		if (rdm(r, entries + (uint64_t)i * (uint64_t)esize, eb, k * (size_t)esize))
+		if (pyobj_read(r, entries + (uint64_t)i * (uint64_t)esize, eb, k * (size_t)esize))
 			return -EFAULT;
-		if (values && rdm(r, values + (uint64_t)i * 8, vb, k * 8))
+		if (values && pyobj_read(r, values + (uint64_t)i * 8, vb, k * 8))
 			return -EFAULT;
 		for (size_t j = 0; j < k; j++) {
 			const uint8_t *e = eb + j * (size_t)esize;
-			uint64_t key = get(e, (size_t)esize, koff, 8);
-			uint64_t val = values ? vb[j] : get(e, (size_t)esize, voff, 8);
+			uint64_t key = pyobj_get(e, (size_t)esize, koff, 8);
+			uint64_t val = values ? vb[j] : pyobj_get(e, (size_t)esize, voff, 8);
 			if (key && val && fn(r, key, val, ctx))
 				return 0;
 		}
@@ -166,16 +96,16 @@ static int keys_each(struct rd *r, uint64_t keys, uint64_t values, uint64_t vcap
 }
 
 /* The entries of the PyDictObject at dict. */
-static int dict_each(struct rd *r, uint64_t dict, entry_fn fn, void *ctx)
+static int dict_each(struct pyobj_rd *r, uint64_t dict, entry_fn fn, void *ctx)
 {
 	const struct py_layout *l = r->l;
-	uint8_t h[HDR];
+	uint8_t h[PYOBJ_HDR];
 	if (l->dict_keys >= 0) {
 		int32_t end = (l->dict_keys > l->dict_values ? l->dict_keys : l->dict_values) + 8;
-		if (l->dict_values < 0 || end > HDR || rdm(r, dict, h, (size_t)end))
+		if (l->dict_values < 0 || end > PYOBJ_HDR || pyobj_read(r, dict, h, (size_t)end))
 			return -EFAULT;
-		uint64_t keys = get(h, (size_t)end, l->dict_keys, 8),
-			 values = get(h, (size_t)end, l->dict_values, 8);
+		uint64_t keys = pyobj_get(h, (size_t)end, l->dict_keys, 8),
+			 values = pyobj_get(h, (size_t)end, l->dict_values, 8);
 		if (!keys)
 			return -EFAULT;
 		/* Before 3.11 ma_values is the array itself. */
@@ -186,22 +116,23 @@ static int dict_each(struct rd *r, uint64_t dict, entry_fn fn, void *ctx)
 	/* 2.7: ma_mask + 1 slots, each {hash, key, value}; a dummy key has no
 	 * value. */
 	int32_t end = (l->dict_mask > l->dict_table ? l->dict_mask : l->dict_table) + 8;
-	if (l->dict_mask < 0 || l->dict_table < 0 || end > HDR || rdm(r, dict, h, (size_t)end))
+	if (l->dict_mask < 0 || l->dict_table < 0 || end > PYOBJ_HDR ||
+	    pyobj_read(r, dict, h, (size_t)end))
 		return -ENOTSUP;
-	uint64_t mask = get(h, (size_t)end, l->dict_mask, 8),
-		 table = get(h, (size_t)end, l->dict_table, 8);
+	uint64_t mask = pyobj_get(h, (size_t)end, l->dict_mask, 8),
+		 table = pyobj_get(h, (size_t)end, l->dict_table, 8);
 	int32_t esize = l->entry_size;
 	if (!table || mask >= PYTHREADS_DICT_MAX || ((mask + 1) & mask) || esize <= 0 || esize > 64)
 		return -EFAULT;
 	uint8_t eb[CHUNK * 64];
 	for (uint64_t i = 0; i <= mask; i += CHUNK) {
 		size_t k = (size_t)(mask + 1 - i < CHUNK ? mask + 1 - i : CHUNK);
-		if (rdm(r, table + i * (uint64_t)esize, eb, k * (size_t)esize))
+		if (pyobj_read(r, table + i * (uint64_t)esize, eb, k * (size_t)esize))
 			return -EFAULT;
 		for (size_t j = 0; j < k; j++) {
 			const uint8_t *e = eb + j * (size_t)esize;
-			uint64_t key = get(e, (size_t)esize, l->entry_key, 8),
-				 val = get(e, (size_t)esize, l->entry_value, 8);
+			uint64_t key = pyobj_get(e, (size_t)esize, l->entry_key, 8),
+				 val = pyobj_get(e, (size_t)esize, l->entry_value, 8);
 			if (key && val && fn(r, key, val, ctx))
 				return 0;
 		}
@@ -210,7 +141,7 @@ static int dict_each(struct rd *r, uint64_t dict, entry_fn fn, void *ctx)
 }
 
 /* The attributes of the object at obj: its __dict__, managed dict or values. */
-static int attrs_each(struct rd *r, uint64_t obj, entry_fn fn, void *ctx)
+static int attrs_each(struct pyobj_rd *r, uint64_t obj, entry_fn fn, void *ctx)
 {
 	const struct py_layout *l = r->l;
 	uint64_t type, flags = 0, dict = 0;
@@ -222,19 +153,19 @@ static int attrs_each(struct rd *r, uint64_t obj, entry_fn fn, void *ctx)
 			end = offs[i] + 8;
 	if (l->type_flags < 0 || l->type_dictoffset < 0 || (size_t)end > sizeof(t))
 		return -ENOTSUP;
-	if (rd64(r, obj + (uint64_t)l->obj_type, &type) || rdm(r, type, t, (size_t)end))
+	if (pyobj_u64(r, obj + (uint64_t)l->obj_type, &type) || pyobj_read(r, type, t, (size_t)end))
 		return -EFAULT;
-	flags = get(t, (size_t)end, l->type_flags, 8);
+	flags = pyobj_get(t, (size_t)end, l->type_flags, 8);
 	if (r->pp->objdict != PY_OD_DICTOFFSET && (flags & PY_TPFLAGS_MANAGED_DICT)) {
-		uint64_t keys = get(t, (size_t)end, l->heaptype_cached_keys, 8), values = 0,
+		uint64_t keys = pyobj_get(t, (size_t)end, l->heaptype_cached_keys, 8), values = 0,
 			 vcap = UINT64_MAX;
 		int64_t at =
 		    r->pp->free_threaded ? PY_FT_MANAGED_DICT_OFFSET : PY_MANAGED_DICT_OFFSET;
-		if (rd64(r, obj + (uint64_t)at, &dict))
+		if (pyobj_u64(r, obj + (uint64_t)at, &dict))
 			return -EFAULT;
 		switch (r->pp->objdict) {
 		case PY_OD_MANAGED_VALUES_PTR:
-			if (rd64(r, obj + (uint64_t)PY_MANAGED_VALUES_OFFSET_311, &values))
+			if (pyobj_u64(r, obj + (uint64_t)PY_MANAGED_VALUES_OFFSET_311, &values))
 				return -EFAULT;
 			break;
 		case PY_OD_MANAGED_TAGGED:
@@ -245,14 +176,15 @@ static int attrs_each(struct rd *r, uint64_t obj, entry_fn fn, void *ctx)
 			break;
 		case PY_OD_MANAGED_INLINE:
 			if (!dict && (flags & PY_TPFLAGS_INLINE_VALUES)) {
-				int64_t basic = (int64_t)get(t, (size_t)end, l->type_basicsize, 8);
+				int64_t basic =
+				    (int64_t)pyobj_get(t, (size_t)end, l->type_basicsize, 8);
 				uint8_t cap = 0, valid = 0;
 				if (basic <= 0 || basic > (1 << 20) || l->values_capacity < 0 ||
 				    l->values_valid < 0)
 					return -EFAULT;
 				values = obj + (uint64_t)basic;
-				if (rdm(r, values + (uint64_t)l->values_capacity, &cap, 1) ||
-				    rdm(r, values + (uint64_t)l->values_valid, &valid, 1))
+				if (pyobj_read(r, values + (uint64_t)l->values_capacity, &cap, 1) ||
+				    pyobj_read(r, values + (uint64_t)l->values_valid, &valid, 1))
 					return -EFAULT;
 				if (!valid)
 					return 0;
@@ -270,10 +202,10 @@ static int attrs_each(struct rd *r, uint64_t obj, entry_fn fn, void *ctx)
 			values += (uint64_t)l->values_values;
 		return keys_each(r, keys, values, vcap, fn, ctx);
 	}
-	int64_t off = (int64_t)get(t, (size_t)end, l->type_dictoffset, 8);
+	int64_t off = (int64_t)pyobj_get(t, (size_t)end, l->type_dictoffset, 8);
 	if (off <= 0 || off > (1 << 20)) /* none, or at the end of a variable-size object */
 		return 0;
-	if (rd64(r, obj + (uint64_t)off, &dict) || !dict)
+	if (pyobj_u64(r, obj + (uint64_t)off, &dict) || !dict)
 		return 0;
 	return dict_each(r, dict, fn, ctx);
 }
@@ -283,7 +215,7 @@ struct find {
 	uint64_t value;
 };
 
-static bool find_fn(struct rd *r, uint64_t key, uint64_t value, void *ctx)
+static bool find_fn(struct pyobj_rd *r, uint64_t key, uint64_t value, void *ctx)
 {
 	struct find *f = ctx;
 	if (!str_is(r, key, f->names))
@@ -293,7 +225,7 @@ static bool find_fn(struct rd *r, uint64_t key, uint64_t value, void *ctx)
 }
 
 /* The value of the first key of dict that is one of names, or 0. */
-static uint64_t dict_get(struct rd *r, uint64_t dict, const char *const *names)
+static uint64_t dict_get(struct pyobj_rd *r, uint64_t dict, const char *const *names)
 {
 	struct find f = {.names = names};
 	if (!dict || dict_each(r, dict, find_fn, &f))
@@ -302,46 +234,12 @@ static uint64_t dict_get(struct rd *r, uint64_t dict, const char *const *names)
 }
 
 /* The int at obj, which must be non-negative and fit 64 bits. */
-static int read_ident(struct rd *r, uint64_t obj, uint64_t *out)
+static int read_ident(struct pyobj_rd *r, uint64_t obj, uint64_t *out)
 {
-	const struct py_layout *l = r->l;
-	uint8_t h[HDR];
-	if (l->int_ival >= 0) { /* 2.7: a PyIntObject */
-		int64_t v;
-		if (rdm(r, obj + (uint64_t)l->int_ival, &v, 8) || v < 0)
-			return -EFAULT;
-		*out = (uint64_t)v;
-		return 0;
-	}
-	int32_t size = l->long_digit_size, at = l->long_digit;
-	if ((size != 2 && size != 4) || at <= 0 || at > HDR || rdm(r, obj, h, (size_t)at))
+	int64_t v;
+	if (pyobj_int(r, obj, r->l->int_ival >= 0, &v) || v < 0)
 		return -EFAULT;
-	uint64_t n;
-	if (l->long_tag >= 0) { /* 3.12+: digits << 3 | sign (0 +, 1 zero, 2 -) */
-		uint64_t tag = get(h, (size_t)at, l->long_tag, 8);
-		if ((tag & 3) == 2)
-			return -EFAULT;
-		n = (tag & 3) == 1 ? 0 : tag >> 3;
-	} else {
-		int64_t s = (int64_t)get(h, (size_t)at, l->var_size, 8);
-		if (s < 0)
-			return -EFAULT;
-		n = (uint64_t)s;
-	}
-	unsigned int bits = size == 4 ? 30 : 15;
-	uint8_t dg[8 * 4];
-	if (n > 8 || (n && rdm(r, obj + (uint64_t)at, dg, (size_t)n * (size_t)size)))
-		return -EFAULT;
-	uint64_t v = 0;
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t d = get(dg, sizeof(dg), (int32_t)i * size, (size_t)size);
-		unsigned int shift = (unsigned int)i * bits;
-		if (d >> bits || (shift >= 64 && d) || (shift && shift < 64 && d >> (64 - shift)))
-			return -EFAULT;
-		if (shift < 64)
-			v |= d << shift;
-	}
-	*out = v;
+	*out = (uint64_t)v;
 	return 0;
 }
 
@@ -354,7 +252,7 @@ struct collect {
  * class mangles to _Thread__name. */
 static const char *const name_keys[] = {"_name", "_Thread__name", NULL};
 
-static bool active_fn(struct rd *r, uint64_t key, uint64_t thread, void *ctx)
+static bool active_fn(struct pyobj_rd *r, uint64_t key, uint64_t thread, void *ctx)
 {
 	struct collect *c = ctx;
 	uint64_t ident, name;
@@ -364,10 +262,10 @@ static bool active_fn(struct rd *r, uint64_t key, uint64_t thread, void *ctx)
 	if (read_ident(r, key, &ident))
 		return false;
 	struct find f = {.names = name_keys};
-	if (attrs_each(r, thread, find_fn, &f) || !(name = f.value) || !is_str(r, name))
+	if (attrs_each(r, thread, find_fn, &f) || !(name = f.value) || !pyobj_is_str(r, name))
 		return false;
 	struct pythread_name *t = &c->out[c->n];
-	if (read_str(r, name, t->name, sizeof(t->name), &cut) <= 0)
+	if (pyobj_str(r, name, t->name, sizeof(t->name), &cut) <= 0)
 		return false;
 	for (size_t i = 0; i < c->n; i++)
 		if (c->out[i].ident == ident)
@@ -387,7 +285,7 @@ static int by_ident(const void *a, const void *b)
 int pythreads_read(const struct pyproc *pp, struct pythread_name *out, size_t max)
 {
 	const struct py_layout *l = &pp->layout;
-	struct rd r = {.pp = pp, .l = l, .budget = PYTHREADS_READ_BUDGET};
+	struct pyobj_rd r = {.pp = pp, .l = l, .budget = PYTHREADS_READ_BUDGET};
 	struct collect c = {.out = out, .max = max};
 	static const char *const threading[] = {"threading", NULL}, *const active[] = {"_active",
 										       NULL};
@@ -396,19 +294,19 @@ int pythreads_read(const struct pyproc *pp, struct pythread_name *out, size_t ma
 	    (l->dict_keys < 0 && l->dict_table < 0) || l->obj_type < 0)
 		return -ENOTSUP;
 	uint64_t interp;
-	if (rd64(&r, pp->tp.interp_head_addr, &interp))
+	if (pyobj_u64(&r, pp->tp.interp_head_addr, &interp))
 		return r.gone ? r.gone : -EFAULT;
 	for (int i = 0; i < MAX_INTERPS && interp; i++) {
 		uint64_t modules, mod, md, act;
-		if (rd64(&r, interp + (uint64_t)l->interp_modules, &modules))
+		if (pyobj_u64(&r, interp + (uint64_t)l->interp_modules, &modules))
 			break;
 		if ((mod = dict_get(&r, modules, threading)) &&
-		    !rd64(&r, mod + (uint64_t)l->module_dict, &md) &&
+		    !pyobj_u64(&r, mod + (uint64_t)l->module_dict, &md) &&
 		    (act = dict_get(&r, md, active))) {
 			found = true;
 			dict_each(&r, act, active_fn, &c);
 		}
-		if (rd64(&r, interp + (uint64_t)l->interp_next, &interp))
+		if (pyobj_u64(&r, interp + (uint64_t)l->interp_next, &interp))
 			break;
 	}
 	if (r.gone)

@@ -21,12 +21,15 @@
 struct tpw_host {
 	const struct pyproc *pp;
 	uint64_t stats[TP_STAT__COUNT];
+	uint64_t *addrs; /* each frame's address, by its slot; NULL: not wanted */
 };
 #define tpw_read(st, dst, len, addr) pyproc_read((st)->host.pp, (addr), (dst), (len))
 #define tpw_count(st, stat) ((st)->host.stats[(stat)]++)
 #define tpw_tstate_lookup(st, tid) ((void)(st), (void)(tid), 0ULL)
 #define tpw_tstate_store(st, tid, ts) ((void)(st), (void)(tid), (void)(ts))
 #define tpw_code_first(st, code, ident) ((void)(st), (void)(code), (void)(ident))
+#define tpw_frame_addr(st, n, f)                                                                   \
+	((st)->host.addrs ? (void)((st)->host.addrs[tpw_frame_idx(n)] = (f)) : (void)0)
 #include "cpython/walk.h"
 #include "util/clock.h"
 
@@ -242,19 +245,31 @@ static void walk_tstate(struct tpw_state *st, uint64_t ts)
  * failures end the walk and are recorded in t->err. */
 static int walk_frames(struct tpw_state *st, struct pywalk_thread *t)
 {
+	uint64_t *addrs = malloc(TP_MAX_FRAMES * sizeof(*addrs));
+	if (!addrs)
+		return -ENOMEM;
+	st->host.addrs = addrs;
 	st->s.time_ns = clock_ns(CLOCK_MONOTONIC);
 	tpw_begin(st);
 	tpw_py_begin(st);
 	t->gil = tpw_gil_state(st, t->tstate);
 	walk_tstate(st, t->tstate);
+	st->host.addrs = NULL;
 	t->err = st->s.err;
 	t->nframes = st->s.nframes;
-	if (!t->nframes)
-		return 0;
-	t->frames = malloc(t->nframes * sizeof(*t->frames));
-	if (!t->frames)
+	if (t->nframes) {
+		t->frames = malloc(t->nframes * sizeof(*t->frames));
+		t->frame_addrs = malloc(t->nframes * sizeof(*t->frame_addrs));
+	}
+	if (t->nframes && (!t->frames || !t->frame_addrs)) {
+		free(addrs);
 		return -ENOMEM;
-	memcpy(t->frames, st->s.frames, t->nframes * sizeof(*t->frames));
+	}
+	if (t->nframes) {
+		memcpy(t->frames, st->s.frames, t->nframes * sizeof(*t->frames));
+		memcpy(t->frame_addrs, addrs, t->nframes * sizeof(*t->frame_addrs));
+	}
+	free(addrs);
 	return 0;
 }
 
@@ -386,8 +401,10 @@ int pywalk_read(const struct pyproc *pp, struct pywalk *w)
 
 void pywalk_free(struct pywalk *w)
 {
-	for (size_t i = 0; i < w->nthreads; i++)
+	for (size_t i = 0; i < w->nthreads; i++) {
 		free(w->threads[i].frames);
+		free(w->threads[i].frame_addrs);
+	}
 	free(w->threads);
 	memset(w, 0, sizeof(*w));
 }

@@ -35,6 +35,7 @@ struct pywalk_thread {
 	int gil;		 /* enum tp_gil_state, as its frames were read */
 	uint32_t nframes;	 /* Python frames in frames[] */
 	struct tp_frame *frames; /* innermost first */
+	uint64_t *frame_addrs;	 /* each frame's address (dump --locals) */
 };
 
 struct pywalk {

@@ -7,6 +7,7 @@
 
 #include "core/runtime.h"
 #include "core/stacks.h"
+#include "cpython/pylocals.h"
 #include "cpython/pyproc.h"
 #include "cpython/pythreads.h"
 #include "cpython/pywalk.h"
@@ -189,6 +190,7 @@ static int threads(const struct rt_proc *rp, struct rt_threads *out, char *msg, 
 		    .lock = t->gil,
 		    .nframes = t->nframes,
 		    .frames = t->frames,
+		    .frame_addrs = t->frame_addrs,
 		};
 	}
 	out->n = w->nthreads;
@@ -202,6 +204,12 @@ static void threads_free(struct rt_threads *t)
 	free(t->priv);
 	free(t->v);
 	memset(t, 0, sizeof(*t));
+}
+
+static int locals(const struct rt_proc *rp, const struct tp_frame *f, uint64_t frame,
+		  struct rt_local *out, size_t max, bool *cut)
+{
+	return pylocals_read(&rp->pp, f->code, frame, out, max, cut);
 }
 
 static void counts(const struct rt_proc *rp, uint64_t *snapshots_used, size_t *bytes,
@@ -237,6 +245,7 @@ const struct runtime_ops cpython_runtime = {
     .walk_tstate = walk_tstate,
     .threads = threads,
     .threads_free = threads_free,
+    .locals = locals,
     .lock_wait_function = "take_gil",
     .counts = counts,
 };

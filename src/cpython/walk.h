@@ -16,6 +16,8 @@
  *   tpw_tstate_store(st, tid, ts)  remember one
  *   tpw_code_first(st, code, ident)  a code object seen for the first time in
  *                            this sample (BPF describes it: struct tp_code_ev)
+ *   tpw_frame_addr(st, n, f) frame n of the sample (innermost 0) is at f:
+ *                            where dump --locals reads its variables
  * BPF backs them with bpf_probe_read_user and maps, user space with
  * process_vm_readv (or a captured image) and nothing.
  *
@@ -531,6 +533,7 @@ TPW_INLINE bool tpw_frame_object(struct tpw_state *st)
 	fr->flags = 0;
 	/* Every <= 3.10 version: user space names self.method Class.method. */
 	fr->aux = ce->selfish ? tpw_first_local_class(st, at) : 0;
+	tpw_frame_addr(st, n, f);
 	st->s.nframes = n + 1;
 	return tpw_advance(st, f, tpw_win_u64(st, at, o->frame_back));
 }
@@ -593,6 +596,8 @@ TPW_INLINE bool tpw_interp_frame(struct tpw_state *st)
 	 * for the native walk. 3.15's base frame, in the thread state, is one
 	 * no native frame holds. */
 	tpw_anchor(st, f, 1 - keep);
+	/* Overwritten with the next frame's, as fr is, when skipped. */
+	tpw_frame_addr(st, n, f);
 	st->s.nframes = n + keep;
 	return tpw_advance(st, f, tpw_win_u64(st, at, o->frame_back));
 }

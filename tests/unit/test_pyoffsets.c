@@ -53,6 +53,10 @@
 	X(frame_tlbc_index)                                                                        \
 	X(code_argcount)                                                                           \
 	X(code_varnames)                                                                           \
+	X(code_localspluskinds)                                                                    \
+	X(code_nlocals)                                                                            \
+	X(code_cellvars)                                                                           \
+	X(code_freevars)                                                                           \
 	X(code_filename)                                                                           \
 	X(code_name)                                                                               \
 	X(code_qualname)                                                                           \
@@ -98,6 +102,10 @@
 	X(long_digit)                                                                              \
 	X(long_tag)                                                                                \
 	X(long_digit_size)                                                                         \
+	X(float_fval)                                                                              \
+	X(cell_ref)                                                                                \
+	X(dict_used)                                                                               \
+	X(set_used)                                                                                \
 	X(rt_gil)                                                                                  \
 	X(interp_gil)                                                                              \
 	X(gil_locked)                                                                              \
@@ -120,8 +128,8 @@ _Static_assert(NFIELDS * sizeof(int32_t) == sizeof(struct py_layout),
 
 /* Fields _Py_DebugOffsets has no member for: the reader must leave them -1. */
 static const char *const no_debug_offset[] = {
-    "rt_tstate_current",    "rt_autotss_key", "ts_frame", "ts_cframe",
-    "cframe_current_frame", "frame_is_entry", "rt_gil",
+    "rt_tstate_current", "rt_autotss_key", "ts_frame",	   "ts_cframe",	    "cframe_current_frame",
+    "frame_is_entry",	 "rt_gil",	   "code_nlocals", "code_cellvars", "code_freevars",
 };
 
 static int32_t field_get(const struct py_layout *l, const struct field *f)
@@ -194,6 +202,17 @@ static void test_table_rows(void **state)
 				fail();
 			}
 		}
+
+		/* What dump --locals reads: a frame's names and their kinds (a
+		 * tuple for each kind before 3.11), and values. */
+		PRESENT_IF(e, ver_ge(v, 3, 11), code_localspluskinds);
+		PRESENT_IF(e, !ver_ge(v, 3, 11), code_nlocals);
+		PRESENT_IF(e, !ver_ge(v, 3, 11), code_cellvars);
+		PRESENT_IF(e, !ver_ge(v, 3, 11), code_freevars);
+		PRESENT(e, float_fval);
+		PRESENT(e, cell_ref);
+		PRESENT(e, dict_used);
+		PRESENT(e, set_used);
 
 		/* Everything a walk needs, on every version. */
 		PRESENT(e, interp_next);
