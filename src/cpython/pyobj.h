@@ -50,6 +50,27 @@ bool pyobj_is_str(struct pyobj_rd *r, uint64_t obj);
 /* The name of obj's type (tp_name) into buf: 0, or a negative errno. */
 int pyobj_type_name(struct pyobj_rd *r, uint64_t obj, char *buf, size_t cap);
 
+/* Whether the str at obj is one of names (NULL-terminated). */
+bool pyobj_str_is(struct pyobj_rd *r, uint64_t obj, const char *const *names);
+
+/* Entries of a dict visited at most (sys.modules of a big application has
+ * a few thousand). */
+#define PYOBJ_DICT_MAX 65536
+
+/* Called per live entry of a dict; returns true to stop. */
+typedef bool (*pyobj_entry_fn)(struct pyobj_rd *r, uint64_t key, uint64_t value, void *ctx);
+
+/* Calls fn on each live entry of the dict at dict (2.7's too), in order,
+ * up to PYOBJ_DICT_MAX of them: 0, or a negative errno. */
+int pyobj_dict_each(struct pyobj_rd *r, uint64_t dict, pyobj_entry_fn fn, void *ctx);
+/* The same over the attributes of the object at obj: its __dict__, or
+ * (3.11+) its managed dict or values. */
+int pyobj_attrs_each(struct pyobj_rd *r, uint64_t obj, pyobj_entry_fn fn, void *ctx);
+/* The value of the first str key of dict (of obj's attributes) that is one
+ * of names, or 0. */
+uint64_t pyobj_dict_get(struct pyobj_rd *r, uint64_t dict, const char *const *names);
+uint64_t pyobj_attr_get(struct pyobj_rd *r, uint64_t obj, const char *const *names);
+
 /* The int at obj (a PyLongObject; on 2.7 a PyIntObject when int_obj)
  * into *out: 0; -ERANGE when it does not fit 64 bits signed; another
  * negative errno when it cannot be read. */

@@ -16,222 +16,8 @@
 #include "cpython/pythreads.h"
 #include "cpython/constants.h"
 
-/* Entries read from a dict at once. */
-#define CHUNK 64
 /* Interpreters looked at: each has its own threading module. */
 #define MAX_INTERPS 16
-/* Whether the str at obj is one of names. */
-static bool str_is(struct pyobj_rd *r, uint64_t obj, const char *const *names)
-{
-	char buf[64];
-	bool cut;
-	if (pyobj_str(r, obj, buf, sizeof(buf), &cut) < 0 || cut)
-		return false;
-	for (; *names; names++)
-		if (!strcmp(buf, *names))
-			return true;
-	return false;
-}
-
-/* Called per live entry of a dict; returns true to stop. */
-typedef bool (*entry_fn)(struct pyobj_rd *r, uint64_t key, uint64_t value, void *ctx);
-
-/* The entries of a PyDictKeysObject (3.6+): values is the split table's
- * values array (PyObject *[]) or 0, with room for vcap of them. */
-static int keys_each(struct pyobj_rd *r, uint64_t keys, uint64_t values, uint64_t vcap, entry_fn fn,
-		     void *ctx)
-{
-	const struct py_layout *l = r->l;
-	uint8_t h[PYOBJ_HDR];
-	if (l->dk_indices <= 0 || l->dk_indices > PYOBJ_HDR ||
-	    pyobj_read(r, keys, h, (size_t)l->dk_indices))
-		return -EFAULT;
-	size_t hl = (size_t)l->dk_indices;
-	uint64_t index_bytes, size;
-	bool general = true;
-	if (l->dk_log2_size >= 0) { /* 3.11+ */
-		unsigned int lg = (unsigned int)pyobj_get(h, hl, l->dk_log2_size, 1),
-			     lgi = (unsigned int)pyobj_get(h, hl, l->dk_log2_index_bytes, 1);
-		if (lg > 30 || lgi > 33 || l->dk_kind < 0)
-			return -EFAULT;
-		size = 1ULL << lg;
-		index_bytes = 1ULL << lgi;
-		general = pyobj_get(h, hl, l->dk_kind, 1) == PY_DICT_KEYS_GENERAL;
-	} else { /* 3.6-3.10: dk_size slots of the narrowest index that fits */
-		size = pyobj_get(h, hl, l->dk_size, 8);
-		if (!size || size > (1ULL << 30) || (size & (size - 1)))
-			return -EFAULT;
-		index_bytes = size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : 4);
-	}
-	int64_t n = (int64_t)pyobj_get(h, hl, l->dk_nentries, 8);
-	if (n < 0 || (uint64_t)n > size)
-		return -EFAULT;
-	if (n > PYTHREADS_DICT_MAX)
-		n = PYTHREADS_DICT_MAX;
-	if ((uint64_t)n > vcap && values)
-		n = (int64_t)vcap;
-	int32_t esize = general ? l->entry_size : l->uentry_size,
-		koff = general ? l->entry_key : l->uentry_key,
-		voff = general ? l->entry_value : l->uentry_value;
-	if (esize <= 0 || esize > 64 || koff < 0 || voff < 0)
-		return -ENOTSUP;
-	uint64_t entries = keys + (uint64_t)l->dk_indices + index_bytes;
-	uint8_t eb[CHUNK * 64];
-	uint64_t vb[CHUNK];
-	for (int64_t i = 0; i < n; i += CHUNK) {
-		size_t k = (size_t)(n - i < CHUNK ? n - i : CHUNK);
-		if (pyobj_read(r, entries + (uint64_t)i * (uint64_t)esize, eb, k * (size_t)esize))
-			return -EFAULT;
-		if (values && pyobj_read(r, values + (uint64_t)i * 8, vb, k * 8))
-			return -EFAULT;
-		for (size_t j = 0; j < k; j++) {
-			const uint8_t *e = eb + j * (size_t)esize;
-			uint64_t key = pyobj_get(e, (size_t)esize, koff, 8);
-			uint64_t val = values ? vb[j] : pyobj_get(e, (size_t)esize, voff, 8);
-			if (key && val && fn(r, key, val, ctx))
-				return 0;
-		}
-	}
-	return 0;
-}
-
-/* The entries of the PyDictObject at dict. */
-static int dict_each(struct pyobj_rd *r, uint64_t dict, entry_fn fn, void *ctx)
-{
-	const struct py_layout *l = r->l;
-	uint8_t h[PYOBJ_HDR];
-	if (l->dict_keys >= 0) {
-		int32_t end = (l->dict_keys > l->dict_values ? l->dict_keys : l->dict_values) + 8;
-		if (l->dict_values < 0 || end > PYOBJ_HDR || pyobj_read(r, dict, h, (size_t)end))
-			return -EFAULT;
-		uint64_t keys = pyobj_get(h, (size_t)end, l->dict_keys, 8),
-			 values = pyobj_get(h, (size_t)end, l->dict_values, 8);
-		if (!keys)
-			return -EFAULT;
-		/* Before 3.11 ma_values is the array itself. */
-		if (values && l->values_values > 0)
-			values += (uint64_t)l->values_values;
-		return keys_each(r, keys, values, UINT64_MAX, fn, ctx);
-	}
-	/* 2.7: ma_mask + 1 slots, each {hash, key, value}; a dummy key has no
-	 * value. */
-	int32_t end = (l->dict_mask > l->dict_table ? l->dict_mask : l->dict_table) + 8;
-	if (l->dict_mask < 0 || l->dict_table < 0 || end > PYOBJ_HDR ||
-	    pyobj_read(r, dict, h, (size_t)end))
-		return -ENOTSUP;
-	uint64_t mask = pyobj_get(h, (size_t)end, l->dict_mask, 8),
-		 table = pyobj_get(h, (size_t)end, l->dict_table, 8);
-	int32_t esize = l->entry_size;
-	if (!table || mask >= PYTHREADS_DICT_MAX || ((mask + 1) & mask) || esize <= 0 || esize > 64)
-		return -EFAULT;
-	uint8_t eb[CHUNK * 64];
-	for (uint64_t i = 0; i <= mask; i += CHUNK) {
-		size_t k = (size_t)(mask + 1 - i < CHUNK ? mask + 1 - i : CHUNK);
-		if (pyobj_read(r, table + i * (uint64_t)esize, eb, k * (size_t)esize))
-			return -EFAULT;
-		for (size_t j = 0; j < k; j++) {
-			const uint8_t *e = eb + j * (size_t)esize;
-			uint64_t key = pyobj_get(e, (size_t)esize, l->entry_key, 8),
-				 val = pyobj_get(e, (size_t)esize, l->entry_value, 8);
-			if (key && val && fn(r, key, val, ctx))
-				return 0;
-		}
-	}
-	return 0;
-}
-
-/* The attributes of the object at obj: its __dict__, managed dict or values. */
-static int attrs_each(struct pyobj_rd *r, uint64_t obj, entry_fn fn, void *ctx)
-{
-	const struct py_layout *l = r->l;
-	uint64_t type, flags = 0, dict = 0;
-	uint8_t t[1024];
-	int32_t end = 0, offs[] = {l->type_flags, l->type_dictoffset, l->type_basicsize,
-				   l->heaptype_cached_keys};
-	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
-		if (offs[i] + 8 > end)
-			end = offs[i] + 8;
-	if (l->type_flags < 0 || l->type_dictoffset < 0 || (size_t)end > sizeof(t))
-		return -ENOTSUP;
-	if (pyobj_u64(r, obj + (uint64_t)l->obj_type, &type) || pyobj_read(r, type, t, (size_t)end))
-		return -EFAULT;
-	flags = pyobj_get(t, (size_t)end, l->type_flags, 8);
-	if (r->pp->objdict != PY_OD_DICTOFFSET && (flags & PY_TPFLAGS_MANAGED_DICT)) {
-		uint64_t keys = pyobj_get(t, (size_t)end, l->heaptype_cached_keys, 8), values = 0,
-			 vcap = UINT64_MAX;
-		int64_t at =
-		    r->pp->free_threaded ? PY_FT_MANAGED_DICT_OFFSET : PY_MANAGED_DICT_OFFSET;
-		if (pyobj_u64(r, obj + (uint64_t)at, &dict))
-			return -EFAULT;
-		switch (r->pp->objdict) {
-		case PY_OD_MANAGED_VALUES_PTR:
-			if (pyobj_u64(r, obj + (uint64_t)PY_MANAGED_VALUES_OFFSET_311, &values))
-				return -EFAULT;
-			break;
-		case PY_OD_MANAGED_TAGGED:
-			if (dict & 1) { /* values, tagged: _PyDictOrValues_GetValues */
-				values = dict + 1;
-				dict = 0;
-			}
-			break;
-		case PY_OD_MANAGED_INLINE:
-			if (!dict && (flags & PY_TPFLAGS_INLINE_VALUES)) {
-				int64_t basic =
-				    (int64_t)pyobj_get(t, (size_t)end, l->type_basicsize, 8);
-				uint8_t cap = 0, valid = 0;
-				if (basic <= 0 || basic > (1 << 20) || l->values_capacity < 0 ||
-				    l->values_valid < 0)
-					return -EFAULT;
-				values = obj + (uint64_t)basic;
-				if (pyobj_read(r, values + (uint64_t)l->values_capacity, &cap, 1) ||
-				    pyobj_read(r, values + (uint64_t)l->values_valid, &valid, 1))
-					return -EFAULT;
-				if (!valid)
-					return 0;
-				vcap = cap;
-			}
-			break;
-		case PY_OD_DICTOFFSET:
-			break;
-		}
-		if (dict)
-			return dict_each(r, dict, fn, ctx);
-		if (!values || !keys)
-			return 0;
-		if (l->values_values > 0)
-			values += (uint64_t)l->values_values;
-		return keys_each(r, keys, values, vcap, fn, ctx);
-	}
-	int64_t off = (int64_t)pyobj_get(t, (size_t)end, l->type_dictoffset, 8);
-	if (off <= 0 || off > (1 << 20)) /* none, or at the end of a variable-size object */
-		return 0;
-	if (pyobj_u64(r, obj + (uint64_t)off, &dict) || !dict)
-		return 0;
-	return dict_each(r, dict, fn, ctx);
-}
-
-struct find {
-	const char *const *names;
-	uint64_t value;
-};
-
-static bool find_fn(struct pyobj_rd *r, uint64_t key, uint64_t value, void *ctx)
-{
-	struct find *f = ctx;
-	if (!str_is(r, key, f->names))
-		return false;
-	f->value = value;
-	return true;
-}
-
-/* The value of the first key of dict that is one of names, or 0. */
-static uint64_t dict_get(struct pyobj_rd *r, uint64_t dict, const char *const *names)
-{
-	struct find f = {.names = names};
-	if (!dict || dict_each(r, dict, find_fn, &f))
-		return 0;
-	return f.value;
-}
 
 /* The int at obj, which must be non-negative and fit 64 bits. */
 static int read_ident(struct pyobj_rd *r, uint64_t obj, uint64_t *out)
@@ -261,8 +47,7 @@ static bool active_fn(struct pyobj_rd *r, uint64_t key, uint64_t thread, void *c
 		return true;
 	if (read_ident(r, key, &ident))
 		return false;
-	struct find f = {.names = name_keys};
-	if (attrs_each(r, thread, find_fn, &f) || !(name = f.value) || !pyobj_is_str(r, name))
+	if (!(name = pyobj_attr_get(r, thread, name_keys)) || !pyobj_is_str(r, name))
 		return false;
 	struct pythread_name *t = &c->out[c->n];
 	if (pyobj_str(r, name, t->name, sizeof(t->name), &cut) <= 0)
@@ -300,11 +85,11 @@ int pythreads_read(const struct pyproc *pp, struct pythread_name *out, size_t ma
 		uint64_t modules, mod, md, act;
 		if (pyobj_u64(&r, interp + (uint64_t)l->interp_modules, &modules))
 			break;
-		if ((mod = dict_get(&r, modules, threading)) &&
+		if ((mod = pyobj_dict_get(&r, modules, threading)) &&
 		    !pyobj_u64(&r, mod + (uint64_t)l->module_dict, &md) &&
-		    (act = dict_get(&r, md, active))) {
+		    (act = pyobj_dict_get(&r, md, active))) {
 			found = true;
-			dict_each(&r, act, active_fn, &c);
+			pyobj_dict_each(&r, act, active_fn, &c);
 		}
 		if (pyobj_u64(&r, interp + (uint64_t)l->interp_next, &interp))
 			break;

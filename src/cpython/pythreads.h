@@ -23,9 +23,6 @@
 #define PYTHREADS_NAME_MAX 128
 /* Threads named per read: a process with more keeps the rest's OS names. */
 #define PYTHREADS_MAX 4096
-/* Entries looked at in one dict (sys.modules of a big application has a
- * few thousand). */
-#define PYTHREADS_DICT_MAX 65536
 /* Memory reads per pythreads_read(): what a thread storm can cost. */
 #define PYTHREADS_READ_BUDGET 65536
 
