@@ -11,6 +11,8 @@ info alone and never runs the interpreter. It writes three files:
               flags of every version (CAPS), checked against each build's DWARF.
   debug       src/cpython/gen/debugoffsets_table.c: for 3.13+, the position of every
               _Py_DebugOffsets member listed in src/cpython/debugoffsets.h, per minor.
+  asyncio     src/cpython/gen/pyasync_table.c: the _asyncio extension's TaskObj, per
+              minor version before 3.14 (3.14+ says it in its .AsyncioDebug section).
   dwarf-test  tests/unit/pyoffsets_dwarf_gen.h: the struct py_layout of each
               3.13+ build read from DWARF, which the unit test compares with
               what the _Py_DebugOffsets reader makes of the same build.
@@ -40,6 +42,7 @@ KINDS = {
     "layouts": "src/cpython/gen/pyoffsets_table.c",
     "debug": "src/cpython/gen/debugoffsets_table.c",
     "dwarf-test": "tests/unit/pyoffsets_dwarf_gen.h",
+    "asyncio": "src/cpython/gen/pyasync_table.c",
 }
 # The first minor version whose _PyRuntime starts with _Py_DebugOffsets; from
 # here on the offsets come from the target, not from a table.
@@ -188,6 +191,27 @@ RULES = {
     "cell_ref": [((2, 7), None, "PyCellObject", "ob_ref")],
     "dict_used": [((2, 7), None, "PyDictObject", "ma_used")],
     "set_used": [((2, 7), None, "PySetObject", "used")],
+    # dump --tasks: sets (the registries of tasks before 3.14), weak
+    # references (WeakSet), base types (Task subclasses), coroutines and what
+    # each awaits (Objects/genobject.c, _PyGen_yf).
+    "list_item": [((2, 7), None, "PyListObject", "ob_item")],
+    "set_mask": [((2, 7), None, "PySetObject", "mask")],
+    "set_table": [((2, 7), None, "PySetObject", "table")],
+    "weakref_object": [((2, 7), None, "PyWeakReference", "wr_object")],
+    "type_base": [((2, 7), None, "PyTypeObject", "tp_base")],
+    # 3.11 embedded the frame in the generator (bpo-44032, gh-93252).
+    "gen_frame": [((2, 7), (3, 10), "PyGenObject", "gi_frame")],
+    "gen_iframe": [((3, 11), None, "PyGenObject", "gi_iframe")],
+    "gen_frame_state": [((3, 11), None, "PyGenObject", "gi_frame_state")],
+    "code_code": [((2, 7), (3, 10), CO, "co_code")],
+    # 3.10 replaced f_stacktop by f_stackdepth and f_state (bpo-43933).
+    "frame_stacktop": [((2, 7), (3, 9), FO, "f_stacktop")],
+    "frame_stackdepth": [((3, 10), (3, 10), FO, "f_stackdepth")],
+    "frame_valuestack": [((2, 7), (3, 10), FO, "f_valuestack")],
+    "frame_state": [((3, 10), (3, 10), FO, "f_state")],
+    # 3.14 replaced the stacktop index by a pointer (gh-117045).
+    "iframe_stacktop": [((3, 11), (3, 13), IF, "stacktop")],
+    "iframe_stackpointer": [((3, 14), None, IF, "stackpointer")],
     # The GIL, for the gil= label: in _PyRuntime until 3.11; 3.12 gave each
     # interpreter a pointer to the GIL it uses, its own or the main one's
     # (gh-104210). 2.7 and 3.6 keep it in static variables, and have none.
@@ -347,6 +371,9 @@ class Build:
                            f"found {len(libs)} and {len(pls)}")
         self.lib = libs[0]
         self.librel = os.path.relpath(self.lib, d)  # "lib/libpython3.8.so.1.0"
+        # The _asyncio extension (3.4+), whose DWARF has TaskObj.
+        so = sorted(glob.glob(os.path.join(d, "lib", "python*", "lib-dynload", "_asyncio.*.so")))
+        self.asyncio_so = so[0] if so else None
         self.hexversion = patchlevel_hex(pls[0])
         self.version = (self.hexversion >> 24, (self.hexversion >> 16) & 0xFF)
         micro = (self.hexversion >> 8) & 0xFF
@@ -357,8 +384,9 @@ class Build:
     def source(self):
         return f"DWARF of pyenv {self.name} {self.librel}, read with gdb"
 
-    def eval(self, exprs):
-        """Evaluates integer expressions in one gdb run: {expr: int or None}.
+    def eval(self, exprs, path=None):
+        """Evaluates integer expressions in one gdb run against path (the
+        libpython by default): {expr: int or None}.
 
         Each expression is preceded by a marker line, so one that gdb cannot
         evaluate (an error on stderr, nothing on stdout) leaves its own slot
@@ -367,7 +395,7 @@ class Build:
         args = ["gdb", "-nx", "-batch"]
         for i, e in enumerate(exprs):
             args += ["-ex", f"echo @@{i}\\n", "-ex", f'printf "%ld\\n", (long)({e})']
-        args.append(self.lib)
+        args.append(path or self.lib)
         try:
             p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                timeout=300, env=dict(os.environ, LC_ALL="C"))
@@ -685,7 +713,43 @@ def gen_dwarf_test(bs, out_path):
     return "\n".join(out)
 
 
-GENERATORS = {"layouts": gen_layouts, "debug": gen_debug, "dwarf-test": gen_dwarf_test}
+# The TaskObj fields dump --tasks reads before 3.14 (_asynciomodule.c), in
+# struct py_async_layout's order (src/cpython/pytasks.h).
+ASYNC_FIELDS = ["task_loop", "task_state", "task_fut_waiter", "task_coro", "task_name"]
+# asyncio keeps its registry of tasks in the C module from 3.8 on (the
+# Task's name from 3.8, bpo-34270); 3.14 exports its offsets itself.
+ASYNC_SINCE, ASYNC_UNTIL = (3, 8), (3, 13)
+
+
+def gen_asyncio(bs, out_path):
+    rows = [b for b in bs if in_range(b.version, ASYNC_SINCE, ASYNC_UNTIL)]
+    if not rows:
+        raise GenError("no interpreter of 3.8 to 3.13 found")
+    out = [header("the _asyncio extension's TaskObj, per minor version before 3.14.", out_path),
+           '#include "cpython/pytasks.h"', "",
+           "const struct py_async_layout py_async_table[] = {"]
+    for b in rows:
+        if not b.asyncio_so:
+            raise GenError(f"{b.name}: no lib-dynload/_asyncio*.so")
+        exprs = {f: expr_for("TaskObj", f) for f in ASYNC_FIELDS}
+        vals = b.eval(list(exprs.values()), b.asyncio_so)
+        rel = os.path.relpath(b.asyncio_so, os.path.dirname(os.path.dirname(b.lib)))
+        out += ["\t{", f"\t\t.hexversion = {b.hexversion:#010x},",
+                f"\t\t.source = {c_string(f'DWARF of pyenv {b.name} {rel}, read with gdb')},"]
+        for f in ASYNC_FIELDS:
+            v = vals[exprs[f]]
+            if v is None or not 0 < v < 4096:
+                raise GenError(f"{b.asyncio_so}: TaskObj.{f} is {v}:\n{b.gdb_errors}")
+            out.append(f"\t\t.{f} = {v},")
+        out.append("\t},")
+    out += ["};", "",
+            "const unsigned int py_async_table_len = sizeof(py_async_table) / sizeof(py_async_table[0]);",
+            "", "/* clang-format on */", ""]
+    return "\n".join(out)
+
+
+GENERATORS = {"layouts": gen_layouts, "debug": gen_debug, "dwarf-test": gen_dwarf_test,
+              "asyncio": gen_asyncio}
 
 
 def emit(kind, bs, output, check):

@@ -18,6 +18,7 @@
 #include "core/nwalk.h"
 #include "core/runtime.h"
 #include "core/session.h"
+#include "cmd/dump.h"
 #include "core/stacks.h"
 #include "core/walkerr.h"
 #include "util/strutil.h"
@@ -26,7 +27,7 @@
 void cmd_dump_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: taipan dump -p PID [--json] [--native MODE] [--locals]\n"
+		"usage: taipan dump -p PID [--json] [--native MODE] [--locals | --tasks]\n"
 		"\n"
 		"Prints the Python or Ruby stack of every thread of process PID as it is\n"
 		"right now, innermost frame first, like a traceback, with its native (C)\n"
@@ -67,6 +68,16 @@ void cmd_dump_usage(FILE *out)
 		"                  (nothing in the process is called), after the stacks;\n"
 		"                  JSON: each frame's locals: [{name, kind (\"local\",\n"
 		"                  \"cell\", \"free\"), type, value, len, address}]\n"
+		"  -t, --tasks     instead of the threads: every pending asyncio task\n"
+		"                  (3.8-3.15) as a tree, like `python3.14 -m asyncio pstree`:\n"
+		"                  each task with its coroutines' frames, under the innermost\n"
+		"                  frame of each task that awaits it (3.14+: as asyncio\n"
+		"                  records it; before: the task or gather it waits on);\n"
+		"                  nothing is stopped; a cycle of awaits is marked, and past\n"
+		"                  65,536 tasks the list is cut and says so. JSON: {pid,\n"
+		"                  comm, runtime, runtime_version, tasks_error, cycles,\n"
+		"                  tasks: [{id, name, state, thread, running, stack_cut,\n"
+		"                  stack: [\"qualname file:line\"], awaits, awaited_by}]}\n"
 		"      --native MODE  native frames: filtered (the default) hides the\n"
 		"                  interpreter's own call machinery between Python frames and\n"
 		"                  the native frames above the first Python one; all keeps\n"
@@ -84,6 +95,7 @@ void cmd_dump_usage(FILE *out)
 		"  taipan dump -p 4242\n"
 		"  taipan dump -p 4242 --native all\n"
 		"  taipan dump -p 4242 --locals\n"
+		"  taipan dump -p 4242 --tasks\n"
 		"  taipan dump -p 4242 --json | jq '.threads[] | {tid, top: .frames[0].name}'\n",
 		TP_MAX_FRAMES);
 }
@@ -93,23 +105,21 @@ struct dump_args {
 	bool json;
 	int native; /* enum session_native */
 	bool locals;
+	bool tasks;
 };
 
 static int parse_args(int argc, char **argv, struct dump_args *a)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"native", required_argument, NULL, 'N'},
-	    {"verbose", no_argument, NULL, 'v'},
-	    {"locals", no_argument, NULL, 'l'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
+	    {"pid", required_argument, NULL, 'p'},    {"json", no_argument, NULL, 'j'},
+	    {"native", required_argument, NULL, 'N'}, {"verbose", no_argument, NULL, 'v'},
+	    {"locals", no_argument, NULL, 'l'},	      {"tasks", no_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},	      {0},
 	};
 	int c;
 	a->native = SESSION_NATIVE_FILTERED;
 	optind = 1;
-	while ((c = cli_getopt("dump", argc, argv, "p:jlvh", longopts)) != -1) {
+	while ((c = cli_getopt("dump", argc, argv, "p:jltvh", longopts)) != -1) {
 		switch (c) {
 		case 'p':
 			if (a->pid) {
@@ -124,6 +134,9 @@ static int parse_args(int argc, char **argv, struct dump_args *a)
 			break;
 		case 'l':
 			a->locals = true;
+			break;
+		case 't':
+			a->tasks = true;
 			break;
 		case 'N':
 			if (cli_native(optarg, &a->native))
@@ -184,6 +197,16 @@ static json_t *jstr(const char *s)
 {
 	json_t *j = s ? json_string(s) : NULL;
 	return j ? j : json_null();
+}
+
+void dump_put_esc(const char *s)
+{
+	put_esc(s);
+}
+
+json_t *dump_jstr(const char *s)
+{
+	return jstr(s);
 }
 
 /* A thread to print: the runtime's, its stack as a sample (with its native
@@ -663,6 +686,14 @@ int cmd_dump(int argc, char **argv)
 	rt->facts(rp, &rf);
 	log_debug("pid %d (%s): %s %s (%s), %s", a.pid, rf.comm, rt->title, rf.version, rf.how,
 		  rf.binary);
+	if (a.tasks && a.locals) {
+		log_error("--tasks and --locals are two different dumps: give one");
+		goto out;
+	}
+	if (a.tasks) {
+		status = dump_tasks(rt, rp, &rf, a.pid, a.json);
+		goto out;
+	}
 	ret = rt->threads(rp, &ts, err, sizeof(err));
 	if (ret == -ESRCH) {
 		log_error("pid %d: no such process (it exited)", a.pid);

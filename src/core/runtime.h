@@ -74,6 +74,29 @@ struct rt_threads {
 	void *priv; /* the runtime's */
 };
 
+/* A task of the process's event loops (asyncio's), as dump --tasks shows
+ * it: its coroutines' frames and the tasks that await it. */
+struct rt_task {
+	uint64_t addr;
+	char name[64];
+	const char *state; /* "pending", "cancelled", "finished" */
+	bool running;	   /* its loop runs it now */
+	bool stack_cut;	   /* its chain of coroutines was cut (too long, or unreadable) */
+	uint32_t tid;	   /* the OS thread whose loop it belongs to, 0 when not known */
+	uint32_t nframes;
+	struct tp_frame *frames; /* its coroutines' frames, innermost first */
+	uint32_t nawaiters;
+	uint64_t *awaiters; /* the tasks that await it (addr), in the runtime's order */
+};
+
+/* Every task of a process, in the runtime's order (rt_task). */
+struct rt_tasks {
+	struct rt_task *v;
+	size_t n;
+	int err;	  /* 0, or a negative errno: the list is incomplete (-E2BIG: cut) */
+	char source[160]; /* where they were found, for -v */
+};
+
 /* What the merge of native and interpreted frames needs to know of a
  * native frame of a process (profile/merge.h's enum merge_nkind): by its
  * name (NULL: unnamed), its module, and its address in that module's
@@ -166,6 +189,12 @@ struct runtime_ops {
 	 * read. */
 	int (*threads)(const struct rt_proc *rp, struct rt_threads *out, char *msg, size_t msglen);
 	void (*threads_free)(struct rt_threads *t);
+	/* The tasks of the process's event loops, into *out (free it with
+	 * tasks_free, in every case): 0; -ESRCH; -ENOMEM; another negative
+	 * errno with msg saying why they cannot be read. NULL: the runtime
+	 * has none. */
+	int (*tasks)(const struct rt_proc *rp, struct rt_tasks *out, char *msg, size_t msglen);
+	void (*tasks_free)(struct rt_tasks *t);
 	/* The variables of interpreted frame f, whose frame is at frame
 	 * (rt_thread.frame_addrs), into out[0..max), in the frame's order:
 	 * how many, with *cut set when more were left out or a read failed;

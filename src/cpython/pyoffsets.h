@@ -116,6 +116,23 @@
 	X(cell_ref, TABLE, NONE)   /* PyCellObject.ob_ref */                                       \
 	X(dict_used, TABLE, NONE)  /* PyDictObject.ma_used */                                      \
 	X(set_used, TABLE, NONE)   /* PySetObject.used */                                          \
+	/* What dump --tasks reads (src/cpython/pytasks.c): sets, weak */                          \
+	/* references, base types, coroutines and what they await. */                              \
+	X(list_item, TABLE, NONE)	    /* PyListObject.ob_item */                             \
+	X(set_mask, TABLE, NONE)	    /* PySetObject.mask */                                 \
+	X(set_table, TABLE, NONE)	    /* PySetObject.table */                                \
+	X(weakref_object, TABLE, NONE)	    /* PyWeakReference.wr_object */                        \
+	X(type_base, TABLE, NONE)	    /* PyTypeObject.tp_base */                             \
+	X(gen_frame, TABLE, NONE)	    /* PyGenObject.gi_frame (<= 3.10) */                   \
+	X(gen_iframe, TABLE, NONE)	    /* PyGenObject.gi_iframe (3.11+, embedded) */          \
+	X(gen_frame_state, TABLE, NONE)	    /* PyGenObject.gi_frame_state (3.11+, int8) */         \
+	X(code_code, TABLE, NONE)	    /* co_code (<= 3.10) */                                \
+	X(frame_stacktop, TABLE, NONE)	    /* PyFrameObject.f_stacktop (<= 3.9) */                \
+	X(frame_stackdepth, TABLE, NONE)    /* PyFrameObject.f_stackdepth (3.10) */                \
+	X(frame_valuestack, TABLE, NONE)    /* PyFrameObject.f_valuestack (<= 3.10) */             \
+	X(frame_state, TABLE, NONE)	    /* PyFrameObject.f_state (3.10, int8) */               \
+	X(iframe_stacktop, TABLE, NONE)	    /* _PyInterpreterFrame.stacktop (3.11-3.13, int) */    \
+	X(iframe_stackpointer, TABLE, NONE) /* _PyInterpreterFrame.stackpointer (3.14+) */         \
 	/* The GIL (struct _gil_runtime_state): from the table; for a 3.14+ */                     \
 	/* without a row, from _Py_DebugOffsets (debugoffsets.c). */                               \
 	X(rt_gil, TABLE, NONE)	   /* _PyRuntimeState.ceval.gil (3.7-3.11) */                      \

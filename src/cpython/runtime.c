@@ -9,6 +9,7 @@
 #include "core/stacks.h"
 #include "cpython/pylocals.h"
 #include "cpython/pyproc.h"
+#include "cpython/pytasks.h"
 #include "cpython/pythreads.h"
 #include "cpython/pywalk.h"
 #include "cpython/rules.h"
@@ -206,6 +207,11 @@ static void threads_free(struct rt_threads *t)
 	memset(t, 0, sizeof(*t));
 }
 
+static int tasks(const struct rt_proc *rp, struct rt_tasks *out, char *msg, size_t msglen)
+{
+	return pytasks_read(&rp->pp, out, msg, msglen);
+}
+
 static int locals(const struct rt_proc *rp, const struct tp_frame *f, uint64_t frame,
 		  struct rt_local *out, size_t max, bool *cut)
 {
@@ -246,6 +252,8 @@ const struct runtime_ops cpython_runtime = {
     .threads = threads,
     .threads_free = threads_free,
     .locals = locals,
+    .tasks = tasks,
+    .tasks_free = pytasks_free,
     .lock_wait_function = "take_gil",
     .counts = counts,
 };

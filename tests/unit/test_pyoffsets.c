@@ -23,6 +23,7 @@
 #include "taipan_abi.h"
 #include "cpython/debugoffsets.h"
 #include "cpython/pyoffsets.h"
+#include "cpython/pytasks.h"
 #include "pyoffsets_dwarf_gen.h"
 
 #define DEFAULT_PYENV "/root/.pyenv/versions"
@@ -106,6 +107,21 @@
 	X(cell_ref)                                                                                \
 	X(dict_used)                                                                               \
 	X(set_used)                                                                                \
+	X(list_item)                                                                               \
+	X(set_mask)                                                                                \
+	X(set_table)                                                                               \
+	X(weakref_object)                                                                          \
+	X(type_base)                                                                               \
+	X(gen_frame)                                                                               \
+	X(gen_iframe)                                                                              \
+	X(gen_frame_state)                                                                         \
+	X(code_code)                                                                               \
+	X(frame_stacktop)                                                                          \
+	X(frame_stackdepth)                                                                        \
+	X(frame_valuestack)                                                                        \
+	X(frame_state)                                                                             \
+	X(iframe_stacktop)                                                                         \
+	X(iframe_stackpointer)                                                                     \
 	X(rt_gil)                                                                                  \
 	X(interp_gil)                                                                              \
 	X(gil_locked)                                                                              \
@@ -213,6 +229,24 @@ static void test_table_rows(void **state)
 		PRESENT(e, cell_ref);
 		PRESENT(e, dict_used);
 		PRESENT(e, set_used);
+		/* What dump --tasks reads: sets and weak references (the
+		 * registries of tasks), base types, coroutines' frames and what
+		 * each awaits. */
+		PRESENT(e, list_item);
+		PRESENT(e, set_mask);
+		PRESENT(e, set_table);
+		PRESENT(e, weakref_object);
+		PRESENT(e, type_base);
+		PRESENT_IF(e, !ver_ge(v, 3, 11), gen_frame);
+		PRESENT_IF(e, ver_ge(v, 3, 11), gen_iframe);
+		PRESENT_IF(e, ver_ge(v, 3, 11), gen_frame_state);
+		PRESENT_IF(e, !ver_ge(v, 3, 11), code_code);
+		PRESENT_IF(e, !ver_ge(v, 3, 10), frame_stacktop);
+		PRESENT_IF(e, !ver_ge(v, 3, 11) && ver_ge(v, 3, 10), frame_stackdepth);
+		PRESENT_IF(e, !ver_ge(v, 3, 11), frame_valuestack);
+		PRESENT_IF(e, !ver_ge(v, 3, 11) && ver_ge(v, 3, 10), frame_state);
+		PRESENT_IF(e, ver_ge(v, 3, 11), iframe_stacktop);
+		ABSENT(e, iframe_stackpointer); /* 3.14+, which has no row here */
 
 		/* Everything a walk needs, on every version. */
 		PRESENT(e, interp_next);
@@ -789,6 +823,26 @@ static void test_real_debug_offsets(void **state)
 		skip();
 }
 
+/* The generated TaskObj rows (dump --tasks before 3.14): one per minor from
+ * 3.8 to 3.13, in order, each field inside the object and after the
+ * Future's loop; a task's coroutine, name and waiter after its state. */
+static void test_async_table(void **state)
+{
+	(void)state;
+	assert_int_equal(py_async_table_len, 6);
+	for (unsigned int i = 0; i < py_async_table_len; i++) {
+		const struct py_async_layout *a = &py_async_table[i];
+		assert_int_equal(ver_major(a->hexversion), 3);
+		assert_int_equal(ver_minor(a->hexversion), 8 + i);
+		assert_non_null(strstr(a->source, "_asyncio"));
+		assert_int_equal(a->task_loop, 16);
+		assert_true(a->task_state > a->task_loop && a->task_state < 256);
+		assert_true(a->task_fut_waiter > a->task_state);
+		assert_int_equal(a->task_coro, a->task_fut_waiter + 8);
+		assert_int_equal(a->task_name, a->task_coro + 8);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -798,7 +852,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_cookie),	       cmocka_unit_test(test_truncated),
 	    cmocka_unit_test(test_offset_beyond_size), cmocka_unit_test(test_implausible_size),
 	    cmocka_unit_test(test_free_threaded),      cmocka_unit_test(test_bad_version),
-	    cmocka_unit_test(test_real_debug_offsets),
+	    cmocka_unit_test(test_real_debug_offsets), cmocka_unit_test(test_async_table),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,147 @@
+"""taipan dump --tasks: every asyncio task of a process with its coroutines'
+frames and the tasks that await it. On 3.14 and 3.15 the tree is the one
+`python3.X -m asyncio pstree PID` prints, line for line; on 3.8 to 3.13,
+where CPython has no such tool, it is the tree the process itself builds
+from asyncio.all_tasks(); and a hostile graph (a cycle, 100,000 tasks) is
+marked and bounded."""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT_WORKLOADS, WORKLOADS, copy_workloads, interpreter, run_taipan
+
+
+class Tasks:
+    """tests/workloads/SCRIPT under interpreter ident, its 'tree' line read,
+    ready; in a root, in a mount namespace of its own with /proc mounted,
+    so that a tool run in the root (pstree) can read it."""
+
+    def __init__(self, ident, script, *args):
+        it = interpreter(ident)
+        path = os.path.join(WORKLOADS, script)
+        if it.root:
+            copy_workloads(it.root)
+            argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                    'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"', it.root, it.path,
+                    os.path.join(ROOT_WORKLOADS, script)]
+        else:
+            argv = [it.path, path]
+        self.it = it
+        self.proc = subprocess.Popen(argv + [str(a) for a in args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+        self.tree = None
+        for line in self.proc.stdout:
+            if line.startswith("tree "):
+                self.tree = json.loads(line[5:])
+            if line.strip() == "ready":
+                return
+        raise AssertionError("%s exited before it was ready: %s" % (script, self.proc.stderr.read()))
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def tasks():
+    started = []
+
+    def start(ident, script, *args):
+        t = Tasks(ident, script, *args)
+        started.append(t)
+        return t
+    yield start
+    for t in started:
+        t.stop()
+
+
+def dump_tasks(taipan, pid, *extra):
+    res = run_taipan(taipan, ["dump", "-p", pid, "--tasks"] + list(extra), timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+@pytest.mark.parametrize("ident", ["sid-3.14", "sid-3.15"])
+def test_tree_equals_asyncio_pstree(taipan, tasks, ident):
+    """The text tree equals CPython's own `python -m asyncio pstree` of the
+    same process, line for line: task names, coroutine frames with their
+    lines, tasks under the innermost frame of each task that awaits them
+    (a task awaiting another, a gather, a TaskGroup)."""
+    w = tasks(ident, "async_tasks.py")
+    ours = dump_tasks(taipan, w.pid).stdout.splitlines()
+    assert ours[0].startswith("Process %d (" % w.pid) and ", %d tasks" % len(w.tree) in ours[0], ours[0]
+    tool = subprocess.run(["nsenter", "-t", str(w.pid), "-m", "chroot", w.it.root, w.it.path, "-m", "asyncio",
+                           "pstree", str(w.pid)], capture_output=True, text=True, timeout=120)
+    assert tool.returncode == 0, tool.stdout + tool.stderr
+    assert ours[1:] == tool.stdout.splitlines(), "\n".join(ours) + "\n---\n" + tool.stdout
+    assert any("(T) tg-worker-1" in line for line in ours), ours
+
+
+@pytest.mark.parametrize("ident", ["pyenv-3.8", "pyenv-3.9", "pyenv-3.10", "pyenv-3.11", "pyenv-3.12",
+                                   "pyenv-3.13", "debian-3.11-static", "bullseye-3.9", "sid-3.13"])
+def test_tree_equals_the_process_own(taipan, tasks, ident):
+    """Before 3.14 CPython has no tool to compare with: the process builds
+    its own tree from asyncio.all_tasks() once every task waits (each
+    task's frames, innermost first, from cr_await, and who awaits whom from
+    each task's _fut_waiter: a task, or a gather), and dump --tasks --json
+    gives the same tasks, frames and edges. Stripped Debian builds (3.11,
+    sid's 3.13) are read with the layouts of the same minor."""
+    w = tasks(ident, "async_tasks.py")
+    doc = json.loads(dump_tasks(taipan, w.pid, "--json").stdout)
+    assert doc["tasks_error"] is None and doc["cycles"] == [], doc
+    by_id = {t["id"]: t["name"] for t in doc["tasks"]}
+    ours = {t["name"]: {"stack": t["stack"], "awaited_by": sorted(by_id[i] for i in t["awaited_by"])}
+            for t in doc["tasks"]}
+    want = {name: {"stack": t["stack"], "awaited_by": sorted(t["awaited_by"])} for name, t in w.tree.items()}
+    assert ours == want, json.dumps({"ours": ours, "want": want}, indent=1)
+    assert want["awaited-child"]["awaited_by"] == ["awaiter"], want
+    # Exactly one task runs nothing (none is stepping: the loop is idle).
+    assert not any(t["running"] for t in doc["tasks"]), doc["tasks"]
+
+
+@pytest.mark.parametrize("ident", ["pyenv-3.12", "sid-3.14"])
+def test_await_cycle_is_marked(taipan, tasks, ident):
+    """Two tasks awaiting each other: the tree says so once, in a line of
+    its own, draws each task of the cycle, and stops where it would loop."""
+    w = tasks(ident, "async_hostile.py", "cycle")
+    out = dump_tasks(taipan, w.pid).stdout
+    assert "[await cycle: cycle-a → cycle-b → cycle-a]" in out or \
+        "[await cycle: cycle-b → cycle-a → cycle-b]" in out, out
+    assert "[awaits itself: an await cycle]" in out, out
+    doc = json.loads(dump_tasks(taipan, w.pid, "--json").stdout)
+    names = {t["id"]: t["name"] for t in doc["tasks"]}
+    assert [sorted(set(names[i] for i in c)) for c in doc["cycles"]] == [["cycle-a", "cycle-b"]], doc["cycles"]
+
+
+@pytest.mark.parametrize("ident", ["pyenv-3.12", "sid-3.14"])
+def test_hundred_thousand_tasks_are_cut(taipan, tasks, ident):
+    """100,000 waiting tasks: 65,536 are listed, the list says it was cut,
+    and the read ends (bounded reads, no quadratic step)."""
+    w = tasks(ident, "async_hostile.py", "many")
+    t0 = time.time()
+    res = dump_tasks(taipan, w.pid)
+    took = time.time() - t0
+    head = res.stdout.splitlines()[:2]
+    assert head[0].endswith(", 65536 tasks"), head
+    assert head[1] == "[task list cut: more than 65536 tasks, or a list that loops]", head
+    # The main task and 65,535 of the sleepers.
+    assert res.stdout.count("(T) ") == 65536 and res.stdout.count("(T) many-") >= 65535, res.stdout[:300]
+    print("100,000 tasks (%s): dump --tasks took %.1f s" % (ident, took))
+
+
+def test_refusals_are_one_clear_line(taipan, tasks):
+    """No asyncio imported, or a free-threaded build before 3.14: a
+    sentence, exit status 1."""
+    w = tasks("pyenv-3.12", "async_hostile.py", "none")
+    res = run_taipan(taipan, ["dump", "-p", w.pid, "--tasks"])
+    assert res.returncode == 1 and "has not imported asyncio" in res.stderr, res.stderr
+    if shutil.which("unshare"):
+        w = tasks("sid-3.13t", "async_hostile.py", "cycle")
+        res = run_taipan(taipan, ["dump", "-p", w.pid, "--tasks"])
+        assert res.returncode == 1 and "free-threaded" in res.stderr, res.stderr

@@ -1,0 +1,99 @@
+# async_tasks.py - named asyncio tasks that sleep, await each other and
+# gather others, for dump --tasks (tests/functional/test_tasks.py): a chain
+# of coroutines in one task, a task awaiting another, a gather of two, a
+# method, and on 3.11+ a TaskGroup of two. Once every task waits, a thread
+# (the loop's own stays idle) prints the tree the process itself sees, as
+# 'tree JSON': each pending task by name, with its coroutines' frames
+# innermost first ("qualname file:line"; co_name before 3.11) and the names
+# of the tasks that await it, a task awaiting another when its _fut_waiter
+# is that task or a gather of it. Then 'ready', and it waits until killed.
+import asyncio
+import json
+import sys
+import threading
+import time
+
+LONG = 3600
+
+
+async def leaf():
+    await asyncio.sleep(LONG)
+
+
+async def worker():
+    await leaf()
+
+
+async def child():
+    await asyncio.sleep(LONG)
+
+
+async def awaiter():
+    await asyncio.get_running_loop().create_task(child(), name="awaited-child")
+
+
+async def gathered():
+    await asyncio.sleep(LONG)
+
+
+async def gather_parent():
+    await asyncio.gather(gathered(), gathered())
+
+
+class Svc:
+    async def method(self):
+        await asyncio.sleep(LONG)
+
+
+async def group():
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(worker(), name="tg-worker-1")
+        tg.create_task(worker(), name="tg-worker-2")
+
+
+def frames(task):
+    """The frames of task's chain of coroutines, innermost first."""
+    out, c = [], task.get_coro()
+    while c is not None and type(c).__name__ == "coroutine" and c.cr_frame is not None:
+        code = c.cr_code
+        name = getattr(code, "co_qualname", code.co_name)
+        out.append("%s %s:%d" % (name, code.co_filename, c.cr_frame.f_lineno))
+        c = c.cr_await
+    return out[::-1]
+
+
+def report(loop, main):
+    # Once the main task waits too, nothing runs on the loop.
+    while main._fut_waiter is None:
+        time.sleep(0.001)
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    tree = {t.get_name(): {"stack": frames(t), "awaited_by": []} for t in tasks}
+    for t in tasks:
+        w = t._fut_waiter
+        kids = [w] if w in tasks else list(getattr(w, "_children", ())) \
+            if type(w).__name__ == "_GatheringFuture" else []
+        for k in kids:
+            if k in tasks:
+                tree[k.get_name()]["awaited_by"].append(t.get_name())
+    print("tree " + json.dumps(tree))
+    print("ready")
+    sys.stdout.flush()
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+    mine = [loop.create_task(worker(), name="worker"),
+            loop.create_task(awaiter(), name="awaiter"),
+            loop.create_task(gather_parent(), name="gather-parent"),
+            loop.create_task(Svc().method(), name="svc-method")]
+    if sys.version_info >= (3, 11):
+        mine.append(loop.create_task(group(), name="group"))
+    # Every task of the graph started and waiting: each one that waits
+    # on a future (the others wait on tasks or a gather).
+    while len([t for t in asyncio.all_tasks() if t._fut_waiter is not None]) < len(asyncio.all_tasks()) - 1:
+        await asyncio.sleep(0)
+    threading.Thread(target=report, args=(loop, asyncio.current_task()), daemon=True).start()
+    await asyncio.sleep(LONG)
+
+
+asyncio.run(main())
