@@ -52,6 +52,7 @@ struct ctx {
 	const struct py_layout *l;
 	struct rt_tasks *out;
 	size_t cap;
+	uint64_t *inner; /* by task: its innermost coroutine's frame (3.11+), 0 if none */
 	/* addr -> index + 1 in out->v, open addressing; a power of two */
 	uint64_t *keys;
 	uint32_t *idx;
@@ -192,15 +193,19 @@ static bool gen_frame(struct ctx *c, uint64_t g, struct tp_frame *f, uint64_t *n
 	return true;
 }
 
-/* Task t's coroutine stack, from its coroutine coro, innermost first. */
-static int coro_stack(struct ctx *c, uint64_t coro, struct rt_task *t)
+/* Task t's coroutine stack, from its coroutine coro, innermost first; the
+ * innermost coroutine's frame into *inner (3.11+, where it is embedded). */
+static int coro_stack(struct ctx *c, uint64_t coro, struct rt_task *t, uint64_t *inner)
 {
 	struct tp_frame f[PYTASKS_STACK_MAX];
 	uint32_t n = 0;
 	uint64_t g = coro_like(c, coro & c->mask), next;
+	*inner = 0;
 	for (; g && n < PYTASKS_STACK_MAX; g = coro_like(c, next)) {
 		if (!gen_frame(c, g, &f[n], &next))
 			break;
+		if (c->l->gen_iframe >= 0)
+			*inner = g + (uint64_t)c->l->gen_iframe;
 		n++;
 	}
 	t->stack_cut = g && n >= PYTASKS_STACK_MAX;
@@ -263,11 +268,14 @@ static struct rt_task *add(struct ctx *c, uint64_t addr, bool *nomem)
 	if (c->out->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 64;
 		struct rt_task *v = realloc(c->out->v, cap * sizeof(*v));
-		if (!v) {
+		if (v)
+			c->out->v = v;
+		uint64_t *in = v ? realloc(c->inner, cap * sizeof(*in)) : NULL;
+		if (!in) {
 			*nomem = true;
 			return NULL;
 		}
-		c->out->v = v;
+		c->inner = in;
 		c->cap = cap;
 	}
 	if ((c->out->n + 1) * 2 > c->hcap) {
@@ -298,6 +306,7 @@ static struct rt_task *add(struct ctx *c, uint64_t addr, bool *nomem)
 		s = (s + 1) & (c->hcap - 1);
 	c->keys[s] = addr;
 	c->idx[s] = (uint32_t)(c->out->n + 1);
+	c->inner[c->out->n] = 0;
 	struct rt_task *t = &c->out->v[c->out->n++];
 	memset(t, 0, sizeof(*t));
 	t->addr = addr;
@@ -365,7 +374,8 @@ static int add_task_314(struct ctx *c, uint64_t addr, uint32_t tid, bool running
 	t->running = running;
 	rd64(c, addr + c->ad[AD_TASK_NAME], &name);
 	task_name(c, name & c->mask, t);
-	if (!rd64(c, addr + c->ad[AD_TASK_CORO], &coro) && coro_stack(c, coro, t))
+	if (!rd64(c, addr + c->ad[AD_TASK_CORO], &coro) &&
+	    coro_stack(c, coro, t, &c->inner[t - c->out->v]))
 		return -ENOMEM;
 	if (rd64(c, addr + c->ad[AD_TASK_AWAITED_BY], &ab) || !(ab &= c->mask) ||
 	    pyobj_read(&c->r, addr + c->ad[AD_TASK_AWAITED_BY_IS_SET], &is_set, 1))
@@ -511,7 +521,8 @@ static bool reg_fn(struct ctx *c, uint64_t task, void *arg)
 	uint64_t name = 0, coro = 0;
 	rd64(c, task + (uint64_t)c->al->task_name, &name);
 	task_name(c, name, t);
-	if (!rd64(c, task + (uint64_t)c->al->task_coro, &coro) && coro_stack(c, coro, t)) {
+	if (!rd64(c, task + (uint64_t)c->al->task_coro, &coro) &&
+	    coro_stack(c, coro, t, &c->inner[t - c->out->v])) {
 		*err = -ENOMEM;
 		return true;
 	}
@@ -539,8 +550,43 @@ static bool current_fn(struct pyobj_rd *r, uint64_t loop, uint64_t task, void *a
 	return false;
 }
 
+/* Each task of a TaskGroup's _tasks awaited by parent. */
+struct group {
+	uint64_t parent;
+	int err;
+};
+
+static bool group_fn(struct ctx *c, uint64_t key, void *arg)
+{
+	struct group *g = arg;
+	struct rt_task *child = find(c, key);
+	if (child && awaited_by(child, g->parent)) {
+		g->err = -ENOMEM;
+		return true;
+	}
+	return false;
+}
+
+/* 3.11-3.13: parent waits on w in a TaskGroup's __aexit__ when its
+ * innermost coroutine's frame (at frame) is that method's, whose self is a
+ * TaskGroup whose _on_completed_fut is w: it awaits the group's tasks. */
+static int group_edges(struct ctx *c, uint64_t parent, uint64_t frame, uint64_t w)
+{
+	static const char *const fut[] = {"_on_completed_fut", NULL}, *const tasks[] = {"_tasks",
+											NULL};
+	uint64_t self, set;
+	char type[16];
+	if (!frame || rd64(c, frame + (uint64_t)c->l->frame_localsplus, &self) || !self ||
+	    pyobj_type_name(&c->r, self, type, sizeof(type)) || strcmp(type, "TaskGroup") ||
+	    pyobj_attr_get(&c->r, self, fut) != w || !(set = pyobj_attr_get(&c->r, self, tasks)))
+		return 0;
+	struct group g = {.parent = parent};
+	set_each(c, set, group_fn, &g);
+	return g.err;
+}
+
 /* Before 3.14: who awaits whom, from what each task waits on: another
- * task, or a gather (_GatheringFuture) of tasks. */
+ * task, a gather (_GatheringFuture) of tasks, or a TaskGroup's future. */
 static int edges(struct ctx *c)
 {
 	static const char *const children[] = {"_children", NULL};
@@ -556,9 +602,14 @@ static int edges(struct ctx *c)
 				return -ENOMEM;
 			continue;
 		}
-		if (pyobj_type_name(&c->r, w, type, sizeof(type)) ||
-		    strcmp(type, "_GatheringFuture") ||
-		    !(list = pyobj_attr_get(&c->r, w, children)) ||
+		if (pyobj_type_name(&c->r, w, type, sizeof(type)))
+			continue;
+		if (strcmp(type, "_GatheringFuture")) {
+			if (group_edges(c, parent, c->inner[i], w))
+				return -ENOMEM;
+			continue;
+		}
+		if (!(list = pyobj_attr_get(&c->r, w, children)) ||
 		    pyobj_read(&c->r, list + (uint64_t)c->l->var_size, &n, 8) || n < 0 ||
 		    rd64(c, list + (uint64_t)c->l->list_item, &items))
 			continue;
@@ -675,6 +726,7 @@ int pytasks_read(const struct pyproc *pp, struct rt_tasks *out, char *msg, size_
 	}
 	free(c.keys);
 	free(c.idx);
+	free(c.inner);
 	if (!ret && !c.r.budget)
 		out->err = -E2BIG;
 	if (ret && !msg[0])

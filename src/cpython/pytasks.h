@@ -9,7 +9,8 @@
  *   3.8-3.13  the registry asyncio.tasks keeps (_all_tasks, a WeakSet;
  *             3.12+: _scheduled_tasks and _eager_tasks), found through
  *             sys.modules; which task awaits which is read from what each
- *             one waits on (its _fut_waiter: a task, or a gather of tasks),
+ *             one waits on (its _fut_waiter: a task, a gather of tasks, or
+ *             the future of a TaskGroup whose __aexit__ it runs),
  *             with TaskObj's layout generated from each minor's _asyncio
  *             DWARF (src/cpython/gen/pyasync_table.c).
  * A task's coroutine stack is its coroutine, then what each coroutine

@@ -6,7 +6,9 @@
 # 'tree JSON': each pending task by name, with its coroutines' frames
 # innermost first ("qualname file:line"; co_name before 3.11) and the names
 # of the tasks that await it, a task awaiting another when its _fut_waiter
-# is that task or a gather of it. Then 'ready', and it waits until killed.
+# is that task, a gather of it, or the future of the TaskGroup it is in
+# (the parent waiting in the group's __aexit__). Then 'ready', and it waits
+# until killed.
 import asyncio
 import json
 import sys
@@ -62,6 +64,19 @@ def frames(task):
     return out[::-1]
 
 
+def group_tasks(task, w):
+    """The tasks of the TaskGroup in whose __aexit__ task waits on w."""
+    c = task.get_coro()
+    while c is not None and type(c).__name__ == "coroutine" and \
+            type(c.cr_await).__name__ == "coroutine":
+        c = c.cr_await
+    f = getattr(c, "cr_frame", None)
+    tg = f.f_locals.get("self") if f is not None else None
+    if type(tg).__name__ == "TaskGroup" and tg._on_completed_fut is w:
+        return list(tg._tasks)
+    return []
+
+
 def report(loop, main):
     # Once the main task waits too, nothing runs on the loop.
     while main._fut_waiter is None:
@@ -71,7 +86,7 @@ def report(loop, main):
     for t in tasks:
         w = t._fut_waiter
         kids = [w] if w in tasks else list(getattr(w, "_children", ())) \
-            if type(w).__name__ == "_GatheringFuture" else []
+            if type(w).__name__ == "_GatheringFuture" else group_tasks(t, w)
         for k in kids:
             if k in tasks:
                 tree[k.get_name()]["awaited_by"].append(t.get_name())
