@@ -300,7 +300,13 @@ struct tp_sample {
 	__u8 state;		/* enum tp_thread_state */
 	__u8 gil;		/* enum tp_gil_state */
 	__u8 runtime;		/* enum tp_runtime: whose walk, whose frames */
-	__u8 pad2[5];
+	__u8 pad2;
+	/* CPython 3.11+: frames[task_idx], at task_frame, is the outermost
+	 * frame a generator owns: where asyncio runs a task, its coroutine's
+	 * (record --async); task_frame 0: none. */
+	__u16 task_idx;
+	__u16 pad3;
+	__u64 task_frame;
 	/* The arrays, each packed on the wire. */
 	__u64 kstack[TP_KSTACK_MAX];
 	/* TP_SF_ANCHORED: bit i set when native frame i holds on its stack
@@ -582,7 +588,7 @@ _Static_assert(sizeof(struct tp_urow) == 12, "tp_urow layout");
 _Static_assert(sizeof(struct tp_urule) == 8, "tp_urule layout");
 _Static_assert(TP_UPAGE_SHIFT + TP_URULE_BITS == 32, "a packed row is one word");
 _Static_assert(TP_MAX_URULES <= TP_URULE_MASK + 1, "rule indexes fit a packed row");
-_Static_assert(TP_SAMPLE_HDR == 72, "tp_sample header");
+_Static_assert(TP_SAMPLE_HDR == 80, "tp_sample header");
 _Static_assert(sizeof(struct tp_sample) == TP_SAMPLE_HDR + 8 * TP_KSTACK_MAX +
 					       16 * TP_UWORDS(TP_USTACK_MAX) + 8 * TP_USTACK_MAX +
 					       32 * TP_MAX_FRAMES,

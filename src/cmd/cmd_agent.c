@@ -93,7 +93,8 @@ void cmd_agent_usage(FILE *out)
 		"      --backlog N         windows kept for a push that fails, at most (default\n"
 		"                          8); older ones are dropped and counted\n");
 	sampling_opts_help(out, SAMPLING_AGENT, SO_KERNEL | SO_NATIVE);
-	sampling_opts_help(out, SAMPLING_AGENT, SO_MODE | SO_NICE | SO_MAX_MEMORY | SO_DEBUGINFOD);
+	sampling_opts_help(out, SAMPLING_AGENT,
+			   SO_MODE | SO_NICE | SO_MAX_MEMORY | SO_DEBUGINFOD | SO_ASYNC);
 	fprintf(
 	    out,
 	    "      --log FILE          log here instead of stderr (appended to, made 0640;\n"
@@ -134,7 +135,7 @@ void cmd_agent_usage(FILE *out)
 /* The shared options the agent takes: it samples every process. */
 #define SAMPLING_MASK                                                                              \
 	(SO_COMM | SO_CGROUP | SO_RATE | SO_MODE | SO_KERNEL | SO_NATIVE | SO_NICE |               \
-	 SO_MAX_MEMORY | SO_DEBUGINFOD)
+	 SO_MAX_MEMORY | SO_DEBUGINFOD | SO_ASYNC)
 
 struct agent_args {
 	struct sampling_opts so;

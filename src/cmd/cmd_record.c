@@ -88,7 +88,8 @@ void cmd_record_usage(FILE *out)
 		"                       label anyway (pprof: held, waiting or released)\n");
 	output_help(out);
 	sampling_opts_help(out, SAMPLING_RECORD,
-			   SO_KERNEL | SO_NATIVE | SO_NICE | SO_MAX_MEMORY | SO_DEBUGINFOD);
+			   SO_KERNEL | SO_NATIVE | SO_NICE | SO_MAX_MEMORY | SO_DEBUGINFOD |
+			       SO_ASYNC);
 	fprintf(out,
 		"      --folded-lines   folded: name each frame \"function (file:line)\"\n"
 		"      --folded-threads folded: start each stack with its process and thread\n"
@@ -116,7 +117,7 @@ void cmd_record_usage(FILE *out)
 /* The shared options record takes: all of them. */
 #define SAMPLING_MASK                                                                              \
 	(SO_ALL | SO_COMM | SO_CGROUP | SO_RATE | SO_MODE | SO_KERNEL | SO_NATIVE | SO_NICE |      \
-	 SO_MAX_MEMORY | SO_DEBUGINFOD)
+	 SO_MAX_MEMORY | SO_DEBUGINFOD | SO_ASYNC)
 
 struct record_args {
 	struct sampling_opts so;

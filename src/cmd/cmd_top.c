@@ -62,7 +62,8 @@ void cmd_top_usage(FILE *out)
 		"                       everything since the start or the last reset)\n",
 		MAX_WINDOW);
 	sampling_opts_help(out, SAMPLING_TOP, SO_NATIVE);
-	sampling_opts_help(out, SAMPLING_TOP, SO_MODE | SO_NICE | SO_MAX_MEMORY | SO_DEBUGINFOD);
+	sampling_opts_help(out, SAMPLING_TOP,
+			   SO_MODE | SO_NICE | SO_MAX_MEMORY | SO_DEBUGINFOD | SO_ASYNC);
 	fprintf(out,
 		"  -h, --help           this text\n"
 		"\n"
@@ -86,7 +87,8 @@ void cmd_top_usage(FILE *out)
 
 /* The shared options top takes. */
 #define SAMPLING_MASK                                                                              \
-	(SO_ALL | SO_RATE | SO_MODE | SO_NATIVE | SO_NICE | SO_MAX_MEMORY | SO_DEBUGINFOD)
+	(SO_ALL | SO_RATE | SO_MODE | SO_NATIVE | SO_NICE | SO_MAX_MEMORY | SO_DEBUGINFOD |        \
+	 SO_ASYNC)
 
 struct top_args {
 	struct sampling_opts so;

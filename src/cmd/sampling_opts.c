@@ -93,6 +93,13 @@ static const struct shared {
      {[SAMPLING_RECORD] = "fetch no debug files: where DEBUGINFOD_URLS is set,\n"
 			  "taipan asks its servers for those of stripped files\n"
 			  "(in a thread of its own) to name their functions"}},
+    {SO_ASYNC,
+     {"async", no_argument, NULL, SAMPLING_OPT_ASYNC},
+     "      --async",
+     {[SAMPLING_RECORD] = "asyncio tasks (CPython 3.11+): above the frames of the\n"
+			  "coroutine a task runs, a [task NAME] frame for it and for\n"
+			  "each task that awaits it, the outermost first; the task\n"
+			  "label names it (pprof)"}},
 };
 
 #define NSHARED (sizeof(shared) / sizeof(shared[0]))
@@ -168,6 +175,9 @@ int sampling_opts_parse(struct sampling_opts *so, int c, const char *arg)
 	case 'D':
 		so->no_debuginfod = true;
 		return 0;
+	case SAMPLING_OPT_ASYNC:
+		so->async = true;
+		return 0;
 	default:
 		return 1;
 	}
@@ -196,4 +206,5 @@ void sampling_opts_session(const struct sampling_opts *so, struct session_opts *
 	o->nice = so->nice;
 	o->max_memory = so->max_memory;
 	o->no_debuginfod = so->no_debuginfod;
+	o->async = so->async;
 }

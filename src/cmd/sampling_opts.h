@@ -1,6 +1,7 @@
 /* sampling_opts.h - the options that record, top and agent share: which
  * processes to sample and how (-a, --comm, --cgroup, --rate, --mode,
- * --no-kernel, --native, --nice, --max-memory, --no-debuginfod), parsed and explained in one
+ * --no-kernel, --native, --nice, --max-memory, --no-debuginfod, --async),
+ * parsed and explained in one
  * place. Each command takes the ones in its mask; its own options stay in
  * its cmd_*.c. */
 #ifndef TAIPAN_SAMPLING_OPTS_H
@@ -25,7 +26,11 @@ enum sampling_opt {
 	SO_NICE = 1 << 7,	/* --nice N */
 	SO_MAX_MEMORY = 1 << 8, /* --max-memory SIZE */
 	SO_DEBUGINFOD = 1 << 9, /* --no-debuginfod */
+	SO_ASYNC = 1 << 10,	/* --async */
 };
+
+/* getopt's value for --async, which has no short form. */
+#define SAMPLING_OPT_ASYNC 0x200
 
 /* The commands that take them, whose --help words differ. */
 enum sampling_cmd {
@@ -47,6 +52,7 @@ struct sampling_opts {
 	int nice;
 	size_t max_memory; /* 0: the session's default */
 	bool no_debuginfod;
+	bool async; /* asyncio tasks in the stacks */
 };
 
 /* The defaults: 100 Hz, CPU mode, kernel frames, filtered native frames,
@@ -56,7 +62,7 @@ void sampling_opts_init(struct sampling_opts *so);
 /* The long options for getopt_long: own's (ended by an entry of zeros), then
  * the shared ones in mask, then the zeros, into out (n entries). Returns 0,
  * or -ENOSPC when out is too small. */
-#define SAMPLING_LONGOPTS 10
+#define SAMPLING_LONGOPTS 11
 int sampling_longopts(unsigned int mask, const struct option *own, struct option *out, size_t n);
 
 /* Takes the option getopt returned as c, with its argument arg. Returns 0

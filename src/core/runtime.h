@@ -78,6 +78,7 @@ struct rt_threads {
  * it: its coroutines' frames and the tasks that await it. */
 struct rt_task {
 	uint64_t addr;
+	uint64_t coro; /* its coroutine (--async: whose frame a sample runs) */
 	char name[64];
 	const char *state; /* "pending", "cancelled", "finished" */
 	bool running;	   /* its loop runs it now */
@@ -195,6 +196,13 @@ struct runtime_ops {
 	 * has none. */
 	int (*tasks)(const struct rt_proc *rp, struct rt_tasks *out, char *msg, size_t msglen);
 	void (*tasks_free)(struct rt_tasks *t);
+	/* --async: the tasks of the chain whose innermost task's coroutine
+	 * has its frame at frame (tp_sample.task_frame), root first (the one
+	 * its loop started, ..., the running one), into names[0..max): how
+	 * many, 0 when frame is no task's. The names live until the next call
+	 * for rp. now_ns: CLOCK_MONOTONIC. NULL: the runtime has no tasks. */
+	size_t (*task_chain)(struct rt_proc *rp, uint64_t frame, uint64_t now_ns,
+			     const char **names, size_t max);
 	/* The variables of interpreted frame f, whose frame is at frame
 	 * (rt_thread.frame_addrs), into out[0..max), in the frame's order:
 	 * how many, with *cut set when more were left out or a read failed;

@@ -509,6 +509,7 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 	struct stacks_opts so = {
 	    .filtered = o->native == SESSION_NATIVE_FILTERED,
 	    .sm = o->kernel_stacks ? &s->sm : NULL,
+	    .tasks = o->async,
 	};
 	if (!(s->stacks = stacks_new(&so, s->prof, s->nsyms))) {
 		session_free(s);

@@ -51,6 +51,8 @@ struct session_opts {
 	/* No debug files from debuginfod (--no-debuginfod); otherwise they
 	 * are fetched where DEBUGINFOD_URLS is set. */
 	bool no_debuginfod;
+	/* --async: asyncio tasks in the stacks (stacks_opts.tasks). */
+	bool async;
 	/* The sampler: NULL for the BPF programs; the unit tests give a fake. */
 	sampler_open_fn open_sampler;
 };

@@ -72,6 +72,11 @@ struct stacks {
 	struct merge_step steps[MERGE_STEPS_MAX(TP_USTACK_MAX, TP_MAX_FRAMES)]; /* scratch */
 	struct stacks_counts c;
 	char thread[TP_COMM_LEN + 1]; /* the OS name of the stack's thread */
+	/* --async: the sample's chain of tasks, root first, and where it goes:
+	 * above interpreted frame task_idx */
+	const char *task[STACKS_TASKS_MAX];
+	size_t ntask;
+	uint32_t task_idx;
 	/* Kernel names: the kernel's own (bpf_ksyms, as addresses are first
 	 * seen), else /proc/kallsyms, read by a thread of its own from
 	 * stacks_start_ksyms(); the first kernel frame takes its table. */
@@ -495,12 +500,29 @@ static int native_frame(struct stacks *st, const struct stacks_proc *p, uint64_t
 
 /* Pushes the interpreted frames smp->frames[leaf .. root], root first
  * (frames are innermost first). */
+/* --async: before interpreted frame i, the coroutine a task runs, that
+ * task and the tasks that await it, the outermost first. */
+static int push_tasks(struct stacks *st, uint32_t *n, uint32_t i)
+{
+	if (!st->ntask || i != st->task_idx)
+		return 0;
+	for (size_t k = 0; k < st->ntask; k++) {
+		char name[96];
+		snprintf(name, sizeof(name), "[task %s]", st->task[k]);
+		int id = stacks_marker(st, name);
+		if (id < 0)
+			return id;
+		push(st, n, id, STACKS_FROM_TASK, (uint32_t)k);
+	}
+	return 0;
+}
+
 static int push_interp(struct stacks *st, const struct stacks_proc *p, const struct tp_sample *smp,
 		       uint32_t *n, int root, int leaf)
 {
 	for (int i = root; i >= leaf; i--) {
-		int id = interp_frame(st, p, &smp->frames[i]);
-		if (id < 0)
+		int id = push_tasks(st, n, (uint32_t)i);
+		if (id < 0 || (id = interp_frame(st, p, &smp->frames[i])) < 0)
 			return id;
 		if (id != FRAME_SKIP)
 			push(st, n, id, STACKS_FROM_INTERP, (uint32_t)i);
@@ -584,6 +606,8 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 			push(st, n, ids[step->index], STACKS_FROM_NATIVE, step->index);
 			break;
 		case MERGE_PYTHON:
+			if ((ret = push_tasks(st, n, step->index)) < 0)
+				return ret;
 			ret = interp_frame(st, p, &smp->frames[step->index]);
 			if (ret < 0)
 				return ret;
@@ -612,9 +636,16 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 {
 	bool native = with_native && (smp->flags & TP_SF_NATIVE);
 	bool offcpu = smp->flags & TP_SF_OFFCPU;
+	st->ntask = 0;
+	if (st->o.tasks && p->rt->task_chain && smp->task_frame && smp->task_idx < smp->nframes) {
+		st->ntask = p->rt->task_chain(p->rp, smp->task_frame, clock_ns(CLOCK_MONOTONIC),
+					      st->task, STACKS_TASKS_MAX);
+		st->task_idx = smp->task_idx;
+	}
 	bool lock_wait = false; /* it waits for the interpreter's lock */
 	/* Room for every frame, the markers, and the caller's leaf. */
-	if (ensure_ids(st, (size_t)smp->nframes + smp->nkstack + (native ? smp->nustack : 0) + 6))
+	if (ensure_ids(st, (size_t)smp->nframes + smp->nkstack + (native ? smp->nustack : 0) + 6 +
+			       st->ntask))
 		return -ENOMEM;
 	uint32_t n = 0;
 	int id;
@@ -670,6 +701,7 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 	    .lock_name = p->rt->lock_label,
 	    .cgroup = p->cgroup,
 	    .container_id = p->container,
+	    .task = st->ntask ? st->task[st->ntask - 1] : NULL,
 	    .lock = smp->gil == TP_GIL_HELD	  ? PROF_LOCK_HELD
 		    : smp->gil == TP_GIL_WAITING  ? PROF_LOCK_WAITING
 		    : smp->gil != TP_GIL_RELEASED ? PROF_LOCK_NONE

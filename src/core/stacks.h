@@ -48,12 +48,19 @@ struct stacks_proc {
 	struct nwalk *nw;
 };
 
+/* Tasks of one chain shown at most (--async): the running one and those
+ * that await it. */
+#define STACKS_TASKS_MAX 16
+
 struct stacks_opts {
 	/* The filtered view of native frames (SESSION_NATIVE_FILTERED). */
 	bool filtered;
 	/* Names kernel addresses the kernel's way when it can
 	 * (sampler_ops.kernel_names); NULL: from /proc/kallsyms. */
 	const struct sampler *sm;
+	/* --async: the running asyncio task and those awaiting it, as [task
+	 * NAME] frames above its coroutine's, and the task label. */
+	bool tasks;
 };
 
 /* What the stacks counted, since they were made. */
@@ -103,6 +110,7 @@ enum stacks_from {
 	STACKS_FROM_DISAGREE,	/* the native and interpreted stacks disagree */
 	STACKS_FROM_NATIVE_CUT, /* the marker of smp->uerr */
 	STACKS_FROM_CALLER,	/* a marker stacks_push_marker() added */
+	STACKS_FROM_TASK,	/* an asyncio task (--async) */
 };
 
 struct stacks_origin {

@@ -17,6 +17,9 @@
  * The enumerator's name changed (FRAME_OWNED_BY_CSTACK, then
  * FRAME_OWNED_BY_INTERPRETER), the boundary stayed 3. */
 #define PY_OWNER_NOT_PYTHON 3
+/* FRAME_OWNED_BY_GENERATOR (3.11+): a generator's or coroutine's frame,
+ * embedded in it (gi_iframe). */
+#define PY_OWNER_GENERATOR 1
 
 /* Include/cpython/unicodeobject.h, PyASCIIObject.state of a GIL build
  * (3.3 to 3.15): interned takes 2 bits (3.3-3.13; 3.14 keeps the

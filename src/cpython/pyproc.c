@@ -437,10 +437,11 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 		*fields[i].dst = (__u16)fields[i].v;
 	}
 	/* The walkers read each frame whole: the span covers every field they use. */
-	int32_t span = 0, at[] = {l->frame_back + 8,
-				  l->frame_code + 8,
+	int32_t span = 0, at[] = {l->frame_back + 8, l->frame_code + 8,
 				  l->frame_lasti + ((f & TP_LF_LASTI_PTR) ? 8 : 4),
-				  (f & TP_LF_OWNER) ? l->frame_owner + 1 : 0,
+				  /* 3.11 too: its owner says which frame is a
+				   * coroutine's (record --async) */
+				  l->frame_owner >= 0 ? l->frame_owner + 1 : 0,
 				  (f & TP_LF_IS_ENTRY) ? l->frame_is_entry + 1 : 0,
 				  (f & TP_LF_SELF_CLASS) ? l->frame_localsplus + 8 : 0};
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)

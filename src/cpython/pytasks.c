@@ -374,7 +374,7 @@ static int add_task_314(struct ctx *c, uint64_t addr, uint32_t tid, bool running
 	t->running = running;
 	rd64(c, addr + c->ad[AD_TASK_NAME], &name);
 	task_name(c, name & c->mask, t);
-	if (!rd64(c, addr + c->ad[AD_TASK_CORO], &coro) &&
+	if (!rd64(c, addr + c->ad[AD_TASK_CORO], &coro) && (t->coro = coro & c->mask) &&
 	    coro_stack(c, coro, t, &c->inner[t - c->out->v]))
 		return -ENOMEM;
 	if (rd64(c, addr + c->ad[AD_TASK_AWAITED_BY], &ab) || !(ab &= c->mask) ||
@@ -521,7 +521,7 @@ static bool reg_fn(struct ctx *c, uint64_t task, void *arg)
 	uint64_t name = 0, coro = 0;
 	rd64(c, task + (uint64_t)c->al->task_name, &name);
 	task_name(c, name, t);
-	if (!rd64(c, task + (uint64_t)c->al->task_coro, &coro) &&
+	if (!rd64(c, task + (uint64_t)c->al->task_coro, &coro) && (t->coro = coro) &&
 	    coro_stack(c, coro, t, &c->inner[t - c->out->v])) {
 		*err = -ENOMEM;
 		return true;

@@ -26,6 +26,16 @@ struct rt_proc {
 	struct symbolizer *sz;	   /* its code objects */
 	struct pythreads *threads; /* its threads' Python names, made at the first */
 	char how[160];
+	/* --async: its asyncio tasks as last read, when, and by coroutine and
+	 * by address (sorted keys, each with its task's index) */
+	struct rt_tasks tasks;
+	uint64_t tasks_at_ns;
+	struct task_key *by_coro, *by_addr;
+};
+
+struct task_key {
+	uint64_t key;
+	uint32_t i;
 };
 
 static void *cache_new(void)
@@ -83,6 +93,9 @@ static void proc_free(struct rt_proc *rp)
 {
 	if (!rp)
 		return;
+	pytasks_free(&rp->tasks);
+	free(rp->by_coro);
+	free(rp->by_addr);
 	symbolizer_free(rp->sz);
 	pythreads_free(rp->threads);
 	free(rp);
@@ -207,6 +220,86 @@ static void threads_free(struct rt_threads *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* --async: a process's tasks are read again, on a coroutine they do not
+ * know, at most this often. */
+#define TASKS_REFRESH_NS 250000000ULL
+
+static int key_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct task_key *)a)->key, y = ((const struct task_key *)b)->key;
+	return x < y ? -1 : x > y;
+}
+
+/* The index of the task whose key is key in keys (sorted), or -1. */
+static int task_find(const struct task_key *keys, size_t n, uint64_t key)
+{
+	if (!keys)
+		return -1;
+	struct task_key k = {.key = key};
+	const struct task_key *hit = bsearch(&k, keys, n, sizeof(k), key_cmp);
+	return hit ? (int)hit->i : -1;
+}
+
+/* Reads rp's tasks again, and sorts them by coroutine and by address. */
+static void tasks_refresh(struct rt_proc *rp, uint64_t now_ns)
+{
+	char msg[256];
+	pytasks_free(&rp->tasks);
+	free(rp->by_coro);
+	free(rp->by_addr);
+	rp->by_coro = rp->by_addr = NULL;
+	rp->tasks_at_ns = now_ns ? now_ns : 1;
+	if (pytasks_read(&rp->pp, &rp->tasks, msg, sizeof(msg))) {
+		log_debug("%s", msg);
+		return;
+	}
+	size_t n = rp->tasks.n;
+	rp->by_coro = malloc((n ? n : 1) * sizeof(*rp->by_coro));
+	rp->by_addr = malloc((n ? n : 1) * sizeof(*rp->by_addr));
+	if (!rp->by_coro || !rp->by_addr) {
+		free(rp->by_coro);
+		free(rp->by_addr);
+		rp->by_coro = rp->by_addr = NULL;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		rp->by_coro[i] = (struct task_key){rp->tasks.v[i].coro, (uint32_t)i};
+		rp->by_addr[i] = (struct task_key){rp->tasks.v[i].addr, (uint32_t)i};
+	}
+	qsort(rp->by_coro, n, sizeof(*rp->by_coro), key_cmp);
+	qsort(rp->by_addr, n, sizeof(*rp->by_addr), key_cmp);
+}
+
+static size_t task_chain(struct rt_proc *rp, uint64_t frame, uint64_t now_ns, const char **names,
+			 size_t max)
+{
+	const struct py_layout *l = &rp->pp.layout;
+	if (!frame || l->gen_iframe < 0 || !max)
+		return 0;
+	uint64_t coro = frame - (uint64_t)l->gen_iframe;
+	int i = task_find(rp->by_coro, rp->tasks.n, coro);
+	if (i < 0 && (!rp->tasks_at_ns || now_ns - rp->tasks_at_ns >= TASKS_REFRESH_NS)) {
+		tasks_refresh(rp, now_ns);
+		i = task_find(rp->by_coro, rp->tasks.n, coro);
+	}
+	/* The running task, then each first awaiter, innermost first. */
+	int chain[STACKS_TASKS_MAX];
+	size_t n = 0;
+	while (i >= 0 && n < max && n < STACKS_TASKS_MAX) {
+		bool seen = false;
+		for (size_t k = 0; k < n; k++)
+			seen |= chain[k] == i;
+		if (seen)
+			break; /* a cycle of awaits */
+		chain[n++] = i;
+		const struct rt_task *t = &rp->tasks.v[i];
+		i = t->nawaiters ? task_find(rp->by_addr, rp->tasks.n, t->awaiters[0]) : -1;
+	}
+	for (size_t k = 0; k < n; k++)
+		names[k] = rp->tasks.v[chain[n - 1 - k]].name;
+	return n;
+}
+
 static int tasks(const struct rt_proc *rp, struct rt_tasks *out, char *msg, size_t msglen)
 {
 	return pytasks_read(&rp->pp, out, msg, msglen);
@@ -253,6 +346,7 @@ const struct runtime_ops cpython_runtime = {
     .threads_free = threads_free,
     .locals = locals,
     .tasks = tasks,
+    .task_chain = task_chain,
     .tasks_free = pytasks_free,
     .lock_wait_function = "take_gil",
     .counts = counts,

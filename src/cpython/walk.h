@@ -562,6 +562,7 @@ TPW_INLINE bool tpw_interp_frame(struct tpw_state *st)
 	__u32 owner_limit = (o->flags & TP_LF_OWNER) ? PY_OWNER_NOT_PYTHON : 256;
 	__u8 entry_mask = (o->flags & TP_LF_IS_ENTRY) ? 0xff : 0;
 	__u64 ip_mask = (o->flags & TP_LF_TLBC) ? ~0ULL : 0;
+	__u32 gen_ok = o->frame_owner ? 1 : 0;
 	__u64 f = py->frame;
 	__u32 n = st->s.nframes;
 
@@ -596,6 +597,11 @@ TPW_INLINE bool tpw_interp_frame(struct tpw_state *st)
 	 * for the native walk. 3.15's base frame, in the thread state, is one
 	 * no native frame holds. */
 	tpw_anchor(st, f, 1 - keep);
+	/* The outermost kept frame a generator owns, so far: the walk goes
+	 * outward, so the last one wins (record --async). */
+	__u64 gen = -(__u64)((((owner ^ PY_OWNER_GENERATOR) - 1) >> 31) & keep & gen_ok);
+	st->s.task_frame = (f & gen) | (st->s.task_frame & ~gen);
+	st->s.task_idx = (__u16)(((__u64)n & gen) | (st->s.task_idx & ~gen));
 	/* Overwritten with the next frame's, as fr is, when skipped. */
 	tpw_frame_addr(st, n, f);
 	st->s.nframes = n + keep;

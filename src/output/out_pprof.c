@@ -65,22 +65,34 @@ enum fixed_string {
 	S_CONTAINER,
 	S_WALL,
 	S_STATE,
+	S_TASK,
 	S_NFIXED,
 };
 
 static const char *const fixed_strings[S_NFIXED] = {
-    [S_EMPTY] = "",	   [S_SAMPLES] = "samples",	   [S_COUNT] = "count",
-    [S_CPU] = "cpu",	   [S_NS] = "nanoseconds",	   [S_PID] = "pid",
-    [S_TID] = "tid",	   [S_NSPID] = "ns_pid",	   [S_TNAME] = "thread_name",
-    [S_COMM] = "comm",	   [S_RUNTIME] = "runtime",	   [S_RTVER] = "runtime_version",
-    [S_CGROUP] = "cgroup", [S_CONTAINER] = "container_id", [S_WALL] = "wall",
+    [S_EMPTY] = "",
+    [S_SAMPLES] = "samples",
+    [S_COUNT] = "count",
+    [S_CPU] = "cpu",
+    [S_NS] = "nanoseconds",
+    [S_PID] = "pid",
+    [S_TID] = "tid",
+    [S_NSPID] = "ns_pid",
+    [S_TNAME] = "thread_name",
+    [S_COMM] = "comm",
+    [S_RUNTIME] = "runtime",
+    [S_RTVER] = "runtime_version",
+    [S_CGROUP] = "cgroup",
+    [S_CONTAINER] = "container_id",
+    [S_WALL] = "wall",
     [S_STATE] = "state",
+    [S_TASK] = "task",
 };
 
 /* At most this many labels per sample: pid, tid, ns_pid, thread_name, comm,
  * runtime, runtime_version and its alias (python_version), cgroup,
- * container_id, state, the lock (gil). */
-#define MAX_LABELS 12
+ * container_id, state, the lock (gil), the asyncio task. */
+#define MAX_LABELS 13
 /* Values per sample: samples/count and cpu/nanoseconds; with off-CPU time
  * (--mode wall, off-cpu), wall/nanoseconds too. */
 #define MAX_VALUES 3
@@ -682,6 +694,8 @@ int output_write_pprof(const struct profile *p, FILE *out, const struct output_o
 			err = add_label(s, ls, S_CGROUP, str_opt(&e, pl->cgroup));
 		if (!err && pl->container_id && *pl->container_id)
 			err = add_label(s, ls, S_CONTAINER, str_opt(&e, pl->container_id));
+		if (!err && pl->task && *pl->task)
+			err = add_label(s, ls, S_TASK, str_opt(&e, pl->task));
 		if (!err && prof_state_name(pl->state))
 			err = add_label(s, ls, S_STATE, str_opt(&e, prof_state_name(pl->state)));
 		if (!err && pl->lock_name && prof_lock_name(pl->lock))

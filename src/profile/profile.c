@@ -36,7 +36,7 @@ struct frame_ent {
 struct sample_key {
 	uint32_t pid, tid, ns_pid, nframes, state, lock;
 	const char *thread_name, *comm, *runtime, *runtime_version, *version_alias, *lock_name,
-	    *cgroup, *container_id;
+	    *cgroup, *container_id, *task;
 	uint32_t frames[];
 };
 
@@ -58,6 +58,7 @@ enum label_slot {
 	LABEL_LOCK,
 	LABEL_CGROUP,
 	LABEL_CONTAINER,
+	LABEL_TASK,
 	LABEL__COUNT
 };
 
@@ -374,6 +375,7 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 	key->lock_name = intern_label(p, LABEL_LOCK, labels->lock_name, &err);
 	key->cgroup = intern_label(p, LABEL_CGROUP, labels->cgroup, &err);
 	key->container_id = intern_label(p, LABEL_CONTAINER, labels->container_id, &err);
+	key->task = intern_label(p, LABEL_TASK, labels->task, &err);
 	if (err)
 		return err;
 	if (n)
@@ -418,6 +420,7 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 					 .lock_name = key->lock_name,
 					 .cgroup = key->cgroup,
 					 .container_id = key->container_id,
+					 .task = key->task,
 					 .state = (uint8_t)key->state,
 					 .lock = (uint8_t)key->lock};
 	s->count = count;

@@ -188,6 +188,8 @@ TPW_INLINE void tpw_begin(struct tpw_state *st)
 	st->s.gil = TP_GIL_UNKNOWN;
 	st->s.runtime = st->proc.runtime;
 	st->s.walk_calls = 0;
+	st->s.task_idx = 0;
+	st->s.task_frame = 0;
 	st->s.nustack = 0;
 	st->s.uerr = TP_UERR_NONE;
 	st->u.done = 1;

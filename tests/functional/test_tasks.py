@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import ROOT_WORKLOADS, WORKLOADS, copy_workloads, interpreter, run_taipan
+from conftest import ROOT_WORKLOADS, WORKLOADS, copy_workloads, go_pprof, interpreter, record, run_taipan, \
+    tag_values
 
 
 class Tasks:
@@ -32,8 +33,8 @@ class Tasks:
         else:
             argv = [it.path, path]
         self.it = it
-        self.proc = subprocess.Popen(argv + [str(a) for a in args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(argv + [str(a) for a in args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.pid = self.proc.pid
         self.tree = None
         for line in self.proc.stdout:
@@ -42,6 +43,12 @@ class Tasks:
             if line.strip() == "ready":
                 return
         raise AssertionError("%s exited before it was ready: %s" % (script, self.proc.stderr.read()))
+
+    def ask(self):
+        """Writes a line to its input and returns the line it answers."""
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().rstrip("\n")
 
     def stop(self):
         self.proc.kill()
@@ -145,3 +152,47 @@ def test_refusals_are_one_clear_line(taipan, tasks):
         w = tasks("sid-3.13t", "async_hostile.py", "cycle")
         res = run_taipan(taipan, ["dump", "-p", w.pid, "--tasks"])
         assert res.returncode == 1 and "free-threaded" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("ident", ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "sid-3.14", "sid-3.15"])
+def test_record_async_samples_carry_their_task(taipan, tasks, ident, tmp_path):
+    """record --async: each sample in a coroutine that a task runs has, just
+    above that coroutine's frame, the task and the tasks that await it, the
+    outermost first ([task alpha];[task alpha-child];compute;spin), and the
+    pprof samples a task label; each task's share of those samples is its
+    share of the CPU time it measured itself, within 3 points."""
+    w = tasks(ident, "async_compute.py")
+
+    def cpu():
+        line = w.ask()
+        assert line.startswith("cpu "), line
+        return json.loads(line[4:])
+    before = cpu()
+    out = tmp_path / "out.folded"
+    record(taipan, out, w.pid, seconds=4, rate=500, extra=["--async"])
+    after = cpu()
+    counts, spin, wrong = {}, 0, []
+    for line in open(out):
+        stack, n = line.rsplit(" ", 1)
+        frames = stack.split(";")
+        if not frames[-1].startswith("spin (") and not any(f.startswith("spin (") for f in frames):
+            continue
+        n = int(n)
+        spin += n
+        chain = tuple(f[6:-1] for f in frames if f.startswith("[task "))
+        at = next((i for i, f in enumerate(frames) if f.startswith("compute (")), -1)
+        if chain not in (("alpha", "alpha-child"), ("beta",)) or not frames[at - 1].startswith("[task "):
+            wrong.append(stack)
+            continue
+        counts[chain[-1]] = counts.get(chain[-1], 0) + n
+    assert spin >= 100, (spin, counts)
+    assert sum(len(s) and 1 for s in wrong) <= 0.02 * spin, wrong[:3]
+    used = {k: after[k] - before.get(k, 0) for k in ("alpha-child", "beta")}
+    share = counts.get("alpha-child", 0) / (counts.get("alpha-child", 0) + counts.get("beta", 0))
+    truth = used["alpha-child"] / (used["alpha-child"] + used["beta"])
+    print("%s: alpha-child %.1f%% of the task samples, %.1f%% of the tasks' CPU" % (ident, 100 * share, 100 * truth))
+    assert abs(share - truth) <= 0.03, (share, truth, counts, used)
+    # The label, in pprof.
+    pb = tmp_path / "out.pb.gz"
+    record(taipan, pb, w.pid, seconds=1, rate=200, extra=["--async"])
+    assert {"alpha-child", "beta"} <= set(tag_values(go_pprof("-tags", pb), "task")), go_pprof("-tags", pb)
