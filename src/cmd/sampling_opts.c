@@ -96,10 +96,10 @@ static const struct shared {
     {SO_ASYNC,
      {"async", no_argument, NULL, SAMPLING_OPT_ASYNC},
      "      --async",
-     {[SAMPLING_RECORD] = "asyncio tasks (CPython 3.11+): above the frames of the\n"
-			  "coroutine a task runs, a [task NAME] frame for it and for\n"
-			  "each task that awaits it, the outermost first; the task\n"
-			  "label names it (pprof)"}},
+     {[SAMPLING_RECORD] = "asyncio tasks (CPython 3.11+): above the frames of\n"
+			  "the coroutine a task runs, a [task NAME] frame for\n"
+			  "it and for each task that awaits it, the outermost\n"
+			  "first; the task label names it (pprof)"}},
 };
 
 #define NSHARED (sizeof(shared) / sizeof(shared[0]))

@@ -1,7 +1,7 @@
 # async_compute.py - asyncio tasks that compute in a coroutine, for record
 # --async (tests/functional/test_tasks.py): "alpha" awaits its child task
 # "alpha-child", which computes in spin(); "beta" computes in spin() itself,
-# half as long a slice on average (slices of random length). Each task adds
+# half as long a slice on average (of random length). Each task adds
 # up its own CPU time between awaits
 # (time.thread_time_ns around each slice). Prints 'ready'; then, for each
 # line on its standard input, 'cpu JSON' ({task name: ns}).
@@ -25,10 +25,11 @@ def spin(n):
 async def compute(name, weight):
     rng = random.Random(name)
     while True:
-        # Slices of random length: a periodic pattern of tasks would
-        # alias with the sampling clock. Drawn before the clock starts, so
-        # that the time measured is spin's alone, as the samples counted.
-        n = rng.randint(weight // 2, weight * 3 // 2)
+        # Slices of random length, memoryless: the tasks' turns would
+        # otherwise follow a pattern that aliases with the sampling clock.
+        # Drawn before the clock starts, so that the time measured is
+        # spin's alone, as the samples counted are.
+        n = 1 + int(rng.expovariate(1 / weight))
         t0 = time.thread_time_ns()
         spin(n)
         CPU[name] = CPU.get(name, 0) + time.thread_time_ns() - t0
