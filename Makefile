@@ -291,6 +291,7 @@ bench: $(BUILD)/taipan bench-unwtab $(BUILD)/bench/ingest
 	$(PYTHON) bench/native.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/native_depth.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/ruby_depth.py --taipan $(abspath $(BUILD)/taipan)
+	$(PYTHON) bench/async_cost.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/slowdown.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/torch_import.py --taipan $(abspath $(BUILD)/taipan)
 	$(PYTHON) bench/ingest.py --ingest $(abspath $(BUILD)/bench/ingest) --python $(UNWTAB_PY)
