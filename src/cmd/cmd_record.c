@@ -320,6 +320,11 @@ static void print_stats(const struct session_stats *st)
 			"taipan: stats: --gil: %llu samples of threads without the GIL left out, "
 			"%llu of them of builds whose GIL cannot be read\n",
 			(unsigned long long)st->gil_other, (unsigned long long)st->gil_unknown);
+	if (st->task_reads)
+		fprintf(
+		    stderr,
+		    "taipan: stats: --async: %llu reads of the processes' tasks, %llu ms in all\n",
+		    (unsigned long long)st->task_reads, (unsigned long long)st->task_read_ms);
 	if (st->offcpu || st->offcpu_short || st->offcpu_unended || st->offcpu_early)
 		fprintf(
 		    stderr,

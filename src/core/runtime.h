@@ -200,9 +200,11 @@ struct runtime_ops {
 	 * has its frame at frame (tp_sample.task_frame), root first (the one
 	 * its loop started, ..., the running one), into names[0..max): how
 	 * many, 0 when frame is no task's. The names live until the next call
-	 * for rp. now_ns: CLOCK_MONOTONIC. NULL: the runtime has no tasks. */
+	 * for rp. now_ns: CLOCK_MONOTONIC. *read_ns: the time it spent
+	 * reading the process's tasks again, 0 when it did not. NULL: the
+	 * runtime has no tasks. */
 	size_t (*task_chain)(struct rt_proc *rp, uint64_t frame, uint64_t now_ns,
-			     const char **names, size_t max);
+			     const char **names, size_t max, uint64_t *read_ns);
 	/* The variables of interpreted frame f, whose frame is at frame
 	 * (rt_thread.frame_addrs), into out[0..max), in the frame's order:
 	 * how many, with *cut set when more were left out or a read failed;

@@ -776,6 +776,8 @@ void session_stats(struct session *s, struct session_stats *st)
 	st->native_new_code = sc.native_new_code;
 	st->native_nowhere = sc.native_nowhere;
 	st->truncated = sc.truncated;
+	st->task_reads = sc.task_reads;
+	st->task_read_ms = sc.task_read_ns / 1000000;
 	memcpy(st->walk_errors, sc.walk_errors, sizeof(st->walk_errors));
 	memcpy(st->native_errors, sc.native_errors, sizeof(st->native_errors));
 	if (!s->sm.ops->stats(s->sm.impl, c)) {

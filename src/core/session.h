@@ -101,6 +101,10 @@ struct session_opts {
 	  "samples of Python threads running no Python frame (" SESSION_MARKER_NO_PYTHON ")")      \
 	/* stacks deeper than the walk limit */                                                    \
 	X(uint64_t, truncated, "truncated_stacks", NULL)                                           \
+	/* --async: reads of a process's tasks (one a coroutine no read knew, at                   \
+	 * most every 250 ms), and the time they took */                                           \
+	X(uint64_t, task_reads, "task_reads", NULL)                                                \
+	X(uint64_t, task_read_ms, "task_read_ms", NULL)                                            \
 	/* by enum tp_walk_err */                                                                  \
 	V(walk_errors, TP_ERR__COUNT, 1, walkerr_row_key, "walk_errors")                           \
 	/* native walks, by how they ended */                                                      \

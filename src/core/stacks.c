@@ -638,9 +638,14 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 	bool offcpu = smp->flags & TP_SF_OFFCPU;
 	st->ntask = 0;
 	if (st->o.tasks && p->rt->task_chain && smp->task_frame && smp->task_idx < smp->nframes) {
+		uint64_t read_ns = 0;
 		st->ntask = p->rt->task_chain(p->rp, smp->task_frame, clock_ns(CLOCK_MONOTONIC),
-					      st->task, STACKS_TASKS_MAX);
+					      st->task, STACKS_TASKS_MAX, &read_ns);
 		st->task_idx = smp->task_idx;
+		if (read_ns) {
+			st->c.task_reads++;
+			st->c.task_read_ns += read_ns;
+		}
 	}
 	bool lock_wait = false; /* it waits for the interpreter's lock */
 	/* Room for every frame, the markers, and the caller's leaf. */

@@ -16,9 +16,13 @@
 #include "cpython/runtime.h"
 #include "cpython/symbolize.h"
 #include "proc/procfs.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 _Static_assert(RT_FRAME_SKIP == SYMBOLIZER_SKIP, "frame naming's skip");
+
+/* --async: how many coroutines that are no task's are remembered. */
+#define TASKS_NOT_MAX 64
 
 struct rt_proc {
 	struct pyproc pp;
@@ -26,11 +30,17 @@ struct rt_proc {
 	struct symbolizer *sz;	   /* its code objects */
 	struct pythreads *threads; /* its threads' Python names, made at the first */
 	char how[160];
-	/* --async: its asyncio tasks as last read, when, and by coroutine and
-	 * by address (sorted keys, each with its task's index) */
+	/* --async: its asyncio tasks as last read, when, the next time they
+	 * may be read, and by coroutine and by address (sorted keys, each with
+	 * its task's index) */
 	struct rt_tasks tasks;
-	uint64_t tasks_at_ns;
+	uint64_t tasks_at_ns, tasks_next_ns;
 	struct task_key *by_coro, *by_addr;
+	/* The coroutines that the last read found to be no task's (a plain
+	 * generator's frame is outermost too): they read nothing more until
+	 * the next read. A ring of TASKS_NOT_MAX. */
+	uint64_t not_tasks[TASKS_NOT_MAX];
+	unsigned int nnot, not_next;
 };
 
 struct task_key {
@@ -221,8 +231,11 @@ static void threads_free(struct rt_threads *t)
 }
 
 /* --async: a process's tasks are read again, on a coroutine they do not
- * know, at most this often. */
+ * know, at most this often, and at most TASKS_COST_SHARE times as often as
+ * a read takes: a read of 100,000 tasks takes seconds, on the thread that
+ * names the samples, which must keep at least 9 tenths of its time. */
 #define TASKS_REFRESH_NS 250000000ULL
+#define TASKS_COST_SHARE 10
 
 static int key_cmp(const void *a, const void *b)
 {
@@ -240,18 +253,25 @@ static int task_find(const struct task_key *keys, size_t n, uint64_t key)
 	return hit ? (int)hit->i : -1;
 }
 
-/* Reads rp's tasks again, and sorts them by coroutine and by address. */
-static void tasks_refresh(struct rt_proc *rp, uint64_t now_ns)
+/* Reads rp's tasks again, and sorts them by coroutine and by address: the
+ * time it took. */
+static uint64_t tasks_refresh(struct rt_proc *rp, uint64_t now_ns)
 {
 	char msg[256];
 	pytasks_free(&rp->tasks);
 	free(rp->by_coro);
 	free(rp->by_addr);
 	rp->by_coro = rp->by_addr = NULL;
+	rp->nnot = rp->not_next = 0;
 	rp->tasks_at_ns = now_ns ? now_ns : 1;
-	if (pytasks_read(&rp->pp, &rp->tasks, msg, sizeof(msg))) {
+	int err = pytasks_read(&rp->pp, &rp->tasks, msg, sizeof(msg));
+	uint64_t took = clock_ns(CLOCK_MONOTONIC) - now_ns, wait = TASKS_REFRESH_NS;
+	if (took < UINT64_MAX / TASKS_COST_SHARE && took * TASKS_COST_SHARE > wait)
+		wait = took * TASKS_COST_SHARE;
+	rp->tasks_next_ns = rp->tasks_at_ns + wait;
+	if (err) {
 		log_debug("%s", msg);
-		return;
+		return took ? took : 1;
 	}
 	size_t n = rp->tasks.n;
 	rp->by_coro = malloc((n ? n : 1) * sizeof(*rp->by_coro));
@@ -260,7 +280,7 @@ static void tasks_refresh(struct rt_proc *rp, uint64_t now_ns)
 		free(rp->by_coro);
 		free(rp->by_addr);
 		rp->by_coro = rp->by_addr = NULL;
-		return;
+		return took ? took : 1;
 	}
 	for (size_t i = 0; i < n; i++) {
 		rp->by_coro[i] = (struct task_key){rp->tasks.v[i].coro, (uint32_t)i};
@@ -268,19 +288,31 @@ static void tasks_refresh(struct rt_proc *rp, uint64_t now_ns)
 	}
 	qsort(rp->by_coro, n, sizeof(*rp->by_coro), key_cmp);
 	qsort(rp->by_addr, n, sizeof(*rp->by_addr), key_cmp);
+	return took ? took : 1;
 }
 
 static size_t task_chain(struct rt_proc *rp, uint64_t frame, uint64_t now_ns, const char **names,
-			 size_t max)
+			 size_t max, uint64_t *read_ns)
 {
 	const struct py_layout *l = &rp->pp.layout;
 	if (!frame || l->gen_iframe < 0 || !max)
 		return 0;
 	uint64_t coro = frame - (uint64_t)l->gen_iframe;
 	int i = task_find(rp->by_coro, rp->tasks.n, coro);
-	if (i < 0 && (!rp->tasks_at_ns || now_ns - rp->tasks_at_ns >= TASKS_REFRESH_NS)) {
-		tasks_refresh(rp, now_ns);
-		i = task_find(rp->by_coro, rp->tasks.n, coro);
+	if (i < 0) {
+		for (unsigned int k = 0; k < rp->nnot; k++)
+			if (rp->not_tasks[k] == coro)
+				return 0;
+		if (rp->tasks_at_ns && now_ns < rp->tasks_next_ns)
+			return 0;
+		*read_ns = tasks_refresh(rp, now_ns);
+		if ((i = task_find(rp->by_coro, rp->tasks.n, coro)) < 0) {
+			rp->not_tasks[rp->not_next] = coro;
+			rp->not_next = (rp->not_next + 1) % TASKS_NOT_MAX;
+			if (rp->nnot < TASKS_NOT_MAX)
+				rp->nnot++;
+			return 0;
+		}
 	}
 	/* The running task, then each first awaiter, innermost first. */
 	int chain[STACKS_TASKS_MAX];

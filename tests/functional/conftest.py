@@ -308,6 +308,47 @@ class Workload:
         self.proc.stderr.close()
 
 
+class Talker:
+    """A workload that prints 'ready' once it is, and answers each line on
+    its input with a line: argv started, and what it printed before
+    'ready' in lines."""
+
+    def __init__(self, argv, what):
+        self.proc = subprocess.Popen([str(a) for a in argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.pid = self.proc.pid
+        self.lines = []
+        for line in self.proc.stdout:
+            if line.strip() == "ready":
+                return
+            self.lines.append(line.rstrip("\n"))
+        raise AssertionError("%s exited before it was ready: %s %s" % (what, self.lines, self.proc.stderr.read()))
+
+    def ask(self):
+        """Writes a line to its input and returns the line it answers."""
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().rstrip("\n")
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def talker():
+    """talker(argv, what): a Talker, killed at the end of the test."""
+    started = []
+
+    def start(argv, what):
+        t = Talker(argv, what)
+        started.append(t)
+        return t
+    yield start
+    for t in started:
+        t.stop()
+
+
 @pytest.fixture
 def workload():
     started = []

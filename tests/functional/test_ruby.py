@@ -97,52 +97,27 @@ def fs_bases(pid):
     return out
 
 
-class RubyWorkload:
-    """A Ruby process running tests/workloads/NAME (in its root, if any),
-    its output up to 'ready' in lines."""
+@pytest.fixture
+def ruby_workload(talker):
+    """ruby_workload(ident, name, *args): a Ruby process running
+    tests/workloads/NAME (in its root, if any), ready: a Talker, with the
+    script's path as the process sees it."""
 
-    def __init__(self, ident, name, *args):
+    def start(ident, name, *args):
         root, exe, _ = ruby(ident)
         script = os.path.join(WORKLOADS, name)
         if root:
             os.makedirs(root + ROOT_WORKLOADS, exist_ok=True)
             shutil.copy(script, root + ROOT_WORKLOADS)
-            self.path = os.path.join(ROOT_WORKLOADS, name)
-            argv = ["chroot", root, exe, self.path] + [str(a) for a in args]
+            path = os.path.join(ROOT_WORKLOADS, name)
+            argv = ["chroot", root, exe, path]
         else:
-            self.path = script
-            argv = [exe, script] + [str(a) for a in args]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.pid = self.proc.pid
-        self.lines = []
-        for line in self.proc.stdout:
-            if line.strip() == "ready":
-                return
-            self.lines.append(line.rstrip("\n"))
-        raise AssertionError("%s exited before it was ready: %s" % (name, self.lines))
-
-    def ask(self):
-        """Writes a line to its input and returns the line it answers."""
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-        return self.proc.stdout.readline().rstrip("\n")
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def ruby_workload():
-    started = []
-
-    def start(ident, name, *args):
-        w = RubyWorkload(ident, name, *args)
-        started.append(w)
+            path = script
+            argv = [exe, script]
+        w = talker(argv + list(args), name)
+        w.path = path
         return w
-    yield start
-    for w in started:
-        w.stop()
+    return start
 
 
 @pytest.mark.parametrize("ident", [r[0] for r in RUBIES])

@@ -7,6 +7,7 @@ marked and bounded."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -17,55 +18,27 @@ from conftest import ROOT_WORKLOADS, WORKLOADS, copy_workloads, go_pprof, interp
     tag_values
 
 
-class Tasks:
-    """tests/workloads/SCRIPT under interpreter ident, its 'tree' line read,
-    ready; in a root, in a mount namespace of its own with /proc mounted,
-    so that a tool run in the root (pstree) can read it."""
+@pytest.fixture
+def tasks(talker):
+    """tasks(ident, script, *args): tests/workloads/SCRIPT under interpreter
+    ident (a Talker, with it and the tree it printed), ready; in a root, in
+    a mount namespace of its own with /proc mounted, so that a tool run in
+    the root (pstree) can read it."""
 
-    def __init__(self, ident, script, *args):
+    def start(ident, script, *args):
         it = interpreter(ident)
-        path = os.path.join(WORKLOADS, script)
         if it.root:
             copy_workloads(it.root)
             argv = ["unshare", "-m", "--propagation", "private", "sh", "-c",
                     'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"', it.root, it.path,
                     os.path.join(ROOT_WORKLOADS, script)]
         else:
-            argv = [it.path, path]
-        self.it = it
-        self.proc = subprocess.Popen(argv + [str(a) for a in args], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.pid = self.proc.pid
-        self.tree = None
-        for line in self.proc.stdout:
-            if line.startswith("tree "):
-                self.tree = json.loads(line[5:])
-            if line.strip() == "ready":
-                return
-        raise AssertionError("%s exited before it was ready: %s" % (script, self.proc.stderr.read()))
-
-    def ask(self):
-        """Writes a line to its input and returns the line it answers."""
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-        return self.proc.stdout.readline().rstrip("\n")
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def tasks():
-    started = []
-
-    def start(ident, script, *args):
-        t = Tasks(ident, script, *args)
-        started.append(t)
+            argv = [it.path, os.path.join(WORKLOADS, script)]
+        t = talker(argv + list(args), script)
+        t.it = it
+        t.tree = next((json.loads(line[5:]) for line in t.lines if line.startswith("tree ")), None)
         return t
-    yield start
-    for t in started:
-        t.stop()
+    return start
 
 
 def dump_tasks(taipan, pid, *extra):
@@ -196,3 +169,21 @@ def test_record_async_samples_carry_their_task(taipan, tasks, ident, tmp_path):
     pb = tmp_path / "out.pb.gz"
     record(taipan, pb, w.pid, seconds=1, rate=200, extra=["--async"])
     assert {"alpha-child", "beta"} <= set(tag_values(go_pprof("-tags", pb), "task")), go_pprof("-tags", pb)
+
+
+@pytest.mark.parametrize("ident", ["pyenv-3.12", "sid-3.14"])
+def test_record_async_reads_tasks_once_for_a_plain_generator(taipan, tasks, ident, tmp_path):
+    """record --async where every sample's outermost generator frame is a
+    plain generator's, no task's, in a process with 1,000 tasks: the tasks
+    are read once, not again at each sample nor every 250 ms, and the
+    generator's samples carry no task."""
+    w = tasks(ident, "async_hostile.py", "gen")
+    out = tmp_path / "out.folded"
+    res = record(taipan, out, w.pid, seconds=4, rate=500, extra=["--async", "--stats"])
+    churn = [line for line in open(out) if "churn (" in line]
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in churn) >= 100, open(out).read()[:2000]
+    assert not any("[task " in line for line in churn), churn[:3]
+    m = re.search(r"--async: (\d+) reads of the processes' tasks, (\d+) ms", res.stderr)
+    assert m, res.stderr
+    print("%s: %s reads of 1,000 tasks in 4 s, %s ms" % (ident, m.group(1), m.group(2)))
+    assert int(m.group(1)) == 1, res.stderr
