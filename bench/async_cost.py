@@ -14,13 +14,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from overhead import prog_stats, target_samples  # noqa: E402
+from overhead import record_cost  # noqa: E402
 
 WORK = os.path.join(ROOT, "tests", "workloads", "async_compute.py")
 
@@ -30,24 +28,7 @@ def one(taipan, python, seconds, extra):
     work = subprocess.Popen([python, WORK], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     work.stdout.readline()  # ready
-    out = tempfile.mktemp(suffix=".folded")
-    rec = subprocess.Popen([taipan, "record", "-q", "--no-kernel", "-r", "1000", "-p", str(work.pid),
-                            "-d", str(seconds + 2), "-o", out] + list(extra))
-    try:
-        time.sleep(1)  # loaded and attached
-        first, t1 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
-        time.sleep(seconds)
-        last, t2 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
-        _, status, ru = os.wait4(rec.pid, 0)
-    finally:
-        work.kill()
-        work.wait()
-    kept = 0
-    if os.path.exists(out):
-        kept = sum(int(line.rsplit(" ", 1)[1]) for line in open(out))
-        os.unlink(out)
-    cpu = (ru.ru_utime + ru.ru_stime) * 1e9 / kept if kept else None
-    bpf = (last[0] - first[0]) / (t2 - t1) if first and last and t2 and t2 != t1 else None
+    bpf, cpu = record_cost(taipan, work, seconds, extra)
     return cpu, bpf
 
 

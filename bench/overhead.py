@@ -80,10 +80,11 @@ def target_samples(pid, stat=STAT_SAMPLES):
     return None
 
 
-def cost_per_sample(taipan, work, seconds, extra=()):
-    """BPF run time of the perf program (its tail calls charged to it) per
-    sample of process work (a Popen, killed at the end), recorded at 1 kHz
-    with `record --no-kernel` and extra; None when nothing was measured."""
+def record_cost(taipan, work, seconds, extra=()):
+    """What `record --no-kernel -r 1000 -p` of process work (a Popen, killed
+    at the end) with extra costs: (BPF run time of the perf program, its
+    tail calls charged to it, per sample; taipan's own CPU time, user and
+    system, per sample it kept), each None when nothing was measured."""
     out = tempfile.mktemp(suffix=".folded")
     rec = subprocess.Popen([taipan, "record", "-q", "--no-kernel", "-r", "1000", "-p", str(work.pid),
                             "-d", str(seconds + 2), "-o", out] + list(extra))
@@ -92,15 +93,23 @@ def cost_per_sample(taipan, work, seconds, extra=()):
         first, t1 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
         time.sleep(seconds)
         last, t2 = prog_stats("on_sample", rec.pid), target_samples(rec.pid)
-        rec.wait()
+        _, _, ru = os.wait4(rec.pid, 0)
     finally:
         work.kill()
         work.wait()
-        if os.path.exists(out):
-            os.unlink(out)
-    if not first or not last or t1 is None or t2 == t1:
-        return None
-    return (last[0] - first[0]) / (t2 - t1)
+    kept = 0
+    if os.path.exists(out):
+        with open(out) as f:
+            kept = sum(int(line.rsplit(" ", 1)[1]) for line in f if line.strip())
+        os.unlink(out)
+    bpf = (last[0] - first[0]) / (t2 - t1) if first and last and t1 is not None and t2 != t1 else None
+    cpu = (ru.ru_utime + ru.ru_stime) * 1e9 / kept if kept else None
+    return bpf, cpu
+
+
+def cost_per_sample(taipan, work, seconds, extra=()):
+    """BPF run time of the perf program per sample (record_cost())."""
+    return record_cost(taipan, work, seconds, extra)[0]
 
 
 def sample_cost(taipan, python, depth, seconds, rate, extra=(), distinct=False):
