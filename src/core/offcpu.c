@@ -1,8 +1,11 @@
 /* offcpu.c - time off the CPU (--mode wall, off-cpu): each thread's stack
  * as it leaves the CPU weighs the time until it runs again
- * (doc/design/off-cpu.md), and threads asleep when the recording
- * starts weigh from the start. */
+ * (doc/design/off-cpu.md), threads asleep when the recording starts
+ * weigh from the start, and asyncio tasks that wait weigh their await
+ * stacks (--async). */
 #include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -299,4 +302,103 @@ void away_cut(struct session *s, struct profile *old, struct profile *fresh, uin
 		a->index = idx;
 		a->from_ns = now;
 	}
+}
+
+/* --async: the looks at a process's tasks are at least a sampling period
+ * apart, and TASKS_LOOK_SHARE times what the last one took (a look reads
+ * every task: seconds for 100,000), so that they take at most a tenth of
+ * the time of the thread that reads samples; after a look that failed
+ * (asyncio not imported yet), TASKS_LOOK_RETRY_NS. */
+#define TASKS_LOOK_SHARE 10
+#define TASKS_LOOK_RETRY_NS 250000000ULL
+
+/* Task t of p, waiting since since: its await stack, its chain of tasks
+ * above it, weighs now - since. */
+static int task_waits(struct session *s, struct sproc *p, size_t i, const struct rt_task *t,
+		      uint64_t since, uint64_t now)
+{
+	struct tp_sample *smp = s->task_smp;
+	const char *chain[STACKS_TASKS_MAX];
+	size_t nchain = p->rt->task_chain_of(p->rp, i, chain, STACKS_TASKS_MAX);
+	uint32_t nf = t->nframes < TP_MAX_FRAMES ? t->nframes : TP_MAX_FRAMES;
+	/* The header only: the frames past nf are not read. */
+	memset(smp, 0, offsetof(struct tp_sample, kstack));
+	smp->kind = TP_EV_SAMPLE;
+	smp->pid = (uint32_t)p->pid;
+	smp->tid = t->tid ? t->tid : (uint32_t)p->pid;
+	smp->time_ns = now;
+	smp->nframes = (uint16_t)nf;
+	smp->err = t->stack_cut || nf < t->nframes ? TP_ERR_DEPTH : TP_ERR_NONE;
+	smp->gil = TP_GIL_UNKNOWN;
+	snprintf(smp->comm, sizeof(smp->comm), "%s", p->f.comm ? p->f.comm : "");
+	memcpy(smp->frames, t->frames, nf * sizeof(smp->frames[0]));
+	struct stacks_proc sp = {
+	    .pid = p->pid,
+	    .rt = p->rt,
+	    .rp = p->rp,
+	    .f = &p->f,
+	    .cgroup = p->cg.path,
+	    .container = p->cg.container,
+	    .fcache = &p->fcache,
+	    .np = &p->np,
+	};
+	const uint32_t *ids;
+	uint32_t n;
+	struct prof_labels lb;
+	stacks_preset_tasks(s->stacks, chain, nchain, nf ? nf - 1 : 0);
+	int ret = stacks_build(s->stacks, &sp, smp, false, &ids, &n, &lb);
+	if (ret || (ret = stacks_push_marker(s->stacks, &n, STACKS_MARKER_AWAITING)) < 0)
+		return ret;
+	lb.state = PROF_STATE_AWAITING;
+	if (!(ret = profile_add_off(s->prof, ids, n, &lb, 1, now - since)))
+		s->st.task_awaits++;
+	return ret;
+}
+
+/* Looks at p's tasks now: each that waits weighs the time since the last
+ * look. The first weighs nothing: the next one weighs from it. */
+static int tasks_look(struct session *s, struct sproc *p, uint64_t now)
+{
+	const struct rt_tasks *ts;
+	uint64_t took = 0, wait = sample_period_ns(s);
+	int ret = p->rt->tasks_now(p->rp, now, &ts, &took);
+	s->st.task_reads++;
+	s->task_look_ns += took;
+	if (took < UINT64_MAX / TASKS_LOOK_SHARE && took * TASKS_LOOK_SHARE > wait)
+		wait = took * TASKS_LOOK_SHARE;
+	if (ret && wait < TASKS_LOOK_RETRY_NS)
+		wait = TASKS_LOOK_RETRY_NS;
+	uint64_t since = p->tasks_at_ns;
+	p->tasks_at_ns = ret ? 0 : now;
+	p->tasks_next_ns = now + wait;
+	if (ret || !since || now <= since)
+		return 0;
+	for (size_t i = 0; i < ts->n; i++) {
+		const struct rt_task *t = &ts->v[i];
+		/* The running task is the thread's samples'. */
+		if (t->running || !t->nframes || (t->state && strcmp(t->state, "pending")))
+			continue;
+		if ((ret = task_waits(s, p, i, t, since, now)) == -ENOMEM)
+			return ret;
+	}
+	return 0;
+}
+
+int tasks_waiting(struct session *s, uint64_t now)
+{
+	struct sproc *p, *tmp;
+	if (!s->opts.async || s->opts.mode != PROF_MODE_WALL || s->stop_ns)
+		return 0;
+	if (!s->task_smp && !(s->task_smp = malloc(sizeof(*s->task_smp))))
+		return -ENOMEM;
+	HASH_ITER(hh, s->procs, p, tmp)
+	{
+		if (p->state != SP_RUNTIME || p->exited_ns || !p->rt->tasks_now ||
+		    now < p->tasks_next_ns)
+			continue;
+		int ret = tasks_look(s, p, now);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }

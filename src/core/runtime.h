@@ -205,6 +205,14 @@ struct runtime_ops {
 	 * runtime has no tasks. */
 	size_t (*task_chain)(struct rt_proc *rp, uint64_t frame, uint64_t now_ns,
 			     const char **names, size_t max, uint64_t *read_ns);
+	/* --mode wall --async: reads rp's tasks now into the list that
+	 * task_chain searches, and gives it in *out, valid until the next
+	 * call of either for rp; *read_ns: the time the read took. 0, or a
+	 * negative errno with *out empty. NULL: the runtime has no tasks. */
+	int (*tasks_now)(struct rt_proc *rp, uint64_t now_ns, const struct rt_tasks **out,
+			 uint64_t *read_ns);
+	/* The chain of (*out)->v[i] of tasks_now, as task_chain gives it. */
+	size_t (*task_chain_of)(struct rt_proc *rp, size_t i, const char **names, size_t max);
 	/* The variables of interpreted frame f, whose frame is at frame
 	 * (rt_thread.frame_addrs), into out[0..max), in the frame's order:
 	 * how many, with *cut set when more were left out or a read failed;

@@ -543,6 +543,7 @@ void session_free(struct session *s)
 		free(a);
 	}
 	free(s->unpacked);
+	free(s->task_smp);
 	free(s);
 }
 
@@ -729,6 +730,8 @@ int session_poll(struct session *s, int timeout_ms)
 		s->rescans = again;
 	}
 	housekeeping(s);
+	if (tasks_waiting(s, clock_ns(CLOCK_MONOTONIC)) == -ENOMEM)
+		return -ENOMEM;
 	/* Stopped, and the ring read: whoever is still away stays away. */
 	if (s->stop_ns && n >= 0)
 		end_away(s, s->stop_ns);
@@ -776,8 +779,8 @@ void session_stats(struct session *s, struct session_stats *st)
 	st->native_new_code = sc.native_new_code;
 	st->native_nowhere = sc.native_nowhere;
 	st->truncated = sc.truncated;
-	st->task_reads = sc.task_reads;
-	st->task_read_ms = sc.task_read_ns / 1000000;
+	st->task_reads += sc.task_reads;
+	st->task_read_ms = (sc.task_read_ns + s->task_look_ns) / 1000000;
 	memcpy(st->walk_errors, sc.walk_errors, sizeof(st->walk_errors));
 	memcpy(st->native_errors, sc.native_errors, sizeof(st->native_errors));
 	if (!s->sm.ops->stats(s->sm.impl, c)) {

@@ -105,6 +105,8 @@ struct session_opts {
 	 * most every 250 ms), and the time they took */                                           \
 	X(uint64_t, task_reads, "task_reads", NULL)                                                \
 	X(uint64_t, task_read_ms, "task_read_ms", NULL)                                            \
+	/* --mode wall --async: await stacks of waiting tasks weighed */                           \
+	X(uint64_t, task_awaits, "task_awaits", NULL)                                              \
 	/* by enum tp_walk_err */                                                                  \
 	V(walk_errors, TP_ERR__COUNT, 1, walkerr_row_key, "walk_errors")                           \
 	/* native walks, by how they ended */                                                      \

@@ -39,6 +39,9 @@ struct sproc {
 	 * and the wait after that look, doubled at each one. */
 	uint64_t next_look_ns;
 	uint32_t look_ms;
+	/* --mode wall --async: when its tasks were last looked at (0: never,
+	 * or the look failed), and when they are next (tasks_waiting()). */
+	uint64_t tasks_at_ns, tasks_next_ns;
 };
 
 struct session {
@@ -60,6 +63,10 @@ struct session {
 	bool rescans;		/* some process's rescan is due */
 	bool first_sample_seen;
 	struct away *away; /* threads off the CPU, by tid */
+	/* --mode wall --async: the sample a waiting task's stack is built
+	 * in (made at the first), and the time the looks at tasks took */
+	struct tp_sample *task_smp;
+	uint64_t task_look_ns;
 	/* What is kept of the targets (tables, symbol indexes, code
 	 * objects), under one limit (--max-memory). */
 	struct budget budget;
@@ -91,6 +98,10 @@ void came_back(struct session *s, uint32_t tid, uint64_t out_ns, uint64_t in_ns)
 void end_away(struct session *s, uint64_t end_ns);
 /* The profile is cut at now: old (still s->prof) is done, fresh is next. */
 void away_cut(struct session *s, struct profile *old, struct profile *fresh, uint64_t now);
+
+/* --mode wall --async: the asyncio tasks of the processes whose look is
+ * due at now, each that waits weighing its await stack. 0 or -ENOMEM. */
+int tasks_waiting(struct session *s, uint64_t now);
 
 /* The threads of the processes known before BPF watches (asleep_before),
  * and, once it does (started), the stacks of those asleep, which weigh from

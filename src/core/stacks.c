@@ -77,6 +77,7 @@ struct stacks {
 	const char *task[STACKS_TASKS_MAX];
 	size_t ntask;
 	uint32_t task_idx;
+	bool preset; /* stacks_preset_tasks() set them for the next build */
 	/* Kernel names: the kernel's own (bpf_ksyms, as addresses are first
 	 * seen), else /proc/kallsyms, read by a thread of its own from
 	 * stacks_start_ksyms(); the first kernel frame takes its table. */
@@ -631,13 +632,23 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 	return 0;
 }
 
+void stacks_preset_tasks(struct stacks *st, const char *const *names, size_t n, uint32_t idx)
+{
+	st->ntask = n < STACKS_TASKS_MAX ? n : STACKS_TASKS_MAX;
+	memcpy(st->task, names, st->ntask * sizeof(*names));
+	st->task_idx = idx;
+	st->preset = true;
+}
+
 int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp_sample *smp,
 		 bool with_native, const uint32_t **ids, uint32_t *nids, struct prof_labels *lb)
 {
 	bool native = with_native && (smp->flags & TP_SF_NATIVE);
 	bool offcpu = smp->flags & TP_SF_OFFCPU;
-	st->ntask = 0;
-	if (st->o.tasks && p->rt->task_chain && smp->task_frame && smp->task_idx < smp->nframes) {
+	if (!st->preset)
+		st->ntask = 0;
+	if (!st->preset && st->o.tasks && p->rt->task_chain && smp->task_frame &&
+	    smp->task_idx < smp->nframes) {
 		uint64_t read_ns = 0;
 		st->ntask = p->rt->task_chain(p->rp, smp->task_frame, clock_ns(CLOCK_MONOTONIC),
 					      st->task, STACKS_TASKS_MAX, &read_ns);
@@ -647,6 +658,7 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 			st->c.task_read_ns += read_ns;
 		}
 	}
+	st->preset = false;
 	bool lock_wait = false; /* it waits for the interpreter's lock */
 	/* Room for every frame, the markers, and the caller's leaf. */
 	if (ensure_ids(st, (size_t)smp->nframes + smp->nkstack + (native ? smp->nustack : 0) + 6 +

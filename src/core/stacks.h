@@ -52,6 +52,10 @@ struct stacks_proc {
  * that await it. */
 #define STACKS_TASKS_MAX 16
 
+/* The leaf of the await stack of an asyncio task that waits (--mode wall
+ * --async), as stacks_state_leaf() is a thread's. */
+#define STACKS_MARKER_AWAITING "[awaiting]"
+
 struct stacks_opts {
 	/* The filtered view of native frames (SESSION_NATIVE_FILTERED). */
 	bool filtered;
@@ -100,6 +104,12 @@ void stacks_start_ksyms(struct stacks *st);
  * -ENOMEM. */
 int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp_sample *smp,
 		 bool with_native, const uint32_t **ids, uint32_t *n, struct prof_labels *lb);
+
+/* The next stacks_build() puts the chain of tasks names[0..n) (root first,
+ * at most STACKS_TASKS_MAX; the strings must live until then) above
+ * interpreted frame idx, instead of asking the runtime: a task that waits
+ * (--mode wall --async), whose frames are the sample's. */
+void stacks_preset_tasks(struct stacks *st, const char *const *names, size_t n, uint32_t idx);
 
 /* Where each frame of a built stack comes from (stacks_origins()): for
  * dump, which prints more of each than its name. */

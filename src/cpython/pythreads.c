@@ -192,10 +192,14 @@ static void refresh(struct pythreads *t, const struct pyproc *pp, uint64_t now_n
 const char *pythreads_name(struct pythreads *t, const struct pyproc *pp, uint32_t tid,
 			   uint64_t tstate, uint64_t now_ns)
 {
-	if (!t || !tstate || pp->layout.ts_thread_id < 0)
+	if (!t || pp->layout.ts_thread_id < 0)
 		return NULL;
 	struct tident *e;
 	HASH_FIND(hh, t->tids, &tid, sizeof(tid), e);
+	if (!tstate && (!e || !e->ok))
+		return NULL;
+	if (!tstate)
+		tstate = e->tstate;
 	if (!e) {
 		if (t->ntids >= MAX_TIDS)
 			forget_tids(t);

@@ -59,7 +59,9 @@ void pythreads_free(struct pythreads *t);
 
 /* The Python name of pp's thread tid, whose PyThreadState is at tstate, at
  * monotonic time now_ns; NULL when it has none (no Thread object, threading
- * not imported, the memory unreadable). The string lives until the next call. */
+ * not imported, the memory unreadable). tstate 0: the one an earlier call
+ * gave for tid (an asyncio task's thread, --async), NULL when none did. The
+ * string lives until the next call. */
 const char *pythreads_name(struct pythreads *t, const struct pyproc *pp, uint32_t tid,
 			   uint64_t tstate, uint64_t now_ns);
 

@@ -291,6 +291,8 @@ static uint64_t tasks_refresh(struct rt_proc *rp, uint64_t now_ns)
 	return took ? took : 1;
 }
 
+static size_t chain_from(struct rt_proc *rp, int i, const char **names, size_t max);
+
 static size_t task_chain(struct rt_proc *rp, uint64_t frame, uint64_t now_ns, const char **names,
 			 size_t max, uint64_t *read_ns)
 {
@@ -314,6 +316,12 @@ static size_t task_chain(struct rt_proc *rp, uint64_t frame, uint64_t now_ns, co
 			return 0;
 		}
 	}
+	return chain_from(rp, i, names, max);
+}
+
+/* The chain of task i (an index in rp->tasks, or -1: none), root first. */
+static size_t chain_from(struct rt_proc *rp, int i, const char **names, size_t max)
+{
 	/* The running task, then each first awaiter, innermost first. */
 	int chain[STACKS_TASKS_MAX];
 	size_t n = 0;
@@ -330,6 +338,19 @@ static size_t task_chain(struct rt_proc *rp, uint64_t frame, uint64_t now_ns, co
 	for (size_t k = 0; k < n; k++)
 		names[k] = rp->tasks.v[chain[n - 1 - k]].name;
 	return n;
+}
+
+static int tasks_now(struct rt_proc *rp, uint64_t now_ns, const struct rt_tasks **out,
+		     uint64_t *read_ns)
+{
+	*read_ns = tasks_refresh(rp, now_ns);
+	*out = &rp->tasks;
+	return rp->by_coro ? 0 : rp->tasks.err ? rp->tasks.err : -EIO;
+}
+
+static size_t task_chain_of(struct rt_proc *rp, size_t i, const char **names, size_t max)
+{
+	return i < rp->tasks.n && rp->by_addr ? chain_from(rp, (int)i, names, max) : 0;
 }
 
 static int tasks(const struct rt_proc *rp, struct rt_tasks *out, char *msg, size_t msglen)
@@ -379,6 +400,8 @@ const struct runtime_ops cpython_runtime = {
     .locals = locals,
     .tasks = tasks,
     .task_chain = task_chain,
+    .tasks_now = tasks_now,
+    .task_chain_of = task_chain_of,
     .tasks_free = pytasks_free,
     .lock_wait_function = "take_gil",
     .counts = counts,

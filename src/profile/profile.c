@@ -434,10 +434,9 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 const char *prof_state_name(enum prof_state st)
 {
 	static const char *const names[PROF_STATE__COUNT] = {
-	    [PROF_STATE_RUNNING] = "running",
-	    [PROF_STATE_RUNNABLE] = "runnable",
-	    [PROF_STATE_SLEEPING] = "sleeping",
-	    [PROF_STATE_BLOCKED] = "blocked",
+	    [PROF_STATE_RUNNING] = "running",	[PROF_STATE_RUNNABLE] = "runnable",
+	    [PROF_STATE_SLEEPING] = "sleeping", [PROF_STATE_BLOCKED] = "blocked",
+	    [PROF_STATE_AWAITING] = "awaiting",
 	};
 	return (unsigned)st < PROF_STATE__COUNT ? names[st] : NULL;
 }

@@ -43,6 +43,7 @@ enum prof_state {
 	PROF_STATE_RUNNABLE, /* off the CPU, waiting for one */
 	PROF_STATE_SLEEPING, /* off the CPU, in an interruptible sleep */
 	PROF_STATE_BLOCKED,  /* off the CPU, in an uninterruptible sleep */
+	PROF_STATE_AWAITING, /* no thread: an asyncio task that waits (--mode wall --async) */
 	PROF_STATE__COUNT
 };
 

@@ -9,13 +9,15 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
+import threading
 import time
 
 import pytest
 
-from conftest import ROOT_WORKLOADS, WORKLOADS, copy_workloads, go_pprof, interpreter, record, run_taipan, \
-    tag_values
+from conftest import ROOT_WORKLOADS, WORKLOADS, copy_workloads, go_pprof, interpreter, marked_lines, parse_folded, \
+    record, run_taipan, tag_values
 
 
 @pytest.fixture
@@ -187,3 +189,63 @@ def test_record_async_reads_tasks_once_for_a_plain_generator(taipan, tasks, iden
     assert m, res.stderr
     print("%s: %s reads of 1,000 tasks in 4 s, %s ms" % (ident, m.group(1), m.group(2)))
     assert int(m.group(1)) == 1, res.stderr
+
+
+@pytest.mark.parametrize("ident", ["pyenv-3.8", "pyenv-3.12", "sid-3.14"])
+def test_wall_async_waiting_task_weighs_its_await(taipan, tasks, ident, tmp_path):
+    """record --mode wall --async: a task that awaits a 2 s sleep, twice,
+    weighs the time it measured in those awaits (within 5%) under its
+    await line, below its [task napper] frame and above an [awaiting]
+    leaf; the half second it awaits its queue between the naps weighs
+    under that line. Before 3.11 too: a waiting task is read from user
+    space."""
+    w = tasks(ident, "async_wait.py", 2)
+    lines = marked_lines(os.path.join(WORKLOADS, "async_wait.py"))
+    out = tmp_path / "out.folded"
+    rec = subprocess.Popen([taipan, "record", "-v", "--stats", "-r", "200", "--mode", "wall", "--async",
+                            "--folded-lines", "--folded-threads", "-o", str(out), "-p", str(w.pid)],
+                           stderr=subprocess.PIPE, text=True)
+    err = []
+    reader = threading.Thread(target=lambda: err.extend(rec.stderr), daemon=True)
+    reader.start()
+    try:
+        deadline = time.time() + 60
+        while not any("sampling at" in line for line in err):
+            assert rec.poll() is None and time.time() < deadline, "".join(err)
+            time.sleep(0.05)
+        naps, idle = [], []
+        for i in range(2):
+            if i:
+                time.sleep(0.5)  # the time awaited on the queue, measured by the task
+            line = w.ask().split()
+            assert line[0] == "nap", line
+            naps.append(float(line[1]))
+            idle.append(float(line[3]))
+        rec.send_signal(signal.SIGINT)
+        assert rec.wait(timeout=60) == 0, "".join(err)
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+    reader.join(5)
+    stacks = [s for s in parse_folded(out) if s.pid == w.pid]
+    at = {}
+    for s in stacks:
+        if s.frames[-1].text != "[awaiting]":
+            continue
+        chain = [f.text for f in s.frames if f.text.startswith("[task ")]
+        napper = [f for f in s.python if f.name == "napper"]
+        if chain == ["[task napper]"] and napper:
+            at[napper[0].line] = at.get(napper[0].line, 0) + s.count
+    weighed = at.get(lines["nap"], 0) / 1e6
+    queued = at.get(lines["idle"], 0) / 1e6
+    print("%s: the naps took %.3f s by the task's clock, %.3f s under its await line; %.3f s awaiting "
+          "its queue between them, %.3f s under that line" % (ident, sum(naps), weighed, idle[1], queued))
+    assert abs(weighed - sum(naps)) <= 0.05 * sum(naps), (at, naps, "".join(err)[-2000:])
+    # The first wait on the queue began before the recording: the second
+    # one whole, and a part of the first.
+    assert queued >= 0.95 * idle[1] - 0.01, (at, idle)
+    # The spinner's compute is its thread's, running, never awaiting.
+    assert not any(s.frames[-1].text == "[awaiting]" and any(f.name == "spin" for f in s.python) for s in stacks)
+    m = re.search(r"(\d+) await stacks of waiting tasks weighed", "".join(err))
+    assert m and int(m.group(1)) > 0, "".join(err)[-2000:]
