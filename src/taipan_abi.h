@@ -301,9 +301,10 @@ struct tp_sample {
 	__u8 gil;		/* enum tp_gil_state */
 	__u8 runtime;		/* enum tp_runtime: whose walk, whose frames */
 	__u8 pad2;
-	/* CPython 3.11+: frames[task_idx], at task_frame, is the outermost
-	 * frame a generator owns: where asyncio runs a task, its coroutine's
-	 * (record --async); task_frame 0: none. */
+	/* CPython: frames[task_idx] is the outermost frame a generator owns:
+	 * where asyncio runs a task, its coroutine's (record --async). On
+	 * 3.11+ task_frame is that frame's address, before its generator's
+	 * (f_gen, 3.6-3.10); 0: none. */
 	__u16 task_idx;
 	__u16 pad3;
 	__u64 task_frame;

@@ -108,6 +108,9 @@ RULES = {
         ((3, 13), None, IF, "instr_ptr"),
     ],
     "frame_owner": [((3, 11), None, IF, "owner")],
+    # The generator or coroutine that runs the frame, a borrowed pointer
+    # (record --async); 3.11 moved the frame into the generator.
+    "frame_gen": [((3, 6), (3, 10), FO, "f_gen")],
     # 3.12 dropped is_entry for entry shim frames marked by owner (gh-96421).
     "frame_is_entry": [((3, 11), (3, 11), IF, "is_entry")],
     "frame_localsplus": [((2, 7), (3, 10), FO, "f_localsplus"), ((3, 11), None, IF, "localsplus")],

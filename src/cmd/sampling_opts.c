@@ -96,13 +96,12 @@ static const struct shared {
     {SO_ASYNC,
      {"async", no_argument, NULL, SAMPLING_OPT_ASYNC},
      "      --async",
-     {[SAMPLING_RECORD] = "asyncio tasks: above the frames of the coroutine a\n"
-			  "task runs (CPython 3.11+), a [task NAME] frame for\n"
+     {[SAMPLING_RECORD] = "asyncio tasks (CPython 3.8+): above the frames of\n"
+			  "the coroutine a task runs, a [task NAME] frame for\n"
 			  "it and for each task that awaits it, the outermost\n"
 			  "first; the task label names it (pprof). With --mode\n"
 			  "wall, each task that waits weighs its await stack\n"
-			  "for the time it waits, above an [awaiting] leaf\n"
-			  "(CPython 3.8+)"}},
+			  "for the time it waits, above an [awaiting] leaf"}},
 };
 
 #define NSHARED (sizeof(shared) / sizeof(shared[0]))

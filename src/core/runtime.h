@@ -197,7 +197,7 @@ struct runtime_ops {
 	int (*tasks)(const struct rt_proc *rp, struct rt_tasks *out, char *msg, size_t msglen);
 	void (*tasks_free)(struct rt_tasks *t);
 	/* --async: the tasks of the chain whose innermost task's coroutine
-	 * has its frame at frame (tp_sample.task_frame), root first (the one
+	 * is frame's (tp_sample.task_frame: its frame, or itself), root first (the one
 	 * its loop started, ..., the running one), into names[0..max): how
 	 * many, 0 when frame is no task's. The names live until the next call
 	 * for rp. now_ns: CLOCK_MONOTONIC. *read_ns: the time it spent

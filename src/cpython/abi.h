@@ -69,11 +69,13 @@ struct tp_py_offsets {
 	__u16 frame_back;	    /* f_back / previous */
 	__u16 frame_code;	    /* f_code / f_executable */
 	__u16 frame_lasti;	    /* f_lasti (int) / prev_instr / instr_ptr (pointer) */
-	__u16 frame_owner;	    /* owner byte (TP_LF_OWNER) */
-	__u16 frame_is_entry;	    /* is_entry byte (TP_LF_IS_ENTRY) */
-	__u16 frame_localsplus;	    /* f_localsplus (TP_LF_SELF_CLASS) */
-	__u16 obj_type;		    /* PyObject.ob_type */
-	__u16 type_flags;	    /* PyTypeObject.tp_flags */
+	/* 3.11+: the owner byte (TP_LF_OWNER). <= 3.10: f_gen, the pointer
+	 * to the generator that runs the frame (3.6+; record --async), or 0. */
+	__u16 frame_owner;
+	__u16 frame_is_entry;	/* is_entry byte (TP_LF_IS_ENTRY) */
+	__u16 frame_localsplus; /* f_localsplus (TP_LF_SELF_CLASS) */
+	__u16 obj_type;		/* PyObject.ob_type */
+	__u16 type_flags;	/* PyTypeObject.tp_flags */
 	__u16 frame_span; /* bytes of a frame that hold every field above that the walkers use */
 	__u16 code_name;  /* PyCodeObject.co_name: the frame's identity check */
 	__u16 name_data;  /* where a str's characters start (sizeof(PyASCIIObject); 2.7: ob_sval) */

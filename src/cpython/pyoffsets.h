@@ -50,6 +50,7 @@
 	X(frame_code, OFFSET, FRAME_EXECUTABLE)		 /* f_code / f_executable */               \
 	X(frame_lasti, OFFSET, FRAME_INSTR_PTR)		 /* f_lasti / prev_instr / instr_ptr */    \
 	X(frame_owner, OFFSET, FRAME_OWNER)		 /* owner (3.11+) */                       \
+	X(frame_gen, NONE, NONE)			 /* f_gen (3.6-3.10) */                    \
 	X(frame_is_entry, NONE, NONE)			 /* is_entry (3.11) */                     \
 	X(frame_localsplus, OFFSET, FRAME_LOCALSPLUS)	 /* f_localsplus (<= 3.10) / localsplus */ \
 	X(frame_tlbc_index, OFFSET_FT, FRAME_TLBC_INDEX) /* tlbc_index (3.14t+) */                 \

@@ -408,7 +408,8 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 	    {"frame back", l->frame_back, &o->frame_back, true},
 	    {"frame code", l->frame_code, &o->frame_code, true},
 	    {"frame position", l->frame_lasti, &o->frame_lasti, true},
-	    {"frame owner", l->frame_owner, &o->frame_owner, f & TP_LF_OWNER},
+	    {"frame owner", (f & TP_LF_INTERP_FRAME) ? l->frame_owner : l->frame_gen,
+	     &o->frame_owner, f & TP_LF_OWNER},
 	    {"frame is_entry", l->frame_is_entry, &o->frame_is_entry, f & TP_LF_IS_ENTRY},
 	    {"frame locals", l->frame_localsplus, &o->frame_localsplus, f & TP_LF_SELF_CLASS},
 	    {"object type", l->obj_type, &o->obj_type, f & TP_LF_SELF_CLASS},
@@ -437,13 +438,16 @@ static int fill_tp(struct pyproc *pp, const struct py_caps *caps, char *err, siz
 		*fields[i].dst = (__u16)fields[i].v;
 	}
 	/* The walkers read each frame whole: the span covers every field they use. */
-	int32_t span = 0, at[] = {l->frame_back + 8, l->frame_code + 8,
-				  l->frame_lasti + ((f & TP_LF_LASTI_PTR) ? 8 : 4),
-				  /* 3.11 too: its owner says which frame is a
-				   * coroutine's (record --async) */
-				  l->frame_owner >= 0 ? l->frame_owner + 1 : 0,
-				  (f & TP_LF_IS_ENTRY) ? l->frame_is_entry + 1 : 0,
-				  (f & TP_LF_SELF_CLASS) ? l->frame_localsplus + 8 : 0};
+	int32_t span = 0,
+		at[] = {l->frame_back + 8, l->frame_code + 8,
+			l->frame_lasti + ((f & TP_LF_LASTI_PTR) ? 8 : 4),
+			/* 3.11 too: its owner says which frame is a
+			 * coroutine's (record --async), as f_gen does
+			 * before */
+			l->frame_owner >= 0 ? l->frame_owner + 1 : 0,
+			!(f & TP_LF_INTERP_FRAME) && l->frame_gen >= 0 ? l->frame_gen + 8 : 0,
+			(f & TP_LF_IS_ENTRY) ? l->frame_is_entry + 1 : 0,
+			(f & TP_LF_SELF_CLASS) ? l->frame_localsplus + 8 : 0};
 	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
 		if (at[i] > span)
 			span = at[i];

@@ -297,9 +297,12 @@ static size_t task_chain(struct rt_proc *rp, uint64_t frame, uint64_t now_ns, co
 			 size_t max, uint64_t *read_ns)
 {
 	const struct py_layout *l = &rp->pp.layout;
-	if (!frame || l->gen_iframe < 0 || !max)
+	/* 3.11+: the frame is inside its coroutine; before, BPF gave the
+	 * coroutine itself (f_gen). */
+	bool inside = rp->pp.tp.off.flags & TP_LF_INTERP_FRAME;
+	if (!frame || (inside && l->gen_iframe < 0) || !max)
 		return 0;
-	uint64_t coro = frame - (uint64_t)l->gen_iframe;
+	uint64_t coro = inside ? frame - (uint64_t)l->gen_iframe : frame;
 	int i = task_find(rp->by_coro, rp->tasks.n, coro);
 	if (i < 0) {
 		for (unsigned int k = 0; k < rp->nnot; k++)

@@ -533,6 +533,14 @@ TPW_INLINE bool tpw_frame_object(struct tpw_state *st)
 	fr->flags = 0;
 	/* Every <= 3.10 version: user space names self.method Class.method. */
 	fr->aux = ce->selfish ? tpw_first_local_class(st, at) : 0;
+	/* The outermost frame a generator runs, so far (record --async), as
+	 * the 3.11+ walk keeps it, but its generator: f_gen, the task's
+	 * coroutine where asyncio runs one. Without a branch, as there. */
+	__u64 gen_ok = o->frame_owner ? ~0ULL : 0;
+	__u64 g = tpw_win_u64(st, at, o->frame_owner) & gen_ok;
+	__u64 gen = -((g | -g) >> 63);
+	st->s.task_frame = (g & gen) | (st->s.task_frame & ~gen);
+	st->s.task_idx = (__u16)(((__u64)n & gen) | (st->s.task_idx & ~gen));
 	tpw_frame_addr(st, n, f);
 	st->s.nframes = n + 1;
 	return tpw_advance(st, f, tpw_win_u64(st, at, o->frame_back));

@@ -129,7 +129,8 @@ def test_refusals_are_one_clear_line(taipan, tasks):
         assert res.returncode == 1 and "free-threaded" in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("ident", ["pyenv-3.11", "pyenv-3.12", "pyenv-3.13", "sid-3.14", "sid-3.15"])
+@pytest.mark.parametrize("ident", ["pyenv-3.8", "pyenv-3.9", "pyenv-3.10", "bullseye-3.9", "pyenv-3.11",
+                                   "debian-3.11-static", "pyenv-3.12", "pyenv-3.13", "sid-3.14", "sid-3.15"])
 def test_record_async_samples_carry_their_task(taipan, tasks, ident, tmp_path):
     """record --async: each sample in a coroutine that a task runs has, just
     above that coroutine's frame, the task and the tasks that await it, the

@@ -45,6 +45,7 @@ static const struct py_dwarf_layout py_dwarf_layouts[] = {
 					.frame_code = 0,
 					.frame_lasti = 56,
 					.frame_owner = 70,
+					.frame_gen = -1,
 					.frame_is_entry = -1,
 					.frame_localsplus = 72,
 					.frame_tlbc_index = -1,

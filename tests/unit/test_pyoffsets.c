@@ -49,6 +49,7 @@
 	X(frame_code)                                                                              \
 	X(frame_lasti)                                                                             \
 	X(frame_owner)                                                                             \
+	X(frame_gen)                                                                               \
 	X(frame_is_entry)                                                                          \
 	X(frame_localsplus)                                                                        \
 	X(frame_tlbc_index)                                                                        \
@@ -282,6 +283,7 @@ static void test_table_rows(void **state)
 		PRESENT_IF(e, ver_ge(v, 3, 11), cframe_current_frame);
 		PRESENT_IF(e, ver_ge(v, 3, 11), ts_native_thread_id);
 		PRESENT_IF(e, ver_ge(v, 3, 11), frame_owner);
+		PRESENT_IF(e, ver_ge(v, 3, 6) && !ver_ge(v, 3, 11), frame_gen);
 		PRESENT_IF(e, ver_ge(v, 3, 11) && !ver_ge(v, 3, 12), frame_is_entry);
 		PRESENT_IF(e, ver_ge(v, 3, 11), code_qualname);
 		PRESENT_IF(e, ver_ge(v, 3, 11), code_adaptive);
