@@ -46,13 +46,22 @@ enum {
 	AD__COUNT
 };
 
+/* Of each task, for reading the others. */
+struct side {
+	uint64_t inner; /* its innermost coroutine's frame (3.11+), 0 if none */
+	/* A pure-Python task (its attributes read): what it waits on
+	 * (_fut_waiter), which a C task's layout gives */
+	bool py;
+	uint64_t waiter;
+};
+
 struct ctx {
 	struct pyobj_rd r;
 	const struct pyproc *pp;
 	const struct py_layout *l;
 	struct rt_tasks *out;
 	size_t cap;
-	uint64_t *inner; /* by task: its innermost coroutine's frame (3.11+), 0 if none */
+	struct side *side; /* by task: what the list does not keep */
 	/* addr -> index + 1 in out->v, open addressing; a power of two */
 	uint64_t *keys;
 	uint32_t *idx;
@@ -270,12 +279,12 @@ static struct rt_task *add(struct ctx *c, uint64_t addr, bool *nomem)
 		struct rt_task *v = realloc(c->out->v, cap * sizeof(*v));
 		if (v)
 			c->out->v = v;
-		uint64_t *in = v ? realloc(c->inner, cap * sizeof(*in)) : NULL;
+		struct side *in = v ? realloc(c->side, cap * sizeof(*in)) : NULL;
 		if (!in) {
 			*nomem = true;
 			return NULL;
 		}
-		c->inner = in;
+		c->side = in;
 		c->cap = cap;
 	}
 	if ((c->out->n + 1) * 2 > c->hcap) {
@@ -306,7 +315,7 @@ static struct rt_task *add(struct ctx *c, uint64_t addr, bool *nomem)
 		s = (s + 1) & (c->hcap - 1);
 	c->keys[s] = addr;
 	c->idx[s] = (uint32_t)(c->out->n + 1);
-	c->inner[c->out->n] = 0;
+	c->side[c->out->n] = (struct side){0};
 	struct rt_task *t = &c->out->v[c->out->n++];
 	memset(t, 0, sizeof(*t));
 	t->addr = addr;
@@ -375,7 +384,7 @@ static int add_task_314(struct ctx *c, uint64_t addr, uint32_t tid, bool running
 	rd64(c, addr + c->ad[AD_TASK_NAME], &name);
 	task_name(c, name & c->mask, t);
 	if (!rd64(c, addr + c->ad[AD_TASK_CORO], &coro) && (t->coro = coro & c->mask) &&
-	    coro_stack(c, coro, t, &c->inner[t - c->out->v]))
+	    coro_stack(c, coro, t, &c->side[t - c->out->v].inner))
 		return -ENOMEM;
 	if (rd64(c, addr + c->ad[AD_TASK_AWAITED_BY], &ab) || !(ab &= c->mask) ||
 	    pyobj_read(&c->r, addr + c->ad[AD_TASK_AWAITED_BY_IS_SET], &is_set, 1))
@@ -469,6 +478,8 @@ static int find_asyncio_debug(struct ctx *c, char *msg, size_t msglen)
 	return 0;
 }
 
+static int py_tasks_314(struct ctx *c);
+
 static int read_314(struct ctx *c, char *msg, size_t msglen)
 {
 	const struct py_layout *l = c->l;
@@ -501,7 +512,58 @@ static int read_314(struct ctx *c, char *msg, size_t msglen)
 		if (rd64(c, interp + (uint64_t)l->interp_next, &interp))
 			break;
 	}
-	return c->r.gone ? c->r.gone : 0;
+	return c->r.gone ? c->r.gone : py_tasks_314(c);
+}
+
+/* The attributes of a pure-Python task that tell it: _state is the
+ * class's (pending) until the task ends. */
+struct py_task {
+	uint64_t coro, state, name, waiter;
+	bool has_waiter;
+};
+
+static bool py_attr_fn(struct pyobj_rd *r, uint64_t key, uint64_t value, void *arg)
+{
+	static const char *const coro[] = {"_coro", NULL}, *const state[] = {"_state", NULL},
+				 *const name[] = {"_name", NULL},
+				 *const waiter[] = {"_fut_waiter", NULL};
+	struct py_task *p = arg;
+	if (pyobj_str_is(r, key, coro))
+		p->coro = value;
+	else if (pyobj_str_is(r, key, state))
+		p->state = value;
+	else if (pyobj_str_is(r, key, name))
+		p->name = value;
+	else if (pyobj_str_is(r, key, waiter))
+		p->waiter = value, p->has_waiter = true;
+	return false;
+}
+
+/* A pure-Python task (asyncio.tasks._PyTask or a subclass, which a loop's
+ * task factory may make), read through its attributes: whether obj is one
+ * that is pending, with its list entry added; *err on a failure that ends
+ * the read. */
+static bool py_task(struct ctx *c, uint64_t obj, int *err)
+{
+	static const char *const pending[] = {"PENDING", NULL};
+	struct py_task p = {0};
+	bool nomem = false;
+	if (!obj || (obj & 7) || pyobj_attrs_each(&c->r, obj, py_attr_fn, &p) || !p.coro ||
+	    !p.has_waiter || (p.state && !pyobj_str_is(&c->r, p.state, pending)))
+		return false;
+	struct rt_task *t = add(c, obj, &nomem);
+	if (nomem)
+		*err = -ENOMEM;
+	if (!t)
+		return true;
+	struct side *sd = &c->side[t - c->out->v];
+	sd->py = true;
+	sd->waiter = p.waiter;
+	task_name(c, p.name, t);
+	t->coro = p.coro;
+	if (coro_stack(c, p.coro, t, &sd->inner))
+		*err = -ENOMEM;
+	return true;
 }
 
 /* Before 3.14: one task of the registry. */
@@ -510,8 +572,11 @@ static bool reg_fn(struct ctx *c, uint64_t task, void *arg)
 	int *err = arg;
 	bool nomem = false;
 	int32_t state;
-	if (!is_task(c, task) || pyobj_read(&c->r, task + (uint64_t)c->al->task_state, &state, 4) ||
-	    state != 0)
+	if (!is_task(c, task)) {
+		py_task(c, task, err);
+		return *err || c->out->err;
+	}
+	if (pyobj_read(&c->r, task + (uint64_t)c->al->task_state, &state, 4) || state != 0)
 		return false; /* done tasks stay in the registry until collected */
 	struct rt_task *t = add(c, task, &nomem);
 	if (nomem)
@@ -522,7 +587,7 @@ static bool reg_fn(struct ctx *c, uint64_t task, void *arg)
 	rd64(c, task + (uint64_t)c->al->task_name, &name);
 	task_name(c, name, t);
 	if (!rd64(c, task + (uint64_t)c->al->task_coro, &coro) && (t->coro = coro) &&
-	    coro_stack(c, coro, t, &c->inner[t - c->out->v])) {
+	    coro_stack(c, coro, t, &c->side[t - c->out->v].inner)) {
 		*err = -ENOMEM;
 		return true;
 	}
@@ -591,10 +656,13 @@ static int edges(struct ctx *c)
 {
 	static const char *const children[] = {"_children", NULL};
 	for (size_t i = 0; i < c->out->n; i++) {
-		uint64_t parent = c->out->v[i].addr, w, list, items;
+		uint64_t parent = c->out->v[i].addr, w = c->side[i].waiter, list, items;
 		int64_t n;
 		char type[24];
-		if (rd64(c, parent + (uint64_t)c->al->task_fut_waiter, &w) || !w)
+		if (!c->side[i].py &&
+		    (!c->al || rd64(c, parent + (uint64_t)c->al->task_fut_waiter, &w)))
+			continue; /* 3.14+: a C task's awaiters were read with it */
+		if (!w)
 			continue;
 		struct rt_task *child = find(c, w);
 		if (child) {
@@ -605,7 +673,7 @@ static int edges(struct ctx *c)
 		if (pyobj_type_name(&c->r, w, type, sizeof(type)))
 			continue;
 		if (strcmp(type, "_GatheringFuture")) {
-			if (group_edges(c, parent, c->inner[i], w))
+			if (group_edges(c, parent, c->side[i].inner, w))
 				return -ENOMEM;
 			continue;
 		}
@@ -624,24 +692,69 @@ static int edges(struct ctx *c)
 	return 0;
 }
 
-static int read_registry(struct ctx *c, char *msg, size_t msglen)
+/* The dict of module asyncio.tasks into *md: 0, -ENOENT when it was not
+ * imported, or another negative errno. */
+static int tasks_module(struct ctx *c, uint64_t *md)
 {
+	static const char *const mod_name[] = {"asyncio.tasks", NULL};
 	const struct py_layout *l = c->l;
-	static const char *const mod_name[] = {"asyncio.tasks", NULL},
-				 *const all[] = {"_all_tasks", "_scheduled_tasks", NULL},
-				 *const eager[] = {"_eager_tasks", NULL},
-				 *const current[] = {"_current_tasks", NULL},
-				 *const data[] = {"data", NULL};
-	uint64_t interp, modules, mod, md, ws, set;
+	uint64_t interp, modules, mod;
 	if (rd64(c, c->pp->tp.interp_head_addr, &interp) ||
 	    rd64(c, interp + (uint64_t)l->interp_modules, &modules))
 		return c->r.gone ? c->r.gone : -EFAULT;
 	if (!(mod = pyobj_dict_get(&c->r, modules, mod_name)) ||
-	    rd64(c, mod + (uint64_t)l->module_dict, &md)) {
+	    rd64(c, mod + (uint64_t)l->module_dict, md))
+		return c->r.gone ? c->r.gone : -ENOENT;
+	return 0;
+}
+
+/* 3.14+: a member of _scheduled_tasks, where the tasks that are not C
+ * tasks are (the C ones are in the lists). */
+static bool py_weak_fn(struct ctx *c, uint64_t ref, void *arg)
+{
+	int *err = arg;
+	uint64_t obj;
+	if (rd64(c, ref + (uint64_t)c->l->weakref_object, &obj) || is_task(c, obj))
+		return false;
+	py_task(c, obj, err);
+	return *err || c->out->err;
+}
+
+/* 3.14+: the pure-Python tasks, which register in asyncio.tasks's own
+ * _scheduled_tasks and run in its _current_tasks ({loop: task}), as every
+ * task did before. */
+static int py_tasks_314(struct ctx *c)
+{
+	static const char *const sched[] = {"_scheduled_tasks", NULL},
+				 *const data[] = {"data", NULL},
+				 *const current[] = {"_current_tasks", NULL};
+	uint64_t md, ws, set, cur;
+	int err = 0;
+	size_t before = c->out->n;
+	if (tasks_module(c, &md) || !(ws = pyobj_dict_get(&c->r, md, sched)) ||
+	    !(set = pyobj_attr_get(&c->r, ws, data)))
+		return c->r.gone ? c->r.gone : 0;
+	set_each(c, set, py_weak_fn, &err);
+	if (err || c->out->n == before)
+		return err;
+	if ((cur = pyobj_dict_get(&c->r, md, current)))
+		pyobj_dict_each(&c->r, cur, current_fn, c);
+	return edges(c);
+}
+
+static int read_registry(struct ctx *c, char *msg, size_t msglen)
+{
+	static const char *const all[] = {"_all_tasks", "_scheduled_tasks", NULL},
+				 *const eager[] = {"_eager_tasks", NULL},
+				 *const current[] = {"_current_tasks", NULL},
+				 *const data[] = {"data", NULL};
+	uint64_t md, ws, set;
+	int found = tasks_module(c, &md);
+	if (found == -ENOENT)
 		snprintf(msg, msglen, "pid %d: Python %s: the process has not imported asyncio",
 			 c->pp->pid, c->pp->version);
-		return c->r.gone ? c->r.gone : -ENOENT;
-	}
+	if (found)
+		return found;
 	snprintf(c->out->source, sizeof(c->out->source), "asyncio.tasks's registry of tasks (%s)",
 		 c->pp->minor >= 12 ? "_scheduled_tasks, _eager_tasks" : "_all_tasks");
 	int err = 0;
@@ -726,7 +839,7 @@ int pytasks_read(const struct pyproc *pp, struct rt_tasks *out, char *msg, size_
 	}
 	free(c.keys);
 	free(c.idx);
-	free(c.inner);
+	free(c.side);
 	if (!ret && !c.r.budget)
 		out->err = -E2BIG;
 	if (ret && !msg[0])

@@ -5,6 +5,8 @@
 # up its own CPU time between awaits
 # (time.thread_time_ns around each slice). Prints 'ready'; then, for each
 # line on its standard input, 'cpu JSON' ({task name: ns}).
+# async_compute.py py: the tasks are pure-Python ones (asyncio.tasks._PyTask,
+# from the loop's task factory).
 import asyncio
 import json
 import random
@@ -50,6 +52,8 @@ def answer():
 
 async def main():
     loop = asyncio.get_running_loop()
+    if sys.argv[1:] == ["py"]:
+        loop.set_task_factory(lambda loop, coro, **kw: asyncio.tasks._PyTask(coro, loop=loop, **kw))
     loop.create_task(alpha(), name="alpha")
     loop.create_task(compute("beta", 10000), name="beta")
     threading.Thread(target=answer, daemon=True).start()

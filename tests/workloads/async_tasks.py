@@ -9,6 +9,10 @@
 # is that task, a gather of it, or the future of the TaskGroup it is in
 # (the parent waiting in the group's __aexit__). Then 'ready', and it waits
 # until killed.
+# async_tasks.py py: the same graph of pure-Python tasks
+# (asyncio.tasks._PyTask, from the loop's task factory), but the main one;
+# the tree is of the tasks the factory made and those all_tasks() gives
+# (which on 3.14+ lists the C tasks only).
 import asyncio
 import json
 import sys
@@ -16,6 +20,28 @@ import threading
 import time
 
 LONG = 3600
+PY = sys.argv[1:] == ["py"]
+MADE = []
+
+
+class PyTask(asyncio.tasks._PyTask):
+    def set_name(self, value):
+        # 3.13's create_task names a factory's task afterwards, None
+        # included (as "None").
+        if value is not None:
+            super().set_name(value)
+
+
+def py_task(loop, coro, **kw):
+    # Named apart from the C tasks' default names (gather's children).
+    kw["name"] = kw.get("name") or "py-%d" % len(MADE)
+    t = PyTask(coro, loop=loop, **kw)
+    MADE.append(t)
+    return t
+
+
+def pending(loop):
+    return [t for t in set(asyncio.all_tasks(loop)) | set(MADE) if not t.done()]
 
 
 async def leaf():
@@ -81,7 +107,7 @@ def report(loop, main):
     # Once the main task waits too, nothing runs on the loop.
     while main._fut_waiter is None:
         time.sleep(0.001)
-    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    tasks = pending(loop)
     tree = {t.get_name(): {"stack": frames(t), "awaited_by": []} for t in tasks}
     for t in tasks:
         w = t._fut_waiter
@@ -97,6 +123,8 @@ def report(loop, main):
 
 async def main():
     loop = asyncio.get_running_loop()
+    if PY:
+        loop.set_task_factory(py_task)
     mine = [loop.create_task(worker(), name="worker"),
             loop.create_task(awaiter(), name="awaiter"),
             loop.create_task(gather_parent(), name="gather-parent"),
@@ -105,7 +133,7 @@ async def main():
         mine.append(loop.create_task(group(), name="group"))
     # Every task of the graph started and waiting: each one that waits
     # on a future (the others wait on tasks or a gather).
-    while len([t for t in asyncio.all_tasks() if t._fut_waiter is not None]) < len(asyncio.all_tasks()) - 1:
+    while len([t for t in pending(loop) if t._fut_waiter is not None]) < len(pending(loop)) - 1:
         await asyncio.sleep(0)
     threading.Thread(target=report, args=(loop, asyncio.current_task()), daemon=True).start()
     await asyncio.sleep(LONG)
