@@ -308,9 +308,11 @@ void away_cut(struct session *s, struct profile *old, struct profile *fresh, uin
  * apart, and TASKS_LOOK_SHARE times what the last one took (a look reads
  * every task: seconds for 100,000), so that they take at most a tenth of
  * the time of the thread that reads samples; after a look that failed
- * (asyncio not imported yet), TASKS_LOOK_RETRY_NS. */
+ * (asyncio not imported yet, or never: with -a, most processes),
+ * TASKS_LOOK_RETRY_NS, doubled at each failure up to 8 times that. */
 #define TASKS_LOOK_SHARE 10
 #define TASKS_LOOK_RETRY_NS 250000000ULL
+#define TASKS_LOOK_BACKOFF 3
 
 /* Task t of p, waiting since since: its await stack, its chain of tasks
  * above it, weighs now - since. */
@@ -356,7 +358,9 @@ static int task_waits(struct session *s, struct sproc *p, size_t i, const struct
 }
 
 /* Looks at p's tasks now: each that waits weighs the time since the last
- * look. The first weighs nothing: the next one weighs from it. */
+ * look. The first weighs from the start of the recording (or of the
+ * process's, if later), as a thread asleep then does; after one that
+ * failed (asyncio not imported yet), the next weighs nothing. */
 static int tasks_look(struct session *s, struct sproc *p, uint64_t now)
 {
 	const struct rt_tasks *ts;
@@ -366,9 +370,15 @@ static int tasks_look(struct session *s, struct sproc *p, uint64_t now)
 	s->task_look_ns += took;
 	if (took < UINT64_MAX / TASKS_LOOK_SHARE && took * TASKS_LOOK_SHARE > wait)
 		wait = took * TASKS_LOOK_SHARE;
-	if (ret && wait < TASKS_LOOK_RETRY_NS)
-		wait = TASKS_LOOK_RETRY_NS;
+	if (ret && wait < TASKS_LOOK_RETRY_NS << p->tasks_fails)
+		wait = TASKS_LOOK_RETRY_NS << p->tasks_fails;
+	p->tasks_fails =
+	    ret ? (p->tasks_fails < TASKS_LOOK_BACKOFF ? p->tasks_fails + 1 : TASKS_LOOK_BACKOFF)
+		: 0;
 	uint64_t since = p->tasks_at_ns;
+	if (!p->tasks_looked)
+		since = p->classified_ns > s->start_ns ? p->classified_ns : s->start_ns;
+	p->tasks_looked = true;
 	p->tasks_at_ns = ret ? 0 : now;
 	p->tasks_next_ns = now + wait;
 	if (ret || !since || now <= since)
@@ -387,14 +397,20 @@ static int tasks_look(struct session *s, struct sproc *p, uint64_t now)
 int tasks_waiting(struct session *s, uint64_t now)
 {
 	struct sproc *p, *tmp;
-	if (!s->opts.async || s->opts.mode != PROF_MODE_WALL || s->stop_ns)
+	/* Once stopped, one last look weighs the time up to the stop. */
+	bool last = s->stop_ns && !s->tasks_last;
+	if (!s->opts.async || s->opts.mode != PROF_MODE_WALL || (s->stop_ns && !last))
 		return 0;
+	if (last) {
+		s->tasks_last = true;
+		now = s->stop_ns;
+	}
 	if (!s->task_smp && !(s->task_smp = malloc(sizeof(*s->task_smp))))
 		return -ENOMEM;
 	HASH_ITER(hh, s->procs, p, tmp)
 	{
 		if (p->state != SP_RUNTIME || p->exited_ns || !p->rt->tasks_now ||
-		    now < p->tasks_next_ns)
+		    (last ? !p->tasks_at_ns : now < p->tasks_next_ns))
 			continue;
 		int ret = tasks_look(s, p, now);
 		if (ret)

@@ -40,8 +40,11 @@ struct sproc {
 	uint64_t next_look_ns;
 	uint32_t look_ms;
 	/* --mode wall --async: when its tasks were last looked at (0: never,
-	 * or the look failed), and when they are next (tasks_waiting()). */
+	 * or the look failed), when they are next (tasks_waiting()), and
+	 * whether they were ever. */
 	uint64_t tasks_at_ns, tasks_next_ns;
+	bool tasks_looked;
+	uint8_t tasks_fails; /* looks that failed in a row, up to TASKS_LOOK_BACKOFF */
 };
 
 struct session {
@@ -67,6 +70,7 @@ struct session {
 	 * in (made at the first), and the time the looks at tasks took */
 	struct tp_sample *task_smp;
 	uint64_t task_look_ns;
+	bool tasks_last; /* the last look, at the stop, was taken */
 	/* What is kept of the targets (tables, symbol indexes, code
 	 * objects), under one limit (--max-memory). */
 	struct budget budget;

@@ -258,3 +258,23 @@ def test_wall_async_waiting_task_weighs_its_await(taipan, tasks, ident, tmp_path
     assert not any(s.frames[-1].text == "[awaiting]" and any(f.name == "spin" for f in s.python) for s in stacks)
     m = re.search(r"(\d+) await stacks of waiting tasks weighed", "".join(err))
     assert m and int(m.group(1)) > 0, "".join(err)[-2000:]
+
+
+def test_wall_async_hundred_thousand_waiting_tasks(taipan, tasks, tmp_path):
+    """--mode wall --async over 100,000 waiting tasks: the reads are spaced
+    by their cost, and yet each of the 65,536 tasks listed weighs the whole
+    recording (from its start, to a last read at the stop)."""
+    w = tasks("pyenv-3.12", "async_hostile.py", "many")
+    out = tmp_path / "out.folded"
+    res = record(taipan, out, w.pid, seconds=3, rate=100, extra=["--mode", "wall", "--async", "--stats"],
+                 timeout=120)
+    weights = [int(line.rsplit(" ", 1)[1]) for line in open(out) if "[task many-" in line]
+    m = re.search(r"--async: (\d+) reads of the processes' tasks, (\d+) ms in all; (\d+) await stacks",
+                  res.stderr)
+    assert m, res.stderr
+    print("100,000 tasks, wall: %d stacks of waiting tasks, %d reads in %s ms, %.3f-%.3f s each"
+          % (len(weights), int(m.group(1)), m.group(2), min(weights) / 1e6, max(weights) / 1e6))
+    assert len(weights) == 65536, len(weights)
+    assert 2.9e6 <= min(weights) and max(weights) <= 3.3e6, (min(weights), max(weights))
+    # A read of them takes a second or more: far fewer than one a period.
+    assert int(m.group(1)) <= 4, res.stderr
