@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from agent_fixtures import agents  # noqa: F401 (a fixture)
 from conftest import ROOT_WORKLOADS, WORKLOADS, copy_workloads, go_pprof, interpreter, marked_lines, parse_folded, \
     record, run_taipan, tag_values
 
@@ -280,3 +281,15 @@ def test_wall_async_hundred_thousand_waiting_tasks(taipan, tasks, tmp_path):
     assert 2.9e6 <= min(weights) and max(weights) <= 3.3e6, (min(weights), max(weights))
     # A read of them takes a second or more: far fewer than one a period.
     assert int(m.group(1)) <= 4, res.stderr
+
+
+def test_agent_async_serves_the_task_label(taipan, tasks, agents, tmp_path):
+    """agent --async (every Python process of the host): the pprof it serves
+    has the task label, and the
+    [task NAME] frames above the coroutines, as record's does."""
+    w = tasks("pyenv-3.12", "async_compute.py")
+    a = agents("--async", window=1)
+    pb = a.fetch("/debug/pprof/profile?seconds=2", tmp_path / "a.pb.gz")
+    assert {"alpha-child", "beta"} <= set(tag_values(go_pprof("-tags", pb), "task")), go_pprof("-tags", pb)
+    top = go_pprof("-top", "-show_from", r"^\[task alpha\]$", pb)
+    assert "[task alpha-child]" in top and "compute" in top, top
