@@ -285,8 +285,8 @@ def test_wall_async_hundred_thousand_waiting_tasks(taipan, tasks, tmp_path):
 
 def test_agent_async_serves_the_task_label(taipan, tasks, agents, tmp_path):
     """agent --async (every Python process of the host): the pprof it serves
-    has the task label, and the
-    [task NAME] frames above the coroutines, as record's does."""
+    has the task label, and the [task NAME] frames above the coroutines, as
+    record's does."""
     w = tasks("pyenv-3.12", "async_compute.py")
     a = agents("--async", window=1)
     pb = a.fetch("/debug/pprof/profile?seconds=2", tmp_path / "a.pb.gz")
