@@ -334,16 +334,7 @@ static int task_waits(struct session *s, struct sproc *p, size_t i, const struct
 	smp->gil = TP_GIL_UNKNOWN;
 	snprintf(smp->comm, sizeof(smp->comm), "%s", p->f.comm ? p->f.comm : "");
 	memcpy(smp->frames, t->frames, nf * sizeof(smp->frames[0]));
-	struct stacks_proc sp = {
-	    .pid = p->pid,
-	    .rt = p->rt,
-	    .rp = p->rp,
-	    .f = &p->f,
-	    .cgroup = p->cg.path,
-	    .container = p->cg.container,
-	    .fcache = &p->fcache,
-	    .np = &p->np,
-	};
+	struct stacks_proc sp = sproc_stacks(p);
 	const uint32_t *ids;
 	uint32_t n;
 	struct prof_labels lb;

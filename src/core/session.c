@@ -274,6 +274,20 @@ static void discover(struct session *s, pid_t pid)
 	classify(s, p, false, err, sizeof(err));
 }
 
+struct stacks_proc sproc_stacks(struct sproc *p)
+{
+	return (struct stacks_proc){
+	    .pid = p->pid,
+	    .rt = p->rt,
+	    .rp = p->rp,
+	    .f = &p->f,
+	    .cgroup = p->cg.path,
+	    .container = p->cg.container,
+	    .fcache = &p->fcache,
+	    .np = &p->np,
+	};
+}
+
 int on_sample(struct session *s, const struct tp_sample *smp, size_t size)
 {
 	size_t need = __builtin_offsetof(struct tp_sample, frames) +
@@ -300,16 +314,7 @@ int on_sample(struct session *s, const struct tp_sample *smp, size_t size)
 		s->st.gil_unknown += smp->gil == TP_GIL_UNKNOWN;
 		return 0;
 	}
-	struct stacks_proc sp = {
-	    .pid = p->pid,
-	    .rt = p->rt,
-	    .rp = p->rp,
-	    .f = &p->f,
-	    .cgroup = p->cg.path,
-	    .container = p->cg.container,
-	    .fcache = &p->fcache,
-	    .np = &p->np,
-	};
+	struct stacks_proc sp = sproc_stacks(p);
 	const uint32_t *ids;
 	uint32_t n;
 	struct prof_labels lb;

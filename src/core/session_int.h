@@ -91,6 +91,8 @@ struct away {
 
 /* session.c */
 struct sproc *sproc_get(struct session *s, pid_t pid);
+/* p as the stacks see it (SP_RUNTIME). */
+struct stacks_proc sproc_stacks(struct sproc *p);
 void account_early(struct session *s, struct sproc *p);
 int on_sample(struct session *s, const struct tp_sample *smp, size_t size);
 

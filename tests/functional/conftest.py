@@ -7,7 +7,9 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -526,6 +528,47 @@ def run_on_sleeper(taipan, args):
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+class Recording:
+    """`taipan record -v ARGS` running, from the moment it samples (its
+    "sampling at" line) until the with block ends, which stops it with
+    Ctrl-C (SIGINT) and checks that it wrote its profile and exited 0. Its
+    standard error is in err (lines), as it comes."""
+
+    def __init__(self, taipan, args, timeout=60):
+        self.proc = subprocess.Popen([taipan, "record", "-v"] + [str(a) for a in args],
+                                     stderr=subprocess.PIPE, text=True)
+        self.err = []
+        self.reader = threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True)
+        self.reader.start()
+        self.timeout = timeout
+
+    def stderr(self):
+        return "".join(self.err)
+
+    def __enter__(self):
+        deadline = time.time() + self.timeout
+        try:
+            while not any("sampling at" in line for line in self.err):
+                assert self.proc.poll() is None and time.time() < deadline, self.stderr()
+                time.sleep(0.05)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, kind, value, tb):
+        try:
+            if kind is None:
+                self.proc.send_signal(signal.SIGINT)
+                assert self.proc.wait(timeout=self.timeout) == 0, self.stderr()
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.reader.join(5)
+        return False
 
 
 def record_args(out, target, seconds=2, rate=500, extra=(), quiet=True):

@@ -4,12 +4,11 @@ import collections
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
 
-from conftest import IN_CI, assert_deep_recursion, THROUGHPUT_EXTRA, throughput, WORKLOADS, Workload, marked_lines, parse_folded, pyenv, record_folded, run_taipan, stats, thread_cpu_ns, total
+from conftest import IN_CI, Recording, assert_deep_recursion, THROUGHPUT_EXTRA, throughput, WORKLOADS, Workload, marked_lines, parse_folded, pyenv, record_folded, run_taipan, stats, thread_cpu_ns, total
 
 
 def assert_python_frames(s, expected):
@@ -174,11 +173,6 @@ def test_a_late_read_never_names_a_freed_code_object_as_its_successor(taipan, in
     cpu_ms = 20
     w = workload(interp, "reuse.py", cpu_ms)
     out = tmp_path / "out.folded"
-    rec = subprocess.Popen([taipan, "record", "-v", "-r", "1000", "-o", str(out), "--folded-lines",
-                            "--folded-threads", "--stats", "-p", str(w.pid)], stderr=subprocess.PIPE, text=True)
-    err = []
-    reader = threading.Thread(target=lambda: err.extend(rec.stderr), daemon=True)
-    reader.start()
     gens = []
 
     def wait_gens(n, what):
@@ -191,25 +185,15 @@ def test_a_late_read_never_names_a_freed_code_object_as_its_successor(taipan, in
             assert line, "workload exited " + what
             gens.append(int(line.split()[1]))
 
-    try:
-        deadline = time.time() + 60
-        while not any("sampling at" in l for l in err):
-            assert rec.poll() is None and time.time() < deadline, "".join(err)
-            time.sleep(0.05)
+    with Recording(taipan, ["-r", "1000", "-o", out, "--folded-lines", "--folded-threads", "--stats",
+                            "-p", w.pid]) as rec:
         wait_gens(5, "while taipan read")
-        os.kill(rec.pid, signal.SIGSTOP)
+        os.kill(rec.proc.pid, signal.SIGSTOP)
         try:
             wait_gens(60, "while taipan was stopped")
         finally:
-            os.kill(rec.pid, signal.SIGCONT)
+            os.kill(rec.proc.pid, signal.SIGCONT)
         wait_gens(10, "after taipan went on")
-        rec.send_signal(signal.SIGINT)
-        assert rec.wait(timeout=60) == 0, "".join(err)
-    finally:
-        if rec.poll() is None:
-            rec.kill()
-            rec.wait()
-    reader.join(5)
     stacks = [s for s in parse_folded(out) if s.pid == w.pid]
     leaves = collections.Counter()
     for s in stacks:
@@ -228,7 +212,7 @@ def test_a_late_read_never_names_a_freed_code_object_as_its_successor(taipan, in
     # given to new objects before taipan read the frames of the old ones:
     # those frames were named from BPF's copy of their code object, or
     # marked, never named after the newcomer (above).
-    st = stats("".join(err))
+    st = stats(rec.stderr())
     assert st.get("code objects freed") == freed
     assert freed + st.get("named from that copy", 0) > 0, \
         "no frame was read late (%d named, %s)" % (sum(leaves.values()), st)

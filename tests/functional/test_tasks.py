@@ -9,16 +9,14 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import threading
 import time
 
 import pytest
 
 from agent_fixtures import agents  # noqa: F401 (a fixture)
-from conftest import ROOT_WORKLOADS, WORKLOADS, copy_workloads, go_pprof, interpreter, marked_lines, parse_folded, \
-    record, run_taipan, tag_values
+from conftest import ROOT_WORKLOADS, WORKLOADS, Recording, copy_workloads, go_pprof, interpreter, marked_lines, \
+    parse_folded, record, run_taipan, tag_values
 
 
 @pytest.fixture
@@ -212,17 +210,8 @@ def test_wall_async_waiting_task_weighs_its_await(taipan, tasks, ident, tmp_path
     w = tasks(ident, "async_wait.py", 2)
     lines = marked_lines(os.path.join(WORKLOADS, "async_wait.py"))
     out = tmp_path / "out.folded"
-    rec = subprocess.Popen([taipan, "record", "-v", "--stats", "-r", "200", "--mode", "wall", "--async",
-                            "--folded-lines", "--folded-threads", "-o", str(out), "-p", str(w.pid)],
-                           stderr=subprocess.PIPE, text=True)
-    err = []
-    reader = threading.Thread(target=lambda: err.extend(rec.stderr), daemon=True)
-    reader.start()
-    try:
-        deadline = time.time() + 60
-        while not any("sampling at" in line for line in err):
-            assert rec.poll() is None and time.time() < deadline, "".join(err)
-            time.sleep(0.05)
+    with Recording(taipan, ["--stats", "-r", "200", "--mode", "wall", "--async", "--folded-lines",
+                            "--folded-threads", "-o", out, "-p", w.pid]) as rec:
         naps, idle = [], []
         for i in range(2):
             if i:
@@ -231,13 +220,7 @@ def test_wall_async_waiting_task_weighs_its_await(taipan, tasks, ident, tmp_path
             assert line[0] == "nap", line
             naps.append(float(line[1]))
             idle.append(float(line[3]))
-        rec.send_signal(signal.SIGINT)
-        assert rec.wait(timeout=60) == 0, "".join(err)
-    finally:
-        if rec.poll() is None:
-            rec.kill()
-            rec.wait()
-    reader.join(5)
+    err = rec.err
     stacks = [s for s in parse_folded(out) if s.pid == w.pid]
     at = {}
     for s in stacks:
