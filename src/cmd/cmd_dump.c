@@ -465,6 +465,11 @@ static void print_frame(const struct profile *prof, const struct dthread *d, uin
 		put_esc(f->name);
 		printf(" %s\n", walkerr_native_desc(d->smp->uerr));
 		return;
+	case STACKS_FROM_JIT:
+		printf("  %s the JIT's code, which has no unwind table: the native frames past it "
+		       "are left out\n",
+		       f->name);
+		return;
 	case STACKS_FROM_WALK_ERR:
 		if (walkerr_is_cut(d->smp->err))
 			printf("  [truncated after %u frames]\n", d->smp->nframes);

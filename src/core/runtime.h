@@ -127,6 +127,12 @@ struct runtime_ops {
 	/* The marker at the root of a sample of a thread that runs none of
 	 * the runtime's frames ("[no Python frame]"). */
 	const char *no_frame_marker;
+	/* The marker of the runtime's JIT code (Ruby's "[YJIT]"): a native
+	 * frame in anonymous executable memory of a process for which
+	 * jit_code says so; the native stack past it (towards the root) is not
+	 * unwound through such code, and is left out. NULL: none. */
+	const char *jit_marker;
+	bool (*jit_code)(const struct rt_proc *rp);
 	/* The marker of a sample whose native and interpreted stacks do not
 	 * pair up ("[native and Python stacks disagree]"). */
 	const char *disagree_marker;

@@ -782,6 +782,7 @@ void session_stats(struct session *s, struct session_stats *st)
 	st->no_python = sc.no_frame;
 	st->merge_failures = sc.merge_failures;
 	st->native_new_code = sc.native_new_code;
+	st->native_jit = sc.native_jit;
 	st->native_nowhere = sc.native_nowhere;
 	st->truncated = sc.truncated;
 	st->task_reads += sc.task_reads;

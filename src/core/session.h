@@ -113,6 +113,8 @@ struct session_opts {
 	V(native_errors, TP_UERR__COUNT, 0, walkerr_native_key, "native_walks")                    \
 	/* samples whose native and Python stacks disagreed */                                     \
 	X(uint64_t, merge_failures, "native_merge_failures", NULL)                                 \
+	X(uint64_t, native_jit, "native_jit",                                                      \
+	  "native walks cut at the runtime's JIT code (its marker: [YJIT])")                       \
 	X(uint64_t, native_new_code, "native_new_code",                                            \
 	  "native walks that met code mapped after taipan read the process's maps "                \
 	  "(" STACKS_MARKER_NEW_CODE ")")                                                          \

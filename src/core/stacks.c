@@ -572,6 +572,29 @@ static const char *native_cut_marker(struct stacks *st, const struct stacks_proc
 	return buf;
 }
 
+/* The first of smp's nat native frames, innermost first, that is the
+ * runtime's JIT code (runtime_ops.jit_marker): in anonymous executable
+ * memory; nat when none is. */
+static uint32_t jit_frame(const struct stacks_proc *p, const struct tp_sample *smp, uint32_t nat)
+{
+	if (!p->rt->jit_marker || !p->rt->jit_code(p->rp) || (!p->np && !p->nw))
+		return nat;
+	for (uint32_t i = 0; i < nat; i++) {
+		bool exact = i == 0 || ((smp->exact[i >> 6] >> (i & 63)) & 1);
+		uint64_t at = smp->ustack[i] - !exact;
+		const char *path;
+		if (p->nw) {
+			path = nwalk_mapping_at(p->nw, at);
+		} else {
+			const struct native_map *m = native_find(p->np, at);
+			path = m && !m->file ? "" : NULL;
+		}
+		if (path && !*path)
+			return i;
+	}
+	return nat;
+}
+
 /* The interpreted frames with the native ones (profile/merge.h): counts
  * that cannot match give the sample a marker and both parts, never a
  * guess. *lock_wait is set when a thread without the interpreter's lock is
@@ -599,6 +622,14 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 	merge_anchor_kinds(smp, kind);
 	struct merge_in in =
 	    merge_in_sample(smp, kind, p->rt->interp_frames(p->rp), st->o.filtered);
+	/* JIT code has no unwind table: what the walk found past it is not
+	 * the thread's. The stack is cut there, under the JIT's marker. */
+	uint32_t jit = jit_frame(p, smp, nat);
+	if (jit < nat) {
+		st->c.native_jit++;
+		in.nnative = jit;
+		in.nat_cut = true;
+	}
 	size_t nsteps = merge_stack(&in, st->gend, st->steps);
 	for (size_t i = 0; i < nsteps; i++) {
 		const struct merge_step *step = &st->steps[i];
@@ -622,9 +653,14 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 				return ret;
 			break;
 		case MERGE_MARK_NATIVE_CUT:
-			if (smp->uerr < TP_UERR__COUNT &&
-			    (ret = push_mark(st, n, native_cut_marker(st, p, smp, buf, sizeof(buf)),
-					     STACKS_FROM_NATIVE_CUT)) < 0)
+			if (jit < nat) {
+				if ((ret = push_mark(st, n, p->rt->jit_marker, STACKS_FROM_JIT)) <
+				    0)
+					return ret;
+			} else if (smp->uerr < TP_UERR__COUNT &&
+				   (ret = push_mark(st, n,
+						    native_cut_marker(st, p, smp, buf, sizeof(buf)),
+						    STACKS_FROM_NATIVE_CUT)) < 0)
 				return ret;
 			break;
 		}

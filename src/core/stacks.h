@@ -75,6 +75,7 @@ struct stacks_counts {
 	uint64_t no_frame;	  /* samples of a thread running no interpreted frame */
 	uint64_t merge_failures;  /* samples whose native and interpreted stacks disagreed */
 	uint64_t native_new_code; /* native walks stopped at code mapped since its maps were read */
+	uint64_t native_jit;	  /* ... cut at the runtime's JIT code (runtime_ops.jit_marker) */
 	uint64_t native_nowhere;  /* ... at a return address no mapping holds */
 	uint64_t truncated;	  /* stacks deeper than the walk limit */
 	uint64_t task_reads;	  /* --async: reads of a process's tasks */
@@ -123,6 +124,7 @@ enum stacks_from {
 	STACKS_FROM_NATIVE_CUT, /* the marker of smp->uerr */
 	STACKS_FROM_CALLER,	/* a marker stacks_push_marker() added */
 	STACKS_FROM_TASK,	/* an asyncio task (--async) */
+	STACKS_FROM_JIT,	/* the runtime's JIT code: the native stack is cut there */
 };
 
 struct stacks_origin {

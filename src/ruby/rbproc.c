@@ -260,6 +260,12 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 	rp->tp.gc_flags = (uint16_t)gc_flags;
 	rp->tp.gc_bit = (uint16_t)gc_bit;
 	bool found = !rbproc_find_eval(ef, &rp->exec, &rp->core);
+	/* Built with YJIT: RUBY_DESCRIPTION's "+YJIT" is among its strings
+	 * (ruby --yjit is what starts it, at run time). */
+	const void *ro;
+	size_t rolen;
+	rp->yjit =
+	    !elf_file_section_bytes(ef, ".rodata", &ro, &rolen) && memmem(ro, rolen, "+YJIT", 5);
 	/* What rb_id2str's code says of IDs must be what the headers say. */
 	bool ids = !rb_ids_find(ef, &rp->ids) && rp->ids.shift == o->id_scope_shift &&
 		   rp->ids.last_op == o->last_op_id;
@@ -267,7 +273,7 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 		rp->ids.symbols = 0;
 	snprintf(rp->how, sizeof(rp->how),
 		 "version from ruby_version, offsets from the %u.%u table, EC %s (%u readers "
-		 "agree), eval loop %s, method names %s, VM %s, GC flag %s",
+		 "agree), eval loop %s, method names %s, VM %s, GC flag %s%s",
 		 major, minor, t.by_symbol ? "by symbol" : "by its readers' TLS sequence", t.agreed,
 		 found ? "found" : "not found (native frames are not merged)",
 		 ids ? "found" : "not found",
@@ -275,7 +281,7 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 		 : elf_file_symbol(ef, "ruby_current_vm_ptr", &at, NULL)
 		     ? "by ruby_vm_at_exit's code"
 		     : "by symbol",
-		 gc ? "found" : "not found (no [GC] marker)");
+		 gc ? "found" : "not found (no [GC] marker)", rp->yjit ? ", built with YJIT" : "");
 	return 0;
 }
 

@@ -41,6 +41,9 @@ struct rbproc {
 	/* ruby_current_vm_ptr (link-time): the VM, whose ractors list the
 	 * threads (dump); 0 when not found. */
 	uint64_t vm_ptr;
+	/* libruby was built with YJIT (its description says "+YJIT"): code
+	 * in anonymous executable memory is YJIT's. */
+	bool yjit;
 	char how[320];
 };
 

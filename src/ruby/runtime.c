@@ -328,6 +328,11 @@ static int native_kind(const struct rt_proc *rp, const char *name, const char *m
 	return MERGE_NK_OTHER;
 }
 
+static bool jit_code(const struct rt_proc *rp)
+{
+	return rp->rb.yjit;
+}
+
 static bool interp_frames(const struct rt_proc *rp)
 {
 	(void)rp;
@@ -543,6 +548,8 @@ const struct runtime_ops ruby_runtime = {
     .frame = frame,
     .thread_name = thread_name,
     .native_kind = native_kind,
+    .jit_marker = "[YJIT]",
+    .jit_code = jit_code,
     .interp_frames = interp_frames,
     .walk_thread = walk_thread,
     .walk_tstate = walk_tstate,

@@ -106,11 +106,12 @@ def test_every_marker_is_documented():
                 src += open(os.path.join(d, f)).read()
     markers = set(re.findall(r'X\(\w+, "(\[[^"]+\])"', src))
     # Markers user space writes as whole frames: stacks_marker(..., "..."),
-    # push_mark(st, n, "..."), STACKS_MARKER_*, and the symbolizer's frames.
-    markers |= set(re.findall(r'(?:stacks_marker\(\w+(?:->\w+)?, |push_mark\(st, n, |#define STACKS_MARKER_\w+ |out->name = )'
-                              r'"(\[[^"\]]+\])"', src))
+    # push_mark(st, n, "..."), STACKS_MARKER_*, a runtime's (.jit_marker =
+    # "..."), and the symbolizer's frames.
+    markers |= set(re.findall(r'(?:stacks_marker\(\w+(?:->\w+)?, |push_mark\(st, n, |#define STACKS_MARKER_\w+ |out->name = '
+                              r'|\.\w+_marker = )"(\[[^"\]]+\])"', src))
     assert {"[no Python frame]", "[code object freed]", "[before taipan recognised the process]",
-            "[native and Python stacks disagree]", "[truncated]"} <= markers, markers
+            "[native and Python stacks disagree]", "[truncated]", "[YJIT]", "[awaiting]"} <= markers, markers
     markers.discard("[shim]")  # never shown: SYMBOLIZER_SKIP
     man = open(os.path.join(root, "doc", "taipan.1")).read()
     section = man[man.index(".SH MARKERS"):man.index(".SH", man.index(".SH MARKERS") + 1)]

@@ -200,6 +200,7 @@ static void test_stats_keys(void **state)
 	    "walk_errors",
 	    "native_walks",
 	    "native_merge_failures",
+	    "native_jit",
 	    "native_new_code",
 	    "native_nowhere",
 	    "native_table_files",
