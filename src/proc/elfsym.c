@@ -14,6 +14,7 @@
 #include <gelf.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -470,6 +471,79 @@ int elf_file_dynreloc(struct elf_file *ef, uint64_t vaddr, struct elf_reloc *out
 			}
 			i += k;
 		}
+	}
+	free(chunk);
+	return ret;
+}
+
+/* Name of symbol idx of the symbol table in section link into buf (""
+ * when it cannot be read). */
+static void sym_name(struct elf_file *ef, size_t link, uint32_t idx, char *buf, size_t len)
+{
+	Elf_Scn *scn = elf_getscn(ef->elf, link);
+	GElf_Shdr sh;
+	Elf64_Sym sym;
+	const char *name;
+
+	buf[0] = 0;
+	if (!idx || !scn || !gelf_getshdr(scn, &sh) || sh.sh_entsize != sizeof(Elf64_Sym) ||
+	    (uint64_t)idx >= sh.sh_size / sizeof(Elf64_Sym) || !section_fits(ef, &sh, UINT64_MAX) ||
+	    read_at(ef, sh.sh_offset + (uint64_t)idx * sizeof(sym), &sym, sizeof(sym)) ||
+	    !strtab_fits(ef, sh.sh_link) || !(name = elf_strptr(ef->elf, sh.sh_link, sym.st_name)))
+		return;
+	snprintf(buf, len, "%s", name);
+}
+
+int elf_file_plt(struct elf_file *ef, size_t max, int (*fn)(const struct elf_func *f, void *ctx),
+		 void *ctx)
+{
+	GElf_Shdr rela, plt, got = {0};
+	uint64_t first = 16; /* .plt's first entry calls the resolver */
+	Elf64_Rela *chunk = NULL;
+	int ret = 0;
+
+	if (!find_scn(ef, ".rela.plt", &rela) || rela.sh_type != SHT_RELA ||
+	    rela.sh_entsize != sizeof(Elf64_Rela) || !section_fits(ef, &rela, UINT64_MAX))
+		return 0;
+	if (find_scn(ef, ".plt.sec", &plt))
+		first = 0;
+	else if (!find_scn(ef, ".plt", &plt))
+		return 0;
+	/* A stub's place is its GOT slot's, past .got.plt's three reserved
+	 * words: the relocations need not be in the stubs' order (libc's). */
+	bool by_slot = find_scn(ef, ".got.plt", &got) && got.sh_size >= 24;
+	uint64_t n = rela.sh_size / sizeof(Elf64_Rela);
+	if (n > max)
+		n = max;
+	if (!(chunk = malloc(SYM_CHUNK * sizeof(*chunk))))
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n && !ret;) {
+		size_t k = n - i < SYM_CHUNK ? (size_t)(n - i) : SYM_CHUNK;
+		if (read_at(ef, rela.sh_offset + i * sizeof(Elf64_Rela), chunk, k * sizeof(*chunk)))
+			break;
+		for (size_t j = 0; j < k && !ret; j++) {
+			uint64_t slot = i + j, off = chunk[j].r_offset - got.sh_addr;
+			char name[256];
+			if (by_slot) {
+				if (chunk[j].r_offset < got.sh_addr + 24 || off >= got.sh_size ||
+				    off % 8)
+					continue;
+				slot = off / 8 - 3;
+			}
+			uint64_t at = first + 16 * slot;
+			if (ELF64_R_TYPE(chunk[j].r_info) != R_X86_64_JUMP_SLOT ||
+			    at + 16 > plt.sh_size)
+				continue;
+			sym_name(ef, rela.sh_link, (uint32_t)ELF64_R_SYM(chunk[j].r_info), name,
+				 sizeof(name) - 4);
+			if (!name[0])
+				continue;
+			strcat(name, "@plt");
+			struct elf_func f = {
+			    .name = name, .value = plt.sh_addr + at, .size = 16, .bind = STB_LOCAL};
+			ret = fn(&f, ctx);
+		}
+		i += k;
 	}
 	free(chunk);
 	return ret;

@@ -86,6 +86,15 @@ struct elf_func {
  * symbol table). */
 int elf_file_funcs(struct elf_file *ef, int (*fn)(const struct elf_func *f, void *ctx), void *ctx);
 
+/* Calls fn for each stub of the procedure linkage table that names a
+ * function, as "NAME@plt" (what perf and objdump call it) at its link-time
+ * address, 16 bytes: entry i of .rela.plt (R_X86_64_JUMP_SLOT) is the
+ * (i+1)-th of .plt, or the i-th of .plt.sec where the file has one (IBT).
+ * At most max entries. Stops when fn returns non-zero and returns that,
+ * else 0 (also when the file has no PLT). */
+int elf_file_plt(struct elf_file *ef, size_t max, int (*fn)(const struct elf_func *f, void *ctx),
+		 void *ctx);
+
 /* The lowest p_vaddr of a PT_LOAD segment, rounded down to its p_align; the
  * load bias of a mapped file is (address of its offset-0 mapping) - this.
  * 0 when there is no PT_LOAD. */

@@ -281,6 +281,9 @@ static void alias_add(struct nativesym *ns, const struct akey *key, struct nmod 
 
 /* --- building an index ---------------------------------------------------- */
 
+/* PLT stubs named at most, per file. */
+#define PLT_MAX 65536
+
 struct collect {
 	struct nmod *m;
 	uint8_t src; /* NATIVESYM_SRC_* for .symtab entries of this file */
@@ -619,6 +622,14 @@ static int index_file(struct elf_file *ef, const char *build_id, const char *roo
 		err = add_debug_file(m, root, as, d, &debug, limit, cut);
 	if (!err && !symtab && !debug)
 		err = add_minidebug(m, ef, limit, cut);
+	/* The stubs of the PLT, which no symbol table names: a thread is
+	 * often caught in one on its way into the library it calls. */
+	if (!err) {
+		struct collect c = {
+		    .m = m, .src = NATIVESYM_SRC_DYNSYM, .limit = limit, .cut = cut};
+		if (elf_file_plt(ef, PLT_MAX, add_func, &c))
+			err = c.err ? c.err : -ENOMEM;
+	}
 	if (err)
 		goto fail;
 	finish_index(m);

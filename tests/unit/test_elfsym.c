@@ -302,6 +302,13 @@ static unsigned char *slurp(const char *path, size_t *size)
 
 /* Calls everything on ef with arguments that make sense for most files; the
  * point is to reach every code path on damaged input, not the answers. */
+static int count_plt(const struct elf_func *f, void *ctx)
+{
+	(void)f;
+	(*(size_t *)ctx)++;
+	return 0;
+}
+
 static void exercise(struct elf_file *ef)
 {
 	uint64_t v, s, base;
@@ -324,6 +331,83 @@ static void exercise(struct elf_file *ef)
 	elf_file_needs(ef, "", &name);
 	elf_file_build_id(ef, id, sizeof(id));
 	elf_file_rodata_strings(ef, count_all, &n);
+	elf_file_plt(ef, 65536, count_plt, &n);
+}
+
+struct plt_seen {
+	char names[4096][64];
+	uint64_t at[4096];
+	size_t n;
+};
+
+static int plt_one(const struct elf_func *f, void *ctx)
+{
+	struct plt_seen *p = ctx;
+	if (p->n < 4096) {
+		snprintf(p->names[p->n], sizeof(p->names[0]), "%s", f->name);
+		p->at[p->n++] = f->value;
+	}
+	assert_int_equal(f->size, 16);
+	return 0;
+}
+
+/* elf_file_plt() names each stub as objdump -d does ("ADDR <NAME@plt>:"),
+ * but the IRELATIVE ones, which no symbol names ("*ABS*+0x...@plt"). */
+static void check_plt(const char *path)
+{
+	struct elf_file *ef = open_ok(path);
+	struct plt_seen *p = calloc(1, sizeof(*p));
+	char cmd[512], line[512];
+	size_t want = 0;
+	assert_non_null(p);
+	assert_int_equal(elf_file_plt(ef, 65536, plt_one, p), 0);
+	snprintf(cmd, sizeof(cmd), "objdump -d -j .plt -j .plt.sec '%s' 2>/dev/null", path);
+	FILE *f = popen(cmd, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long at;
+		char name[256];
+		size_t len;
+		/* The resolver's entry is "FIRST@plt-0x10". */
+		if (sscanf(line, "%llx <%255[^>]>:", &at, name) != 2 || (len = strlen(name)) < 4 ||
+		    strcmp(name + len - 4, "@plt") || !strncmp(name, "*ABS*", 5))
+			continue;
+		bool found = false;
+		for (size_t i = 0; i < p->n && !found; i++)
+			found = p->at[i] == at && !strcmp(p->names[i], name);
+		if (!found)
+			fail_msg("%s: objdump's %s at 0x%llx not given", path, name, at);
+		want++;
+	}
+	pclose(f);
+	print_message("%s: %zu PLT stubs named, as objdump names them\n", path, p->n);
+	assert_true(want > 0);
+	assert_int_equal(p->n, want);
+	free(p);
+	elf_file_close(ef);
+}
+
+static void test_plt_names_equal_objdump(void **state)
+{
+	(void)state;
+	check_plt(EXE311_DEBIAN);
+	check_plt(LIBPY311);
+	check_plt("/usr/lib/x86_64-linux-gnu/libc.so.6");
+	/* With IBT the stubs that are called are .plt.sec's. */
+	char *src = tmp_path("ibt.c"), *exe = tmp_path("ibt"), cmd[1024];
+	static const char prog[] =
+	    "#include <stdio.h>\n#include <stdlib.h>\n"
+	    "int main(int c, char **v) { char *p = malloc(8); "
+	    "puts(v[0]); printf(\"%d\\n\", atoi(v[0])); free(p); return c; }\n";
+	write_file(src, prog, sizeof(prog) - 1);
+	snprintf(cmd, sizeof(cmd), "cc -O2 -fcf-protection=full -Wl,-z,ibtplt -o '%s' '%s'", exe,
+		 src);
+	assert_int_equal(system(cmd), 0);
+	check_plt(exe);
+	unlink(src);
+	unlink(exe);
+	free(src);
+	free(exe);
 }
 
 static void test_not_elf(void **state)
@@ -506,6 +590,7 @@ int main(void)
 	    cmocka_unit_test(test_pyenv_python311_exe),
 	    cmocka_unit_test(test_libpython36),
 	    cmocka_unit_test(test_symbol_lookups_are_indexed),
+	    cmocka_unit_test(test_plt_names_equal_objdump),
 	    cmocka_unit_test(test_not_elf),
 	    cmocka_unit_test(test_missing),
 	    cmocka_unit_test(test_wrong_kind),
