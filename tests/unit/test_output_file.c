@@ -515,12 +515,12 @@ static void test_format_selection(void **state)
 	/* The lists record's messages and --help give. */
 	char buf[512];
 	assert_string_equal(output_format_names(buf, sizeof(buf)),
-			    "html, speedscope, pprof or folded");
+			    "html, speedscope, pprof, otlp or folded");
 	assert_string_equal(output_format_extensions(buf, sizeof(buf)),
-			    ".html, .json, .pb.gz, .pprof, .folded or .txt");
+			    ".html, .json, .pb.gz, .pprof, .otlp, .folded or .txt");
 	assert_string_equal(output_format_summary(buf, sizeof(buf)),
 			    ".html/.htm flame graph, .json speedscope, .pb.gz/.pprof pprof, "
-			    ".folded/.txt folded stacks");
+			    ".otlp OpenTelemetry profiles, .folded/.txt folded stacks");
 	/* Cut to fit, terminated. */
 	assert_string_equal(output_format_names(buf, 9), "html, sp");
 	assert_string_equal(output_format_summary(buf, 12), ".html/.htm ");
