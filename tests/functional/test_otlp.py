@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import IN_CI, ROOT, pyenv, record, require
+from conftest import IN_CI, ROOT, pyenv, record, require, run_taipan
 
 OUTPUT_SRC = os.path.join(ROOT, "src", "output")
 OTLP_PROTOS = [
@@ -220,3 +220,17 @@ def test_hostile_names_stay_bounded_utf8(taipan, protos, workload, tmp_path):
     assert any(s.startswith("\\x1b[31mred\\x07") for s in strings), [s[:40] for s in strings]
     assert any(s.startswith("/tmp/\\x1b]0;title\\x07") for s in strings)
     assert any("thread\\x7f" in s for s in strings)
+
+
+@pytest.mark.parametrize("args, want", [
+    (["-o", "a.otlp", "-o", "b.pb.gz", "--format", "otlp"], "--format with several --output"),
+    (["-o", "a.otlp", "-o", "a.otlp"], "--output a.otlp given twice"),
+    (["-o", "1.otlp", "-o", "2.otlp", "-o", "3.otlp", "-o", "4.otlp", "-o", "5.otlp"], "at most 4 --output"),
+    (["-o", "a.otlp", "-o", "b.unknown"], "cannot tell the format of 'b.unknown'"),
+    (["--service", ""], "--service wants a name"),
+])
+def test_bad_outputs_refused_before_recording(taipan, tmp_path, args, want):
+    res = run_taipan(taipan, ["record", "-d", "1", "-p", "1"] + args, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert want in res.stderr, res.stderr
+    assert not list(tmp_path.iterdir()), "nothing written"
