@@ -57,7 +57,7 @@ typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfiles
 
 /* Attributes of a sample (thread.name, thread.id, taipan.state,
  * taipan.<lock>, taipan.task) and of a resource (process.pid,
- * process.executable.path, container.id, host.name, service.name,
+ * service.name, process.executable.path, host.name, container.id,
  * process.runtime.name and .version), at most. */
 #define MAX_SAMPLE_ATTRS 5
 #define MAX_RESOURCE_ATTRS 7
@@ -568,6 +568,8 @@ static int build_resource(struct otlp *o, const struct profile *p, const struct 
 		err = resource_str(o, res, "service.name",
 				   opts && opts->service && *opts->service ? opts->service
 									   : first->comm);
+	if (!err)
+		err = resource_str(o, res, "process.executable.path", first->exe);
 	if (!err)
 		err = resource_str(o, res, "host.name", host);
 	if (!err)

@@ -38,6 +38,7 @@ def test_otlp_equals_the_pprof_of_the_same_recording(taipan, protos, workload, t
     res = resources[w.pid]
     assert res["service.name"] == "billing"
     assert res["host.name"] == os.uname().nodename
+    assert res["process.executable.path"] == os.path.realpath(pyenv("pyenv-3.12"))
     assert res["process.runtime.name"] == "python"
     assert res["process.runtime.version"].startswith("3.12")
 
