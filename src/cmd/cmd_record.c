@@ -50,10 +50,10 @@ static void output_help(FILE *out)
 	const struct output_format_desc *def = output_format_from_name(DEFAULT_FORMAT);
 	char summary[512], names[256], text[1024];
 	snprintf(text, sizeof(text),
-		 "where to write (default taipan-YYYYmmdd-HHMMSS%s);\n"
-		 "the extension picks the format: %s. '-' is standard output (%s unless\n"
-		 "--format says otherwise). Checked before recording;\n"
-		 "only a regular file of yours is replaced. Up to %d times: the same\n"
+		 "where to write (default taipan-YYYYmmdd-HHMMSS%s); "
+		 "the extension picks the format: %s. '-' is standard output (%s unless "
+		 "--format says otherwise). Checked before recording; "
+		 "only a regular file of yours is replaced. Up to %d times: the same "
 		 "recording in each file, each in the format of its extension",
 		 def->extensions[0], output_format_summary(summary, sizeof(summary)), def->name,
 		 MAX_OUTPUTS);
@@ -62,7 +62,7 @@ static void output_help(FILE *out)
 		 output_format_names(names, sizeof(names)));
 	cli_help(out, CLI_HELP_COLUMN, "  -f, --format FMT", text);
 	cli_help(out, CLI_HELP_COLUMN, "      --service NAME",
-		 "otlp: the service.name of every process (default: its\ncommand name)");
+		 "otlp: the service.name of every process (default: its command name)");
 }
 
 void cmd_record_usage(FILE *out)
