@@ -24,7 +24,7 @@ OTLP_PROTOS = [
 ]
 # The OpenTelemetry eBPF profiler's profile.frame.type values
 # (libpf/interpretertype.go), by the pprof mapping taipan gives each kind.
-FRAME_TYPES = {"[python]": "cpython", "[kernel.kallsyms]": "kernel", "[taipan]": "unknown"}
+FRAME_TYPES = {"[python]": "cpython", "[ruby]": "ruby", "[kernel.kallsyms]": "kernel", "[taipan]": "unknown"}
 
 
 class Protos:

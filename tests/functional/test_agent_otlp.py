@@ -183,3 +183,18 @@ def test_otlp_url_with_credentials_refused(taipan):
                              text=True, timeout=10)
         assert res.returncode == 2, res.stderr
         assert msg in res.stderr and "s3cr3t" not in res.stderr, res.stderr
+
+
+def test_wall_mode_pushes_the_wall_profile(agents, receivers, protos, workload, tmp_path):
+    """Unlike the Pyroscope push, which must look like a CPU profile, OTLP
+    names each sample type: an agent in --mode wall sends wall time too."""
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 60)
+    rec = receivers()
+    agents("--otlp", rec.url, "--mode", "wall", window=1)
+    wait_for(lambda: rec.taken(), 30, "an OTLP push")
+    path = tmp_path / "window.otlp"
+    path.write_bytes(gzip.decompress(rec.taken()[0]["body"]))
+    samples, types, _, _, _ = read_otlp(protos, path)
+    assert types == [("samples", "count"), ("cpu", "nanoseconds"), ("wall", "nanoseconds")]
+    states = {k[3] for k in samples if k[0] == w.pid}
+    assert "running" in states, states
