@@ -118,6 +118,7 @@ def test_windows_arrive_with_the_headers(agents, receivers, protos, workload, tm
         samples, types, _, ftypes, resources = read_otlp(protos, path)
         assert types == [("samples", "count"), ("cpu", "nanoseconds")]
         assert w.pid in resources and resources[w.pid]["service.name"] == "python3.12"
+        assert resources[w.pid]["process.executable.path"] == os.path.realpath(pyenv("pyenv-3.12"))
         mine = [k for k in samples if k[0] == w.pid]
         assert any(f[0][0] == INNER for k in mine for f in k[6]), mine[:3]
         assert "cpython" in ftypes.values()
