@@ -84,7 +84,15 @@ BPF_CFLAGS = -O2 -g -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -D__BPF__ -Isrc \
 # cpython/ (the CPython wing), core/ (the sampler and the session), profile/,
 # output/, agent/, cmd/ (the commands), util/.
 LIB_SRCS := $(filter-out src/cmd/main.c src/bpf/%,$(wildcard src/*/*.c src/*/gen/*.c))
-LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(BUILD)/obj/profile.pb-c.o
+# OpenTelemetry's profiles protocol (src/output/opentelemetry/, vendored):
+# the export request and what it imports, generated as profile.proto is.
+OTLP_PROTOS := common/v1/common resource/v1/resource profiles/v1development/profiles \
+	       collector/profiles/v1development/profiles_service
+OTLP_PB_C := $(patsubst %,$(GEN)/opentelemetry/proto/%.pb-c.c,$(OTLP_PROTOS))
+OTLP_PB_H := $(OTLP_PB_C:.c=.h)
+PB_OBJS := $(BUILD)/obj/profile.pb-c.o \
+	   $(patsubst $(GEN)/%.pb-c.c,$(BUILD)/obj/%.pb-c.o,$(OTLP_PB_C))
+LIB_OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) $(PB_OBJS)
 # The flame-graph page (src/output/html/), compiled in as byte arrays.
 HTML_ASSETS := src/output/html/flamegraph.html src/output/html/flamegraph.css src/output/html/flamegraph.js
 LIB_OBJS += $(BUILD)/obj/html_assets.o
@@ -107,6 +115,12 @@ vmlinux:
 $(GEN)/profile.pb-c.c $(GEN)/profile.pb-c.h: src/output/profile.proto
 	@mkdir -p $(GEN)
 	cd src/output && $(PROTOC_C) --c_out=../../$(GEN) profile.proto
+
+# One run for all of them: protoc-c names each output after its input's path.
+$(OTLP_PB_C) $(OTLP_PB_H) &: $(patsubst %,src/output/opentelemetry/proto/%.proto,$(OTLP_PROTOS))
+	@mkdir -p $(GEN)
+	cd src/output && $(PROTOC_C) --c_out=../../$(GEN) \
+	  $(patsubst %,opentelemetry/proto/%.proto,$(OTLP_PROTOS))
 
 # Every header may reach BPF: a runtime's wing holds its ABI and its BPF unit.
 $(GEN)/taipan.bpf.o: src/bpf/taipan.bpf.c $(wildcard src/*.h src/*/*.h) \
@@ -145,7 +159,11 @@ $(BUILD)/obj/profile.pb-c.o: $(GEN)/profile.pb-c.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
 
-$(BUILD)/obj/%.o: src/%.c | $(GEN)/profile.pb-c.h pkg-check
+$(BUILD)/obj/opentelemetry/%.pb-c.o: $(GEN)/opentelemetry/%.pb-c.c $(OTLP_PB_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
+
+$(BUILD)/obj/%.o: src/%.c | $(GEN)/profile.pb-c.h $(OTLP_PB_H) pkg-check
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

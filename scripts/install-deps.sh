@@ -13,7 +13,8 @@ pkgs=(
   liblzma-dev                       # MiniDebugInfo (.gnu_debugdata, xz) for native frame names
   g++                               # libstdc++'s __cxa_demangle: C++ names of native frames
   zlib1g-dev                        # gzip of pprof output
-  libprotobuf-c-dev protobuf-c-compiler  # pprof encoding from profile.proto
+  libprotobuf-c-dev protobuf-c-compiler  # pprof and OTLP encoding from their .proto files
+  protobuf-compiler python3-protobuf     # the OTLP tests decode taipan's output with the official protos
   libjansson-dev                    # JSON output
   libmicrohttpd-dev                 # the agent's HTTP endpoints
   libcurl4-openssl-dev              # the agent's pushes to Pyroscope

@@ -1,4 +1,6 @@
-/* push.c - the agent's windows to Pyroscope's ingest API (POST /ingest).
+/* push.c - the agent's windows to a server: Pyroscope's ingest API (POST
+ * /ingest), or any URL that takes a window as the body of a POST (the OTLP
+ * sink, otlp.c, which shares the queue and the retries).
  *
  * One worker thread sends, so a slow or absent server never holds up
  * sampling: the main loop only queues. The request follows Pyroscope's
@@ -48,7 +50,9 @@
 	X(curl_, mime_name)                                                                        \
 	X(curl_, mime_filename)                                                                    \
 	X(curl_, mime_type)                                                                        \
-	X(curl_, mime_data)
+	X(curl_, mime_data)                                                                        \
+	X(curl_, slist_append)                                                                     \
+	X(curl_, slist_free_all)
 
 DYNLIB_TABLE(cu, CURL_FNS);
 
@@ -65,8 +69,10 @@ struct job {
 };
 
 struct pusher {
-	char *url, *name;
-	char *user, *password; /* NULL: no authentication */
+	enum push_kind kind;
+	char *url, *name, *what;
+	char *user, *password;	    /* NULL: no authentication */
+	struct curl_slist *headers; /* PUSH_BODY's */
 	unsigned int rate_hz, max_attempts;
 
 	pthread_mutex_t mu;
@@ -258,17 +264,58 @@ static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 	return cut && (long long)(mono_seconds() * 1000) > cut;
 }
 
+/* Runs the request set up on p's handle. Returns 0 when the server took
+ * it (2xx), else a negative errno with why filled. */
+static int perform(struct pusher *p, char *why, size_t whylen)
+{
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct reply reply = {.len = 0};
+	long code = 0;
+	int err = 0;
+
+	cu.easy_setopt(p->curl, CURLOPT_WRITEDATA, &reply);
+	cu.easy_setopt(p->curl, CURLOPT_ERRORBUFFER, errbuf);
+	CURLcode rc = cu.easy_perform(p->curl);
+	cu.easy_setopt(p->curl, CURLOPT_ERRORBUFFER, NULL);
+	cu.easy_setopt(p->curl, CURLOPT_WRITEDATA, NULL);
+	if (rc != CURLE_OK) {
+		snprintf(why, whylen, "%s%s%s", cu.easy_strerror(rc), *errbuf ? ": " : "", errbuf);
+		return -EIO;
+	}
+	cu.easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &code);
+	if (code < 200 || code > 299) {
+		while (reply.len && reply.text[reply.len - 1] == ' ')
+			reply.text[--reply.len] = 0;
+		err = -EIO;
+		snprintf(why, whylen, "HTTP %ld%s%s", code, reply.len ? ": " : "", reply.text);
+	}
+	return err;
+}
+
+/* Sends one window as its bytes in a POST to p->url. */
+static int send_body(struct pusher *p, const struct job *j, char *why, size_t whylen)
+{
+	cu.easy_setopt(p->curl, CURLOPT_URL, p->url);
+	cu.easy_setopt(p->curl, CURLOPT_HTTPHEADER, p->headers);
+	cu.easy_setopt(p->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)j->len);
+	cu.easy_setopt(p->curl, CURLOPT_POSTFIELDS, j->data);
+	int err = perform(p, why, whylen);
+	/* The handle must not point at what is freed now. */
+	cu.easy_setopt(p->curl, CURLOPT_POSTFIELDS, NULL);
+	return err;
+}
+
 /* Sends one window. Returns 0 when the server took it, else a negative
  * errno with why filled. */
 static int send_job(struct pusher *p, const struct job *j, char *why, size_t whylen)
 {
-	char url[4096], errbuf[CURL_ERROR_SIZE] = "";
-	struct reply reply = {.len = 0};
+	char url[4096];
 	curl_mime *mime = NULL;
 	curl_mimepart *part;
-	long code = 0;
 	int err = 0;
 
+	if (p->kind == PUSH_BODY)
+		return send_body(p, j, why, whylen);
 	err = push_ingest_url(url, sizeof(url), p->url, p->name, j->from, j->until, p->rate_hz);
 	if (err) {
 		snprintf(why, whylen, "cannot build the ingest URL: %s", strerror(-err));
@@ -293,26 +340,10 @@ static int send_job(struct pusher *p, const struct job *j, char *why, size_t why
 	}
 	cu.easy_setopt(p->curl, CURLOPT_URL, url);
 	cu.easy_setopt(p->curl, CURLOPT_MIMEPOST, mime);
-	cu.easy_setopt(p->curl, CURLOPT_WRITEDATA, &reply);
-	cu.easy_setopt(p->curl, CURLOPT_ERRORBUFFER, errbuf);
-	CURLcode rc = cu.easy_perform(p->curl);
-	cu.easy_setopt(p->curl, CURLOPT_ERRORBUFFER, NULL);
-	if (rc != CURLE_OK) {
-		err = -EIO;
-		snprintf(why, whylen, "%s%s%s", cu.easy_strerror(rc), *errbuf ? ": " : "", errbuf);
-		goto out;
-	}
-	cu.easy_getinfo(p->curl, CURLINFO_RESPONSE_CODE, &code);
-	if (code < 200 || code > 299) {
-		while (reply.len && reply.text[reply.len - 1] == ' ')
-			reply.text[--reply.len] = 0;
-		err = -EIO;
-		snprintf(why, whylen, "HTTP %ld%s%s", code, reply.len ? ": " : "", reply.text);
-	}
+	err = perform(p, why, whylen);
 out:
 	/* The handle must not point at what is freed now. */
 	cu.easy_setopt(p->curl, CURLOPT_MIMEPOST, NULL);
-	cu.easy_setopt(p->curl, CURLOPT_WRITEDATA, NULL);
 	cu.mime_free(mime);
 	return err;
 }
@@ -374,16 +405,17 @@ static void *worker(void *arg)
 				double d =
 				    push_backoff(failures, rand_r(&p->seed) / (RAND_MAX + 1.0));
 				next_try = mono_seconds() + d;
-				agentlog("push of window %" PRIu64 "-%" PRIu64
+				agentlog("%s of window %" PRIu64 "-%" PRIu64
 					 " failed (try %u of %u): %s; retrying in %.1f s",
-					 job.from, job.until, failures, p->max_attempts, why, d);
+					 p->what, job.from, job.until, failures, p->max_attempts,
+					 why, d);
 				continue;
 			}
 			p->st.dropped++;
-			agentlog("push of window %" PRIu64 "-%" PRIu64
+			agentlog("%s of window %" PRIu64 "-%" PRIu64
 				 " failed (try %u of %u): %s; dropped the window (%" PRIu64
 				 " dropped so far)",
-				 job.from, job.until, failures, p->max_attempts, why,
+				 p->what, job.from, job.until, failures, p->max_attempts, why,
 				 p->st.dropped);
 		}
 		free(job.data);
@@ -398,8 +430,8 @@ static void *worker(void *arg)
 		free(pop(p).data);
 	if (left) {
 		p->st.dropped += left;
-		agentlog("exiting: dropped %u window%s that could not be pushed in time", left,
-			 left == 1 ? "" : "s");
+		agentlog("exiting: dropped %u window%s that could not be pushed in time (%s)", left,
+			 left == 1 ? "" : "s", p->what);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -413,9 +445,14 @@ static void release(struct pusher *p, bool sync_up)
 		pthread_mutex_destroy(&p->mu);
 	}
 	cu.easy_cleanup(p->curl);
+	for (struct curl_slist *h = p->headers; h; h = h->next)
+		explicit_bzero(h->data, strlen(h->data));
+	if (p->headers)
+		cu.slist_free_all(p->headers);
 	free(p->q);
 	free(p->url);
 	free(p->name);
+	free(p->what);
 	if (p->user)
 		explicit_bzero(p->user, strlen(p->user));
 	if (p->password)
@@ -449,6 +486,10 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 		snprintf(err, errlen, "the push backlog must hold at least one window");
 		return -EINVAL;
 	}
+	if (o->kind == PUSH_PYROSCOPE ? !o->name : o->kind != PUSH_BODY) {
+		snprintf(err, errlen, "a push to Pyroscope needs its application name");
+		return -EINVAL;
+	}
 	ret = DYNLIB_OPEN(cu, CURL_SONAME, err, errlen);
 	if (ret)
 		return ret;
@@ -466,8 +507,10 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 	p->max_attempts = o->max_attempts ? o->max_attempts : PUSH_MAX_ATTEMPTS;
 	p->cap = o->backlog;
 	p->seed = (unsigned int)getpid() ^ (unsigned int)time(NULL);
+	p->kind = o->kind;
 	p->url = strdup(o->url);
-	p->name = strdup(o->name);
+	p->name = strdup(o->name ? o->name : "");
+	p->what = strdup(o->what ? o->what : "push");
 	p->q = calloc(p->cap, sizeof(*p->q));
 	p->curl = cu.easy_init();
 	if (o->user) {
@@ -476,8 +519,22 @@ int push_new(const struct push_opts *o, struct pusher **out, char *err, size_t e
 		if (!p->user || !p->password)
 			goto fail;
 	}
-	if (!p->url || !p->name || !p->q || !p->curl)
+	if (!p->url || !p->name || !p->what || !p->q || !p->curl)
 		goto fail;
+	for (size_t i = 0; i < o->nheaders && o->kind == PUSH_BODY; i++) {
+		struct curl_slist *h = cu.slist_append(p->headers, o->headers[i]);
+		if (!h)
+			goto fail;
+		p->headers = h;
+	}
+	if (o->kind == PUSH_BODY) {
+		/* No "Expect: 100-continue" wait before the body: one round trip
+		 * less, and servers that do not answer it cost a second. */
+		struct curl_slist *h = cu.slist_append(p->headers, "Expect:");
+		if (!h)
+			goto fail;
+		p->headers = h;
+	}
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -530,9 +587,10 @@ int push_submit(struct pusher *p, void *data, size_t len, uint64_t from, uint64_
 		struct job old = pop(p);
 		free(old.data);
 		p->st.dropped++;
-		agentlog("push backlog full (%u window%s): dropped window %" PRIu64 "-%" PRIu64
+		agentlog("%s backlog full (%u window%s): dropped window %" PRIu64 "-%" PRIu64
 			 " (%" PRIu64 " dropped so far)",
-			 p->cap, p->cap == 1 ? "" : "s", old.from, old.until, p->st.dropped);
+			 p->what, p->cap, p->cap == 1 ? "" : "s", old.from, old.until,
+			 p->st.dropped);
 	}
 	p->q[(p->head + p->n) % p->cap] = (struct job){data, len, from, until};
 	p->n++;

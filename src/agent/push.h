@@ -1,5 +1,7 @@
-/* push.h - sending the agent's windows to Pyroscope's ingest API, from a
- * worker thread, with a bounded backlog and retries with backoff. */
+/* push.h - sending the agent's windows to a server over HTTP, from a
+ * worker thread, with a bounded backlog and retries with backoff: to
+ * Pyroscope's ingest API (push_sink_new), or as they are to one URL (the
+ * OTLP sink, otlp.c). */
 #ifndef TAIPAN_PUSH_H
 #define TAIPAN_PUSH_H
 
@@ -13,15 +15,31 @@
 /* The longest wait between two tries of a window, in seconds. */
 #define PUSH_MAX_BACKOFF 30.0
 
+/* What a pusher sends. */
+enum push_kind {
+	/* POST URL/ingest?name=...: the window in a multipart form, as
+	 * Pyroscope's ingest API takes pprof (name and rate_hz). */
+	PUSH_PYROSCOPE = 0,
+	/* POST URL: the window's bytes as the body, with headers. */
+	PUSH_BODY,
+};
+
 struct push_opts {
+	enum push_kind kind;
 	const char *url; /* the server: http(s)://HOST[:PORT][/PREFIX], no user or password */
 	/* HTTP Basic authentication: both, or NULL; copied (and wiped when
 	 * freed). */
 	const char *user, *password;
-	const char *name;	   /* the ingest name, from push_app_name() */
-	unsigned int rate_hz;	   /* sent as sampleRate */
+	const char *name;	   /* PUSH_PYROSCOPE: the ingest name, from push_app_name() */
+	unsigned int rate_hz;	   /* PUSH_PYROSCOPE: sent as sampleRate */
 	unsigned int backlog;	   /* windows waiting at most, 1 or more */
 	unsigned int max_attempts; /* tries per window; 0: PUSH_MAX_ATTEMPTS */
+	/* PUSH_BODY: the request's header lines ("Content-Type: ..."), copied
+	 * (and wiped when freed: they may hold a token). */
+	const char *const *headers;
+	size_t nheaders;
+	/* What the log lines call these pushes: "push" when NULL. */
+	const char *what;
 };
 
 struct push_stats {

@@ -18,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/agentlog.h"
 #include "agent/httpd.h"
+#include "agent/otlp.h"
 #include "agent/push.h"
 #include "agent/serve.h"
 #include "cmd/cli.h"
@@ -31,6 +32,7 @@
 #define TOKEN_MIN 16
 #define TOKEN_MAX 1024
 #define CREDS_MAX 4096
+#define OTLP_HEADERS_MAX 16384 /* bytes of --otlp-headers-file */
 /* The push's credentials, when they come from the environment. */
 #define ENV_PUSH_USER "TAIPAN_PUSH_USER"
 #define ENV_PUSH_PASSWORD "TAIPAN_PUSH_PASSWORD"
@@ -82,6 +84,12 @@ void cmd_agent_usage(FILE *out)
 		"                          be root's, mode 0600 or 0400, and no symbolic\n"
 		"                          link. Or set " ENV_PUSH_USER " and\n"
 		"                          " ENV_PUSH_PASSWORD " in the agent's environment\n"
+		"      --otlp URL          send each window to the OpenTelemetry profiles\n"
+		"                          receiver at URL (POST URL" OTLP_PROFILES_PATH ",\n"
+		"                          protobuf, gzip; e.g. a Collector's http://HOST:4318)\n"
+		"      --otlp-headers-file FILE  headers for the OTLP pushes (a token, say):\n"
+		"                          'Key: Value' a line; FILE must be root's, mode 0600\n"
+		"                          or 0400, and no symbolic link\n"
 		"  -w, --window SECS       the push window (default 15; 1 to 3600)\n");
 	sampling_opts_help(out, SAMPLING_AGENT, SO_RATE);
 	fprintf(out,
@@ -91,7 +99,8 @@ void cmd_agent_usage(FILE *out)
 	sampling_opts_help(out, SAMPLING_AGENT, SO_COMM | SO_CGROUP);
 	fprintf(out,
 		"      --backlog N         windows kept for a push that fails, at most (default\n"
-		"                          8); older ones are dropped and counted\n");
+		"                          8; each of --push and --otlp has its own); older\n"
+		"                          ones are dropped and counted\n");
 	sampling_opts_help(out, SAMPLING_AGENT, SO_KERNEL | SO_NATIVE);
 	sampling_opts_help(out, SAMPLING_AGENT,
 			   SO_MODE | SO_NICE | SO_MAX_MEMORY | SO_DEBUGINFOD | SO_ASYNC);
@@ -148,6 +157,13 @@ struct agent_args {
 	const char *push;
 	const char *creds_file;
 	char *push_user, *push_password; /* from malloc; NULL: none */
+	const char *otlp;
+	const char *otlp_headers_file;
+	/* --otlp-headers-file's content, split in place into otlp_headers. */
+	char *otlp_buf;
+	size_t otlp_buf_len;
+	char *otlp_headers[OTLP_MAX_HEADERS];
+	size_t notlp_headers;
 	double window;
 	const char *app;
 	const char *log;
@@ -257,9 +273,45 @@ static int read_push_credentials(struct agent_args *a)
 	return ret;
 }
 
-/* Wipes and frees what read_token and read_push_credentials read. */
+/* The headers of --otlp-headers-file into a->otlp_headers. */
+static int read_otlp_headers(struct agent_args *a)
+{
+	char why[512];
+	size_t n = 0;
+	if (!a->otlp_headers_file)
+		return 0;
+	a->otlp_buf_len = OTLP_HEADERS_MAX + 1;
+	a->otlp_buf = calloc(1, a->otlp_buf_len);
+	if (!a->otlp_buf)
+		return -ENOMEM;
+	int ret = safefile_read_secret(a->otlp_headers_file, a->otlp_buf, a->otlp_buf_len - 1, &n,
+				       why, sizeof(why));
+	if (ret) {
+		log_error("--otlp-headers-file: %s", why);
+		return ret;
+	}
+	if (n >= a->otlp_buf_len - 1 || strlen(a->otlp_buf) != n) {
+		log_error("--otlp-headers-file %s: at most %d bytes of text", a->otlp_headers_file,
+			  OTLP_HEADERS_MAX - 1);
+		return -EINVAL;
+	}
+	ret = otlp_parse_headers(a->otlp_buf, a->otlp_headers, OTLP_MAX_HEADERS, &a->notlp_headers,
+				 why, sizeof(why));
+	if (ret)
+		log_error("--otlp-headers-file %s must hold one 'Key: Value' a line: %s",
+			  a->otlp_headers_file, why);
+	return ret;
+}
+
+/* Wipes and frees what read_token, read_push_credentials and
+ * read_otlp_headers read. */
 static void forget_secrets(struct agent_args *a)
 {
+	if (a->otlp_buf)
+		explicit_bzero(a->otlp_buf, a->otlp_buf_len);
+	free(a->otlp_buf);
+	a->otlp_buf = NULL;
+	a->notlp_headers = 0;
 	char **secrets[] = {&a->token, &a->push_user, &a->push_password};
 	for (size_t i = 0; i < sizeof(secrets) / sizeof(secrets[0]); i++) {
 		if (*secrets[i])
@@ -285,6 +337,8 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	    {"auth-token-file", required_argument, NULL, 'T'},
 	    {"allow-uid", required_argument, NULL, 'I'},
 	    {"push-credentials-file", required_argument, NULL, 'Q'},
+	    {"otlp", required_argument, NULL, 'O'},
+	    {"otlp-headers-file", required_argument, NULL, 'H'},
 	    {0},
 	};
 	struct option longopts[sizeof(own) / sizeof(own[0]) + SAMPLING_LONGOPTS];
@@ -329,6 +383,12 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			break;
 		case 'Q':
 			a->creds_file = optarg;
+			break;
+		case 'O':
+			a->otlp = optarg;
+			break;
+		case 'H':
+			a->otlp_headers_file = optarg;
 			break;
 		case 'I':
 			if (parse_uids(optarg, a))
@@ -427,6 +487,26 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		log_error("--push-credentials-file is for --push");
 		return -EINVAL;
 	}
+	bad_url = a->otlp ? push_check_url(a->otlp) : 0;
+	if (bad_url)
+		push_redact_url(shown, sizeof(shown), a->otlp);
+	if (bad_url == -EPERM) {
+		log_error(
+		    "--otlp %s: a user name or password in the URL can be read by every user "
+		    "(ps) and would be logged; put the header that authenticates in a file of "
+		    "root's, mode 0600, and give --otlp-headers-file FILE",
+		    shown);
+		return -EINVAL;
+	}
+	if (bad_url) {
+		log_error("--otlp wants an http:// or https:// URL without a query, not '%s'",
+			  shown);
+		return -EINVAL;
+	}
+	if (a->otlp_headers_file && !a->otlp) {
+		log_error("--otlp-headers-file is for --otlp");
+		return -EINVAL;
+	}
 	char name[256];
 	if (push_app_name(name, sizeof(name), a->app, NULL)) {
 		log_error("--app wants 1 to 100 letters, digits, '.', '_' or '-', not '%s'",
@@ -441,7 +521,7 @@ int cmd_agent(int argc, char **argv)
 	struct agent_args args = {0};
 	struct session *s = NULL;
 	struct agent *a = NULL;
-	struct sink push, serve;
+	struct sink push, serve, otlp;
 	char err[512], host[256] = "", name[512];
 	sigset_t block, old;
 	int ret, status = 1;
@@ -449,7 +529,8 @@ int cmd_agent(int argc, char **argv)
 	if (parse_args(argc, argv, &args))
 		return 2;
 	cli_raise_fd_limit();
-	if ((args.token_file && read_token(&args)) || read_push_credentials(&args)) {
+	if ((args.token_file && read_token(&args)) || read_push_credentials(&args) ||
+	    read_otlp_headers(&args)) {
 		forget_secrets(&args);
 		return 2;
 	}
@@ -509,6 +590,18 @@ int cmd_agent(int argc, char **argv)
 		ret = push_sink_new(args.push ? &po : NULL, &push, err, sizeof(err));
 	if (!ret && (ret = agent_add_sink(a, push)))
 		snprintf(err, sizeof(err), "too many sinks");
+	struct otlp_opts oo = {
+	    .url = args.otlp,
+	    .headers = (const char *const *)args.otlp_headers,
+	    .nheaders = args.notlp_headers,
+	    .backlog = args.backlog,
+	};
+	if (!ret && args.otlp && !(ret = otlp_sink_new(&oo, &otlp, err, sizeof(err))) &&
+	    (ret = agent_add_sink(a, otlp)))
+		snprintf(err, sizeof(err), "too many sinks");
+	/* The sink copied the headers. */
+	if (args.otlp_buf)
+		explicit_bzero(args.otlp_buf, args.otlp_buf_len);
 	if (!ret)
 		ret = session_start(s, err, sizeof(err));
 	/* Last, so that /healthz answering means sampling; /stats may be
@@ -557,6 +650,15 @@ int cmd_agent(int argc, char **argv)
 		if (args.push_user && !strncmp(args.push, "http://", 7))
 			agentlog("warning: the push credentials go over http:// as clear text; "
 				 "use https:// where the network is not trusted");
+	}
+
+	if (args.otlp) {
+		char url[4096], shown[4096];
+		if (otlp_endpoint(url, sizeof(url), args.otlp))
+			snprintf(url, sizeof(url), "%s", args.otlp);
+		push_redact_url(shown, sizeof(shown), url);
+		agentlog("pushing each window to %s as OTLP (backlog %u)%s", shown, args.backlog,
+			 args.notlp_headers ? ", with the headers of --otlp-headers-file" : "");
 	}
 
 	status = agent_run(a);

@@ -39,6 +39,10 @@ static void on_signal(int sig)
 
 /* The format of -o - and of the file record names itself. */
 #define DEFAULT_FORMAT "folded"
+/* -o at most this many times: one recording written in several formats. */
+#define MAX_OUTPUTS 4
+/* Long options without a short one, past the shared options' codes. */
+#define OPT_SERVICE 0x300
 
 /* -o and -f in --help, from the formats' table. */
 static void output_help(FILE *out)
@@ -46,15 +50,19 @@ static void output_help(FILE *out)
 	const struct output_format_desc *def = output_format_from_name(DEFAULT_FORMAT);
 	char summary[512], names[256], text[1024];
 	snprintf(text, sizeof(text),
-		 "where to write (default taipan-YYYYmmdd-HHMMSS%s);\n"
-		 "the extension picks the format: %s. '-' is standard output (%s unless\n"
-		 "--format says otherwise). Checked before recording;\n"
-		 "only a regular file of yours is replaced",
-		 def->extensions[0], output_format_summary(summary, sizeof(summary)), def->name);
+		 "where to write (default taipan-YYYYmmdd-HHMMSS%s); "
+		 "the extension picks the format: %s. '-' is standard output (%s unless "
+		 "--format says otherwise). Checked before recording; "
+		 "only a regular file of yours is replaced. Up to %d times: the same "
+		 "recording in each file, each in the format of its extension",
+		 def->extensions[0], output_format_summary(summary, sizeof(summary)), def->name,
+		 MAX_OUTPUTS);
 	cli_help(out, CLI_HELP_COLUMN, "  -o, --output FILE", text);
 	snprintf(text, sizeof(text), "%s, whatever the\nextension says",
 		 output_format_names(names, sizeof(names)));
 	cli_help(out, CLI_HELP_COLUMN, "  -f, --format FMT", text);
+	cli_help(out, CLI_HELP_COLUMN, "      --service NAME",
+		 "otlp: the service.name of every process (default: its command name)");
 }
 
 void cmd_record_usage(FILE *out)
@@ -124,8 +132,9 @@ struct record_args {
 	pid_t pids[MAX_PIDS];
 	int npids;
 	double duration;
-	const char *output;
-	const struct output_format_desc *format;
+	const char *outputs[MAX_OUTPUTS];
+	int noutputs;
+	const struct output_format_desc *format; /* --format, or NULL */
 	struct output_opts oo;
 	bool stats, subprocesses;
 	uint64_t min_block_ns;
@@ -146,13 +155,21 @@ static bool has_pid(const struct record_args *a, pid_t pid)
 static int parse_args(int argc, char **argv, struct record_args *a)
 {
 	static const struct option own[] = {
-	    {"pid", required_argument, NULL, 'p'},    {"duration", required_argument, NULL, 'd'},
-	    {"output", required_argument, NULL, 'o'}, {"format", required_argument, NULL, 'f'},
-	    {"folded-lines", no_argument, NULL, 'L'}, {"folded-threads", no_argument, NULL, 'T'},
-	    {"stats", no_argument, NULL, 'S'},	      {"quiet", no_argument, NULL, 'q'},
-	    {"verbose", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
-	    {"subprocesses", no_argument, NULL, 's'}, {"min-block", required_argument, NULL, 'B'},
-	    {"gil", no_argument, NULL, 'g'},	      {0},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"format", required_argument, NULL, 'f'},
+	    {"folded-lines", no_argument, NULL, 'L'},
+	    {"folded-threads", no_argument, NULL, 'T'},
+	    {"stats", no_argument, NULL, 'S'},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"subprocesses", no_argument, NULL, 's'},
+	    {"min-block", required_argument, NULL, 'B'},
+	    {"gil", no_argument, NULL, 'g'},
+	    {"service", required_argument, NULL, OPT_SERVICE},
+	    {0},
 	};
 	struct option longopts[sizeof(own) / sizeof(own[0]) + SAMPLING_LONGOPTS];
 	char *end;
@@ -193,7 +210,23 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 			}
 			break;
 		case 'o':
-			a->output = optarg;
+			if (a->noutputs == MAX_OUTPUTS) {
+				log_error("at most %d --output options", MAX_OUTPUTS);
+				return -EINVAL;
+			}
+			for (int i = 0; i < a->noutputs; i++)
+				if (!strcmp(a->outputs[i], optarg)) {
+					log_error("--output %s given twice", optarg);
+					return -EINVAL;
+				}
+			a->outputs[a->noutputs++] = optarg;
+			break;
+		case OPT_SERVICE:
+			if (!*optarg) {
+				log_error("--service wants a name");
+				return -EINVAL;
+			}
+			a->oo.service = optarg;
 			break;
 		case 'f':
 			a->format = output_format_from_name(optarg);
@@ -557,7 +590,8 @@ int cmd_record(int argc, char **argv)
 {
 	struct record_args a = {0};
 	struct session *s = NULL;
-	struct output_file *of = NULL;
+	struct output_file *of[MAX_OUTPUTS] = {NULL};
+	const struct output_format_desc *fmt[MAX_OUTPUTS] = {NULL};
 	char err[512], outbuf[64];
 	int ret, status = 1;
 	struct command cmd = {.gate = -1, .exec_err = -1};
@@ -566,24 +600,36 @@ int cmd_record(int argc, char **argv)
 		return 2;
 	cli_raise_fd_limit();
 	const struct output_format_desc *def = output_format_from_name(DEFAULT_FORMAT);
-	if (!a.output) {
+	if (!a.noutputs) {
 		default_output(outbuf, sizeof(outbuf), def);
-		a.output = outbuf;
+		a.outputs[a.noutputs++] = outbuf;
 	}
-	if (!a.format)
-		a.format = strcmp(a.output, "-") ? output_format_from_path(a.output) : def;
-	if (!a.format) {
-		char exts[256];
-		log_error("cannot tell the format of '%s' from its extension; use %s, or --format",
-			  a.output, output_format_extensions(exts, sizeof(exts)));
+	if (a.format && a.noutputs > 1) {
+		log_error("--format with several --output: each file's extension picks its format");
 		return 2;
+	}
+	for (int i = 0; i < a.noutputs; i++) {
+		fmt[i] = a.format		     ? a.format
+			 : strcmp(a.outputs[i], "-") ? output_format_from_path(a.outputs[i])
+						     : def;
+		if (!fmt[i]) {
+			char exts[256];
+			log_error("cannot tell the format of '%s' from its extension; use %s, or "
+				  "--format",
+				  a.outputs[i], output_format_extensions(exts, sizeof(exts)));
+			return 2;
+		}
 	}
 	/* Before anything is recorded: a profile that cannot be written is
 	 * better refused now than lost at the end. */
-	ret = output_file_open(a.output, a.format, &of, err, sizeof(err));
-	if (ret) {
-		log_error("%s", err);
-		return 1;
+	for (int i = 0; i < a.noutputs; i++) {
+		ret = output_file_open(a.outputs[i], fmt[i], &of[i], err, sizeof(err));
+		if (ret) {
+			log_error("%s", err);
+			for (int k = 0; k < i; k++)
+				output_file_free(of[k]);
+			return 1;
+		}
 	}
 
 	struct session_opts so = {
@@ -718,20 +764,28 @@ int cmd_record(int argc, char **argv)
 
 	struct session_stats st;
 	session_stats(s, &st);
-	ret = output_file_commit(of, session_profile(s), &a.oo, err, sizeof(err));
-	if (ret) {
-		char saved[PATH_MAX];
-		log_error("%s", err);
-		if (output_write_rescue(session_profile(s), a.format, &a.oo, saved, sizeof(saved)))
-			log_error("the profile is lost: it cannot be written to $TMPDIR either");
-		else
-			log_error("the profile is kept in %s", saved);
-		goto out;
+	bool lost = false;
+	for (int i = 0; i < a.noutputs; i++) {
+		ret = output_file_commit(of[i], session_profile(s), &a.oo, err, sizeof(err));
+		if (ret) {
+			char saved[PATH_MAX];
+			log_error("%s", err);
+			if (output_write_rescue(session_profile(s), fmt[i], &a.oo, saved,
+						sizeof(saved)))
+				log_error("the profile is lost: it cannot be written to $TMPDIR "
+					  "either");
+			else
+				log_error("the profile is kept in %s", saved);
+			lost = true;
+			continue;
+		}
+		log_info("%s: wrote %s (%s): %llu samples from %u profiled process%s, %llu lost",
+			 why, strcmp(a.outputs[i], "-") ? a.outputs[i] : "standard output",
+			 fmt[i]->name, (unsigned long long)st.samples, st.processes,
+			 st.processes == 1 ? "" : "es", (unsigned long long)st.lost);
 	}
-	log_info("%s: wrote %s (%s): %llu samples from %u profiled process%s, %llu lost", why,
-		 strcmp(a.output, "-") ? a.output : "standard output", a.format->name,
-		 (unsigned long long)st.samples, st.processes, st.processes == 1 ? "" : "es",
-		 (unsigned long long)st.lost);
+	if (lost)
+		goto out;
 	if (!st.samples && st.unsupported && !st.processes) {
 		/* Not "did not run": what was there could not be read. */
 		log_error("no samples: %u Python process%s refused, the first: %s", st.unsupported,
@@ -742,9 +796,10 @@ int cmd_record(int argc, char **argv)
 	}
 	if (a.so.mode != PROF_MODE_CPU) {
 		char note[128] = "";
-		if (a.format->time_unit)
-			snprintf(note, sizeof(note), "; %s values are %s", a.format->name,
-				 a.format->time_unit);
+		for (int i = 0; i < a.noutputs; i++)
+			if (fmt[i]->time_unit)
+				snprintf(note, sizeof(note), "; %s values are %s", fmt[i]->name,
+					 fmt[i]->time_unit);
 		log_info("%s profile: %.3f s of thread time, with %llu stretches off the CPU%s",
 			 prof_mode_name(a.so.mode),
 			 (double)profile_total_value(session_profile(s)) / 1e9,
@@ -762,6 +817,7 @@ out:
 	if (status == 0 && cmd.pid)
 		status = command_exit_status(&cmd);
 	session_free(s);
-	output_file_free(of);
+	for (int i = 0; i < a.noutputs; i++)
+		output_file_free(of[i]);
 	return status;
 }

@@ -5,6 +5,7 @@
  * decision 6).
  */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -51,6 +52,7 @@ static void sproc_drop(struct session *s, struct sproc *p)
 	if (p->rt)
 		p->rt->free(p->rp);
 	stacks_fcache_free(p->fcache);
+	free(p->exe);
 	free(p);
 }
 
@@ -118,6 +120,7 @@ void account_early(struct session *s, struct sproc *p)
 	    .lock_name = p->rt->lock_label,
 	    .cgroup = p->cg.path,
 	    .container_id = p->cg.container,
+	    .exe = p->exe,
 	    .state = s->opts.mode == PROF_MODE_CPU ? PROF_STATE_NONE : PROF_STATE_RUNNING,
 	};
 	/* Off-CPU profiles hold no time on the CPU, early or not. */
@@ -167,6 +170,21 @@ static int detect(struct session *s, struct sproc *p, char *msg, size_t msglen)
 	return ret;
 }
 
+/* p->exe: the path /proc/PID/exe names (the link is read, not followed),
+ * for OTLP's process.executable.path; NULL when it cannot be read. */
+static void read_exe(struct sproc *p)
+{
+	char link[64], path[PATH_MAX];
+	free(p->exe);
+	p->exe = NULL;
+	snprintf(link, sizeof(link), "/proc/%d/exe", p->pid);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0)
+		return;
+	path[n] = '\0';
+	p->exe = strdup(path); /* NULL when out of memory: no path */
+}
+
 /* Classifies pid and tells BPF. Returns 0 when it is now known (Python or
  * not), -EAGAIN when it should be looked at again soon. */
 static int classify(struct session *s, struct sproc *p, bool require_python, char *err,
@@ -190,8 +208,10 @@ static int classify(struct session *s, struct sproc *p, bool require_python, cha
 		}
 		break;
 	}
-	if (!ret)
+	if (!ret) {
 		procfs_cgroup(p->pid, &p->cg); /* none when it fails: "" */
+		read_exe(p);
+	}
 	if (!ret && !wanted(s, p)) {
 		p->state = SP_OTHER;
 		mark_not_ours(s, p->pid);
@@ -283,6 +303,7 @@ struct stacks_proc sproc_stacks(struct sproc *p)
 	    .f = &p->f,
 	    .cgroup = p->cg.path,
 	    .container = p->cg.container,
+	    .exe = p->exe,
 	    .fcache = &p->fcache,
 	    .np = &p->np,
 	};

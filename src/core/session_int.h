@@ -29,6 +29,7 @@ struct sproc {
 	struct rt_proc *rp;	      /* that runtime's data of it, */
 	struct rt_facts f;	      /* and what it says of it (strings of rp's) */
 	struct procfs_cgroup cg;      /* its cgroup path and container id */
+	char *exe;		      /* its executable's path (malloc), or NULL */
 	struct stacks_fcache *fcache;
 	struct native_proc np;	/* its executable mappings (native unwinding) */
 	uint64_t classified_ns; /* CLOCK_MONOTONIC, like the BPF events' time_ns */

@@ -754,6 +754,7 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 	    .lock_name = p->rt->lock_label,
 	    .cgroup = p->cgroup,
 	    .container_id = p->container,
+	    .exe = p->exe,
 	    .task = st->ntask ? st->task[st->ntask - 1] : NULL,
 	    .lock = smp->gil == TP_GIL_HELD	  ? PROF_LOCK_HELD
 		    : smp->gil == TP_GIL_WAITING  ? PROF_LOCK_WAITING

@@ -39,6 +39,7 @@ struct stacks_proc {
 	struct rt_proc *rp;
 	const struct rt_facts *f;
 	const char *cgroup, *container; /* its cgroup path and container id, or "" */
+	const char *exe;		/* its executable's path, or NULL */
 	/* Where its interpreted frames' names are cached: made at the first
 	 * frame, freed with stacks_fcache_free(). */
 	struct stacks_fcache **fcache;

@@ -51,6 +51,13 @@ const struct output_format_desc output_formats[] = {
      .help = "pprof",
      .binary = "gzip",
      .write = output_write_pprof},
+    /* OpenTelemetry profiles: an ExportProfilesServiceRequest, unzipped */
+    {.name = "otlp",
+     .extensions = {".otlp"},
+     .suggested = 1,
+     .help = "OpenTelemetry profiles",
+     .binary = "protobuf",
+     .write = output_write_otlp},
     {.name = "folded",
      .extensions = {".folded", ".txt"},
      .suggested = 2,

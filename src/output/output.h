@@ -10,6 +10,7 @@
 struct output_opts {
 	bool folded_lines;   /* folded: "name (file:line)" instead of "name (file)" */
 	bool folded_threads; /* folded: root frames "comm [pid N]" and "thread [tid N]" */
+	const char *service; /* otlp: service.name of every process; NULL: each one's comm */
 };
 
 /* An encoder: writes p to out. o may be NULL (the defaults); a format
@@ -63,6 +64,7 @@ int output_write_folded(const struct profile *p, FILE *out, const struct output_
 int output_write_pprof(const struct profile *p, FILE *out, const struct output_opts *o);
 int output_write_html(const struct profile *p, FILE *out, const struct output_opts *o);
 int output_write_speedscope(const struct profile *p, FILE *out, const struct output_opts *o);
+int output_write_otlp(const struct profile *p, FILE *out, const struct output_opts *o);
 
 /* p encoded by write into memory: *out (from malloc, the caller frees it)
  * and *len. Returns 0 or a negative errno. */

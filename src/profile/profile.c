@@ -36,7 +36,7 @@ struct frame_ent {
 struct sample_key {
 	uint32_t pid, tid, ns_pid, nframes, state, lock;
 	const char *thread_name, *comm, *runtime, *runtime_version, *version_alias, *lock_name,
-	    *cgroup, *container_id, *task;
+	    *cgroup, *container_id, *task, *exe;
 	uint32_t frames[];
 };
 
@@ -59,6 +59,7 @@ enum label_slot {
 	LABEL_CGROUP,
 	LABEL_CONTAINER,
 	LABEL_TASK,
+	LABEL_EXE,
 	LABEL__COUNT
 };
 
@@ -376,6 +377,7 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 	key->cgroup = intern_label(p, LABEL_CGROUP, labels->cgroup, &err);
 	key->container_id = intern_label(p, LABEL_CONTAINER, labels->container_id, &err);
 	key->task = intern_label(p, LABEL_TASK, labels->task, &err);
+	key->exe = intern_label(p, LABEL_EXE, labels->exe, &err);
 	if (err)
 		return err;
 	if (n)
@@ -421,6 +423,7 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 					 .cgroup = key->cgroup,
 					 .container_id = key->container_id,
 					 .task = key->task,
+					 .exe = key->exe,
 					 .state = (uint8_t)key->state,
 					 .lock = (uint8_t)key->lock};
 	s->count = count;

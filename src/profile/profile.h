@@ -91,6 +91,7 @@ struct prof_labels {
 	const char *cgroup;	  /* cgroup v2 path, or NULL */
 	const char *container_id; /* the container id in the cgroup path, or NULL */
 	const char *task;	  /* the asyncio task it runs (--async), or NULL */
+	const char *exe;	  /* its executable's path (/proc/PID/exe), or NULL */
 	uint8_t state;		  /* enum prof_state */
 	uint8_t lock;		  /* enum prof_lock */
 };

@@ -135,7 +135,7 @@ def test_help_explains_every_option(taipan):
         assert res.returncode == 0
         for opt in ["--listen", "--push", "--window", "--rate", "--app", "--comm", "--cgroup",
                     "--backlog", "--no-kernel", "--log", "--stats", "--verbose", "examples:",
-                    "--socket", "--allow-uid", "--auth-token-file", DEFAULT_SOCKET,
+                    "--socket", "--allow-uid", "--auth-token-file", "--otlp", "--otlp-headers-file", DEFAULT_SOCKET,
                     "/debug/pprof/profile?seconds=", "/stats", "/healthz", "SIGHUP", "SIGTERM"]:
             assert opt in res.stdout, opt
     res = subprocess.run([taipan, "help"], stdout=subprocess.PIPE, text=True, timeout=10)

@@ -157,7 +157,7 @@ def test_help_explains_every_option(taipan):
     res = run_taipan(taipan, ["help", "record"])
     assert res.returncode == 0
     for opt in ["--pid", "--duration", "--rate", "--output", "--format", "--no-kernel",
-                "--folded-lines", "--folded-threads", "--stats", "--quiet", "examples:"]:
+                "--folded-lines", "--folded-threads", "--stats", "--quiet", "--service", "examples:"]:
         assert opt in res.stdout, opt
     assert run_taipan(taipan, ["--help"]).returncode == 0
 

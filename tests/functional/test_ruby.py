@@ -13,6 +13,7 @@ import pytest
 
 from conftest import (IN_CI, ROOTS, WORKLOADS, ROOT_WORKLOADS, go_pprof, marked_lines, parse_folded,
                       record, record_folded, thread_cpu_ns, total)
+from otlp_fixtures import FRAME_TYPES, protos, read_otlp, read_pprof  # noqa: F401 (protos: a fixture)
 
 TOOLS = os.environ.get("TAIPAN_TOOLS", os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools"))
 
@@ -521,3 +522,18 @@ def test_c_extension_calling_back_into_ruby(taipan, ruby_workload, tmp_path):
         exact += s.count if ok else 0
     assert hot >= 100, (hot, res.stderr)
     assert exact >= 0.95 * hot, (exact, hot, [[f.text for f in s.frames] for s in mine[:4]])
+
+
+def test_record_ruby_as_otlp(taipan, protos, ruby_workload, tmp_path):
+    """Ruby's frames in OTLP are of type ruby, as the OpenTelemetry eBPF
+    profiler's are, and the OTLP equals the pprof of the same recording."""
+    w = ruby_workload("debian-3.1", "rb_record.rb")
+    otlp, pprof = tmp_path / "out.otlp", tmp_path / "out.pb.gz"
+    record(taipan, otlp, w.pid, seconds=2, extra=["-o", pprof])
+    want, want_types, want_bids, kinds = read_pprof(protos, pprof)
+    got, types, bids, ftypes, resources = read_otlp(protos, otlp)
+    assert got == want and types == want_types and bids == want_bids
+    for frame, file in kinds.items():
+        assert ftypes[frame] == FRAME_TYPES.get(file, "native"), (frame, file)
+    assert any(f[0][0] == "Work#sorter" and ftypes[f] == "ruby" for k in got for f in k[6]), ftypes
+    assert resources[w.pid]["process.runtime.name"] == "ruby"

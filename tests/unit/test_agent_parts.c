@@ -17,6 +17,7 @@
 #include "agent/agentlog.h"
 #include "agent/agentsched.h"
 #include "agent/httpd.h"
+#include "agent/otlp.h"
 #include "agent/push.h"
 
 static void test_app_name(void **state)
@@ -285,6 +286,55 @@ static void test_agent_schedule(void **state)
 	assert_true(d.cut && d.close_window && d.snapshot);
 }
 
+static void test_otlp_endpoint(void **state)
+{
+	(void)state;
+	char buf[128];
+	assert_int_equal(otlp_endpoint(buf, sizeof(buf), "http://127.0.0.1:4318"), 0);
+	assert_string_equal(buf, "http://127.0.0.1:4318/v1development/profiles");
+	assert_int_equal(otlp_endpoint(buf, sizeof(buf), "https://otel.example.com/prefix//"), 0);
+	assert_string_equal(buf, "https://otel.example.com/prefix/v1development/profiles");
+	assert_int_equal(otlp_endpoint(buf, sizeof(buf), "http://u:pw@host"), -EINVAL);
+	assert_int_equal(otlp_endpoint(buf, sizeof(buf), "http://host/?x=1"), -EINVAL);
+	assert_int_equal(otlp_endpoint(buf, sizeof(buf), "grpc://host:4317"), -EINVAL);
+	assert_int_equal(otlp_endpoint(buf, sizeof("http://h/v1development/profiles"), "http://h"),
+			 0);
+	assert_int_equal(
+	    otlp_endpoint(buf, sizeof("http://h/v1development/profiles") - 1, "http://h"), -ENOSPC);
+}
+
+static void test_otlp_headers(void **state)
+{
+	(void)state;
+	char *lines[4], why[128];
+	size_t n;
+	char a[] = "Authorization:   Bearer abc def  \r\n# a comment\n\nX-Scope-OrgID:t1\n";
+	assert_int_equal(otlp_parse_headers(a, lines, 4, &n, why, sizeof(why)), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(lines[0], "Authorization: Bearer abc def");
+	assert_string_equal(lines[1], "X-Scope-OrgID:t1");
+	char empty[] = "";
+	assert_int_equal(otlp_parse_headers(empty, lines, 4, &n, why, sizeof(why)), 0);
+	assert_int_equal(n, 0);
+
+	char nocolon[] = "X-A: 1\nno colon here\n";
+	assert_int_equal(otlp_parse_headers(nocolon, lines, 4, &n, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "line 2: want 'Key: Value', Key a header name");
+	char badkey[] = "X A: 1\n";
+	assert_int_equal(otlp_parse_headers(badkey, lines, 4, &n, why, sizeof(why)), -EINVAL);
+	char nokey[] = ": 1\n";
+	assert_int_equal(otlp_parse_headers(nokey, lines, 4, &n, why, sizeof(why)), -EINVAL);
+	char ctl[] = "X-A: a\033[2Jb\n";
+	assert_int_equal(otlp_parse_headers(ctl, lines, 4, &n, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "line 1: a control character in the value");
+	char own[] = "content-encoding: identity\n";
+	assert_int_equal(otlp_parse_headers(own, lines, 4, &n, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "line 1: Content-Encoding is taipan's to set");
+	char many[] = "A: 1\nB: 2\nC: 3\n";
+	assert_int_equal(otlp_parse_headers(many, lines, 2, &n, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "more than 2 headers");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -299,6 +349,8 @@ int main(void)
 	    cmocka_unit_test(test_agent_schedule),
 	    cmocka_unit_test(test_redact_url),
 	    cmocka_unit_test(test_parse_credentials),
+	    cmocka_unit_test(test_otlp_endpoint),
+	    cmocka_unit_test(test_otlp_headers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

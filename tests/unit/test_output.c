@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
+#include "output/dict.h"
 #include "output_fixture.h"
 
 /* The folded text of p, as a NUL-terminated string to free. */
@@ -661,6 +663,217 @@ static void test_go_pprof(void **state)
 	assert_int_equal(system(cleanup), 0);
 }
 
+/* --- OTLP ------------------------------------------------------------------- */
+
+typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
+    OtRequest;
+typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary OtDictionary;
+
+static OtRequest *otlp_of(const struct profile *p, const struct output_opts *o)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	assert_int_equal(output_write_otlp(p, f, o), 0);
+	assert_int_equal(fclose(f), 0);
+	OtRequest *req =
+	    opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__unpack(
+		NULL, len, (const uint8_t *)buf);
+	free(buf);
+	assert_non_null(req);
+	return req;
+}
+
+static void otlp_free(OtRequest *req)
+{
+	opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__free_unpacked(
+	    req, NULL);
+}
+
+static const char *ostr(const OtDictionary *d, int32_t i)
+{
+	assert_true(i >= 0 && (size_t)i < d->n_string_table);
+	return d->string_table[i];
+}
+
+/* The string value of attribute key among indices, or NULL. */
+static const char *oattr(const OtDictionary *d, const int32_t *ix, size_t n, const char *key)
+{
+	const char *found = NULL;
+	for (size_t i = 0; i < n; i++) {
+		assert_true(ix[i] > 0 && (size_t)ix[i] < d->n_attribute_table);
+		const Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit *a =
+		    d->attribute_table[ix[i]];
+		if (strcmp(ostr(d, a->key_strindex), key))
+			continue;
+		assert_null(found); /* each key once */
+		assert_non_null(a->value);
+		found = a->value->value_case ==
+				OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE
+			    ? a->value->string_value
+			    : "(int)";
+	}
+	return found;
+}
+
+/* The same profile as pprof and as OTLP: the same strings (the dictionary
+ * is one), a location per frame with the same function and line, and per
+ * process the samples and values pprof has, every index in range. */
+static void test_otlp_matches_pprof(void **state)
+{
+	(void)state;
+	struct ids id;
+	struct profile *p = build_profile(&id);
+	Perftools__Profiles__Profile *prof = pprof_of(p);
+	struct output_opts o = {.service = "svc"};
+	OtRequest *req = otlp_of(p, &o);
+	const OtDictionary *d = req->dictionary;
+	assert_non_null(d);
+
+	/* Zero entries first. The strings start as pprof's: "", the fixed
+	 * ones and the frames' (each encoder then adds its labels' or
+	 * attributes' own); the frames are compared one by one below. */
+	assert_true(d->n_string_table > DICT_S_NFIXED);
+	for (size_t i = 0; i < DICT_S_NFIXED; i++)
+		assert_string_equal(d->string_table[i], prof->string_table[i]);
+	assert_int_equal(d->n_location_table, prof->n_location + 1);
+	assert_int_equal(d->n_function_table, prof->n_function + 1);
+	assert_int_equal(d->n_mapping_table, prof->n_mapping + 1);
+	assert_int_equal(d->location_table[0]->n_lines, 0);
+	assert_int_equal(d->function_table[0]->name_strindex, 0);
+	assert_int_equal(d->stack_table[0]->n_location_indices, 0);
+	assert_null(d->attribute_table[0]->value);
+	assert_int_equal(d->n_link_table, 1);
+
+	/* Location i + 1 is pprof's location id i + 1, the same code. */
+	for (size_t i = 0; i < prof->n_location; i++) {
+		const Perftools__Profiles__Location *pl = loc_by_id(prof, i + 1);
+		const Opentelemetry__Proto__Profiles__V1development__Location *ol =
+		    d->location_table[i + 1];
+		assert_true(ol->mapping_index > 0 &&
+			    (size_t)ol->mapping_index < d->n_mapping_table);
+		assert_string_equal(ostr(d, d->mapping_table[ol->mapping_index]->filename_strindex),
+				    loc_mapping(prof, pl));
+		assert_int_equal(ol->n_lines, pl->n_line);
+		if (!pl->n_line)
+			continue;
+		assert_int_equal(ol->lines[0]->line, pl->line[0]->line);
+		const Opentelemetry__Proto__Profiles__V1development__Function *of =
+		    d->function_table[ol->lines[0]->function_index];
+		assert_string_equal(ostr(d, of->name_strindex), str(prof, loc_fn(prof, pl)->name));
+		const char *type =
+		    oattr(d, ol->attribute_indices, ol->n_attribute_indices, "profile.frame.type");
+		const char *map = loc_mapping(prof, pl);
+		assert_string_equal(type, !strcmp(map, "[python]")	      ? "cpython"
+					  : !strcmp(map, "[kernel.kallsyms]") ? "kernel"
+					  : !strcmp(map, "[taipan]")	      ? "unknown"
+									      : "native");
+	}
+
+	/* Per process: two profiles (samples, cpu), each with every sample. */
+	size_t nsamples = 0;
+	for (size_t r = 0; r < req->n_resource_profiles; r++) {
+		const Opentelemetry__Proto__Profiles__V1development__ResourceProfiles *rp =
+		    req->resource_profiles[r];
+		assert_int_equal(rp->n_scope_profiles, 1);
+		const Opentelemetry__Proto__Profiles__V1development__ScopeProfiles *sp =
+		    rp->scope_profiles[0];
+		assert_int_equal(sp->n_profiles, 2);
+		assert_string_equal(ostr(d, sp->profiles[0]->sample_type->type_strindex),
+				    "samples");
+		assert_string_equal(ostr(d, sp->profiles[1]->sample_type->type_strindex), "cpu");
+		bool service = false;
+		for (size_t k = 0; k < rp->resource->n_attributes; k++)
+			service |= !strcmp(rp->resource->attributes[k]->key, "service.name") &&
+				   !strcmp(rp->resource->attributes[k]->value->string_value, "svc");
+		assert_true(service);
+		for (size_t i = 0; i < sp->profiles[0]->n_samples; i++) {
+			const Opentelemetry__Proto__Profiles__V1development__Sample *s0 =
+			    sp->profiles[0]->samples[i];
+			const Opentelemetry__Proto__Profiles__V1development__Sample *s1 =
+			    sp->profiles[1]->samples[i];
+			assert_true(s0->stack_index > 0 &&
+				    (size_t)s0->stack_index < d->n_stack_table);
+			assert_int_equal(s1->stack_index, s0->stack_index);
+			assert_int_equal(s1->values[0], s0->values[0] * PERIOD_NS);
+			assert_non_null(
+			    oattr(d, s0->attribute_indices, s0->n_attribute_indices, "thread.id"));
+			const Opentelemetry__Proto__Profiles__V1development__Stack *st =
+			    d->stack_table[s0->stack_index];
+			for (size_t k = 0; k < st->n_location_indices; k++)
+				assert_true(st->location_indices[k] > 0 &&
+					    (size_t)st->location_indices[k] < d->n_location_table);
+		}
+		nsamples += sp->profiles[0]->n_samples;
+	}
+	assert_int_equal(nsamples, prof->n_sample);
+	otlp_free(req);
+	perftools__profiles__profile__free_unpacked(prof, NULL);
+	profile_free(p);
+}
+
+/* OTLP's strings are the dictionary's, escaped: no hostile name goes out
+ * raw, in the tables or the resource. */
+static void test_otlp_hostile_names(void **state)
+{
+	(void)state;
+	struct profile *p = pb_evil_profile();
+	OtRequest *req = otlp_of(p, NULL);
+	const OtDictionary *d = req->dictionary;
+	bool seen = false;
+	for (size_t i = 0; i < d->n_string_table; i++) {
+		pb_assert_no_raw_controls(d->string_table[i], strlen(d->string_table[i]), false);
+		seen |= !strcmp(d->string_table[i], EVIL_FN_ESC);
+	}
+	assert_true(seen);
+	for (size_t r = 0; r < req->n_resource_profiles; r++)
+		for (size_t k = 0; k < req->resource_profiles[r]->resource->n_attributes; k++) {
+			const Opentelemetry__Proto__Common__V1__AnyValue *v =
+			    req->resource_profiles[r]->resource->attributes[k]->value;
+			if (v->value_case ==
+			    OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE)
+				pb_assert_no_raw_controls(v->string_value, strlen(v->string_value),
+							  false);
+		}
+	otlp_free(req);
+	profile_free(p);
+}
+
+/* A sample without frames stands on the "[unknown]" location; a profile
+ * without samples is a request without resources. */
+static void test_otlp_frameless_and_empty(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	assert_non_null(p);
+	OtRequest *req = otlp_of(p, NULL);
+	assert_int_equal(req->n_resource_profiles, 0);
+	assert_string_equal(req->dictionary->string_table[0], "");
+	otlp_free(req);
+
+	struct prof_labels l = {.pid = 1, .tid = 1, .thread_name = ""};
+	assert_int_equal(profile_add(p, NULL, 0, &l, 5), 0);
+	req = otlp_of(p, NULL);
+	const OtDictionary *d = req->dictionary;
+	assert_int_equal(req->n_resource_profiles, 1);
+	const Opentelemetry__Proto__Profiles__V1development__Sample *s =
+	    req->resource_profiles[0]->scope_profiles[0]->profiles[0]->samples[0];
+	assert_int_equal(s->values[0], 5);
+	const Opentelemetry__Proto__Profiles__V1development__Stack *st =
+	    d->stack_table[s->stack_index];
+	assert_int_equal(st->n_location_indices, 1);
+	const Opentelemetry__Proto__Profiles__V1development__Location *loc =
+	    d->location_table[st->location_indices[0]];
+	assert_string_equal(
+	    ostr(d, d->function_table[loc->lines[0]->function_index]->name_strindex), "[unknown]");
+	/* An empty thread name is left out; the id is always there. */
+	assert_null(oattr(d, s->attribute_indices, s->n_attribute_indices, "thread.name"));
+	assert_non_null(oattr(d, s->attribute_indices, s->n_attribute_indices, "thread.id"));
+	otlp_free(req);
+	profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -672,6 +885,9 @@ int main(void)
 	    cmocka_unit_test(test_frame_unnamed),
 	    cmocka_unit_test(test_hostile_names_escaped),
 	    cmocka_unit_test(test_go_pprof),
+	    cmocka_unit_test(test_otlp_matches_pprof),
+	    cmocka_unit_test(test_otlp_hostile_names),
+	    cmocka_unit_test(test_otlp_frameless_and_empty),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

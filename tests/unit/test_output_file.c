@@ -515,12 +515,12 @@ static void test_format_selection(void **state)
 	/* The lists record's messages and --help give. */
 	char buf[512];
 	assert_string_equal(output_format_names(buf, sizeof(buf)),
-			    "html, speedscope, pprof or folded");
+			    "html, speedscope, pprof, otlp or folded");
 	assert_string_equal(output_format_extensions(buf, sizeof(buf)),
-			    ".html, .json, .pb.gz, .pprof, .folded or .txt");
+			    ".html, .json, .pb.gz, .pprof, .otlp, .folded or .txt");
 	assert_string_equal(output_format_summary(buf, sizeof(buf)),
 			    ".html/.htm flame graph, .json speedscope, .pb.gz/.pprof pprof, "
-			    ".folded/.txt folded stacks");
+			    ".otlp OpenTelemetry profiles, .folded/.txt folded stacks");
 	/* Cut to fit, terminated. */
 	assert_string_equal(output_format_names(buf, 9), "html, sp");
 	assert_string_equal(output_format_summary(buf, 12), ".html/.htm ");
@@ -540,7 +540,7 @@ static char *contents(FILE *f, size_t *len)
 	return buf;
 }
 
-/* Runs encoder `which` (folded, pprof, whole file) into f or path. */
+/* Runs encoder `which` (folded, pprof, whole file, OTLP) into f or path. */
 static int encode_one(int which, const struct profile *p, FILE *f, const char *path)
 {
 	static const struct output_opts o = {.folded_lines = true, .folded_threads = true};
@@ -550,6 +550,8 @@ static int encode_one(int which, const struct profile *p, FILE *f, const char *p
 		return output_write_folded(p, f, &o);
 	if (which == 1)
 		return output_write_pprof(p, f, NULL);
+	if (which == 3)
+		return output_write_otlp(p, f, NULL);
 	return output_write_file(p, path, FMT("pprof"), NULL);
 }
 
@@ -577,7 +579,7 @@ static void test_alloc_failures(void **state)
 	assert_non_null(f);
 	setvbuf(f, NULL, _IONBF, 0); /* stdio must not allocate a buffer */
 
-	for (int which = 0; which < 3; which++) {
+	for (int which = 0; which < 4; which++) {
 		size_t want_len, got_len;
 		assert_int_equal(encode_one(which, p, f, path), 0);
 		char *want = which == 2 ? read_file(path, &want_len) : contents(f, &want_len);

@@ -1,0 +1,85 @@
+"""OpenTelemetry profiles (record -o FILE.otlp): decoded with the official
+protos (otlp_fixtures.py) and compared with the pprof that the same
+recording wrote beside it (record -o A.otlp -o B.pb.gz), read through
+pprof's profile.proto compiled the same way."""
+
+import os
+
+import pytest
+
+from conftest import pyenv, record, run_taipan
+from otlp_fixtures import FRAME_TYPES, protos, read_otlp, read_pprof  # noqa: F401 (protos: a fixture)
+
+
+@pytest.mark.parametrize("mode", ["cpu", "wall"])
+def test_otlp_equals_the_pprof_of_the_same_recording(taipan, protos, workload, tmp_path, mode):
+    w = workload(pyenv("pyenv-3.12"), "named_threads.py", 30)
+    otlp, pprof = tmp_path / "out.otlp", tmp_path / "out.pb.gz"
+    record(taipan, otlp, w.pid, seconds=2,
+           extra=["-o", pprof, "--native", "all", "--mode", mode, "--service", "billing"])
+    want, want_types, want_bids, kinds = read_pprof(protos, pprof)
+    got, types, bids, ftypes, resources = read_otlp(protos, otlp)
+
+    assert types == want_types
+    assert types[:2] == [("samples", "count"), ("cpu", "nanoseconds")]
+    assert (("wall", "nanoseconds") in types) == (mode == "wall")
+    # Not an empty match: the named threads and their busy functions.
+    names = {k[2] for k in got}
+    assert {"hasher", "sorter", "MainThread"} <= names, names
+    assert any(f[0][0] == "hash_loop" for k in got if k[2] == "hasher" for f in k[6])
+    assert got == want
+    assert bids == want_bids and bids, "native frames with build-ids"
+    assert set(ftypes) == set(kinds)
+    for frame, file in kinds.items():
+        assert ftypes[frame] == FRAME_TYPES.get(file, "native"), (frame, file)
+    assert "cpython" in ftypes.values() and "native" in ftypes.values()
+
+    assert list(resources) == [w.pid]
+    res = resources[w.pid]
+    assert res["service.name"] == "billing"
+    assert res["host.name"] == os.uname().nodename
+    assert res["process.executable.path"] == os.path.realpath(pyenv("pyenv-3.12"))
+    assert res["process.runtime.name"] == "python"
+    assert res["process.runtime.version"].startswith("3.12")
+
+
+def test_service_name_defaults_to_the_command_name(taipan, protos, workload, tmp_path):
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 30)
+    out = tmp_path / "out.otlp"
+    record(taipan, out, w.pid, seconds=1, extra=["--format", "otlp"])
+    _, _, _, _, resources = read_otlp(protos, out)
+    assert resources[w.pid]["service.name"] == "python3.12"
+
+
+def test_hostile_names_stay_bounded_utf8(taipan, protos, workload, tmp_path):
+    w = workload(pyenv("pyenv-3.12"), "otlp_hostile.py", 30)
+    out = tmp_path / "out.otlp"
+    record(taipan, out, w.pid, seconds=2)
+    r = protos.otlp.ExportProfilesServiceRequest()
+    # The parser checks that every string is UTF-8.
+    r.ParseFromString(out.read_bytes())
+    strings = list(r.dictionary.string_table)
+    for rp in r.resource_profiles:
+        strings += [kv.value.string_value for kv in rp.resource.attributes]
+    strings += [a.value.string_value for a in r.dictionary.attribute_table]
+    for s in strings:
+        assert len(s.encode("utf-8")) <= 16384, len(s)
+        assert not any(ord(c) < 0x20 or ord(c) == 0x7F for c in s), repr(s[:80])
+    # They are there, escaped and cut.
+    assert any(s.startswith("\\x1b[31mred\\x07") for s in strings), [s[:40] for s in strings]
+    assert any(s.startswith("/tmp/\\x1b]0;title\\x07") for s in strings)
+    assert any("thread\\x7f" in s for s in strings)
+
+
+@pytest.mark.parametrize("args, want", [
+    (["-o", "a.otlp", "-o", "b.pb.gz", "--format", "otlp"], "--format with several --output"),
+    (["-o", "a.otlp", "-o", "a.otlp"], "--output a.otlp given twice"),
+    (["-o", "1.otlp", "-o", "2.otlp", "-o", "3.otlp", "-o", "4.otlp", "-o", "5.otlp"], "at most 4 --output"),
+    (["-o", "a.otlp", "-o", "b.unknown"], "cannot tell the format of 'b.unknown'"),
+    (["--service", ""], "--service wants a name"),
+])
+def test_bad_outputs_refused_before_recording(taipan, tmp_path, args, want):
+    res = run_taipan(taipan, ["record", "-d", "1", "-p", "1"] + args, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert want in res.stderr, res.stderr
+    assert not list(tmp_path.iterdir()), "nothing written"
