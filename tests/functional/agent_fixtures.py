@@ -6,12 +6,14 @@ pytest to find it."""
 
 import gzip
 import http.client
+import http.server
 import json
 import os
 import secrets
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -82,6 +84,56 @@ def socket_alive(path):
             return True
         except OSError:
             return False
+
+
+class PostReceiver:
+    """An HTTP server on 127.0.0.1 (port 0: any free one) that keeps, for
+    each POST, a dict: time, path, status and what parse(handler, body)
+    makes of it; it answers with the next of statuses, then 200 (the body
+    ok, else unhappy)."""
+
+    def __init__(self, parse, port=0, statuses=(), ok=b"ok\n", unhappy=b"unhappy\n"):
+        self.posts = []
+        self.statuses = list(statuses)
+        self.lock = threading.Lock()
+        rec = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(min(n, 64 << 20))
+                got = parse(self, body)
+                with rec.lock:
+                    status = rec.statuses.pop(0) if rec.statuses else 200
+                    rec.posts.append(dict(got, time=time.time(), status=status))
+                reply = ok if status == 200 else unhappy
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.server.server_address[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def taken(self):
+        with self.lock:
+            return [p for p in self.posts if p["status"] == 200]
+
+    def all(self):
+        with self.lock:
+            return list(self.posts)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class Agent:

@@ -6,7 +6,6 @@ test_agent_security.py's; the Agent itself is agent_fixtures.py's.
 Everything listens on 127.0.0.1 or a Unix socket, and every wait is bounded."""
 
 import base64
-import http.server
 import json
 import os
 import re
@@ -25,67 +24,27 @@ import pytest
 
 from conftest import go_pprof, interpreter, pyenv, require
 from agent_fixtures import agents  # noqa: F401 (a fixture: pytest finds it by name)
-from agent_fixtures import DEFAULT_SOCKET, INNER, free_port, pprof_strings, wait_for, write_token
+from agent_fixtures import DEFAULT_SOCKET, INNER, PostReceiver, free_port, pprof_strings, wait_for, write_token
 
 
-class Receiver:
+def ingest(handler, body):
+    """What a Pyroscope ingest POST holds: path, query, multipart parts."""
+    url = urllib.parse.urlsplit(handler.path)
+    ctype = handler.headers.get("Content-Type", "")
+    parts = {}
+    if ctype.startswith("multipart/form-data"):
+        msg = BytesParser(policy=policy.HTTP).parsebytes(b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
+        for part in msg.iter_parts():
+            parts[part.get_param("name", header="content-disposition")] = (
+                part.get_filename(), part.get_content_type(), part.get_payload(decode=True))
+    return dict(path=url.path, query=dict(urllib.parse.parse_qsl(url.query)), ctype=ctype, parts=parts,
+                auth=handler.headers.get("Authorization"))
+
+
+def Receiver(port=0, statuses=()):
     """A Pyroscope stand-in on 127.0.0.1: records every POST /ingest (time,
     query, multipart parts) and answers with the next of statuses, then 200."""
-
-    def __init__(self, port=0, statuses=()):
-        self.pushes = []
-        self.statuses = list(statuses)
-        self.lock = threading.Lock()
-        rec = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length", "0"))
-                body = self.rfile.read(min(n, 64 << 20))
-                url = urllib.parse.urlsplit(self.path)
-                ctype = self.headers.get("Content-Type", "")
-                parts = {}
-                if ctype.startswith("multipart/form-data"):
-                    msg = BytesParser(policy=policy.HTTP).parsebytes(
-                        b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + body)
-                    for part in msg.iter_parts():
-                        parts[part.get_param("name", header="content-disposition")] = (
-                            part.get_filename(), part.get_content_type(),
-                            part.get_payload(decode=True))
-                with rec.lock:
-                    status = rec.statuses.pop(0) if rec.statuses else 200
-                    rec.pushes.append(dict(time=time.time(), path=url.path, status=status,
-                                           query=dict(urllib.parse.parse_qsl(url.query)),
-                                           ctype=ctype, parts=parts,
-                                           auth=self.headers.get("Authorization")))
-                reply = b"ok\n" if status == 200 else b"ingester unhappy\n"
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.server.server_address[1]
-        self.url = "http://127.0.0.1:%d" % self.port
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def taken(self):
-        with self.lock:
-            return [p for p in self.pushes if p["status"] == 200]
-
-    def all(self):
-        with self.lock:
-            return list(self.pushes)
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    return PostReceiver(ingest, port, statuses, unhappy=b"ingester unhappy\n")
 
 
 @pytest.fixture

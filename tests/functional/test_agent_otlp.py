@@ -5,70 +5,30 @@ receiver on loopback that decodes every request with the official protos
 fails for a while gets the backlog afterwards, in order."""
 
 import gzip
-import http.server
 import os
 import subprocess
-import threading
 import time
 
 import pytest
 
 from conftest import pyenv
 from agent_fixtures import agents  # noqa: F401 (a fixture: pytest finds it by name)
-from agent_fixtures import INNER, wait_for
+from agent_fixtures import INNER, PostReceiver, wait_for
 from otlp_fixtures import protos, read_otlp  # noqa: F401 (protos: a fixture)
 
 TOKEN = "Bearer otlp-Zq9-3d1f8c"
 
 
-class OtlpReceiver:
+def OtlpReceiver(protos, statuses=()):
     """An OTLP/HTTP receiver on 127.0.0.1: keeps every POST (time, path,
     headers, status, the decoded request) and answers with the next of
     statuses, then 200."""
 
-    def __init__(self, protos, statuses=()):
-        self.requests = []
-        self.statuses = list(statuses)
-        self.lock = threading.Lock()
-        rec = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length", "0"))
-                body = self.rfile.read(min(n, 64 << 20))
-                req = protos.otlp.ExportProfilesServiceRequest()
-                req.ParseFromString(gzip.decompress(body))
-                with rec.lock:
-                    status = rec.statuses.pop(0) if rec.statuses else 200
-                    rec.requests.append(dict(time=time.time(), path=self.path, status=status,
-                                             headers=dict(self.headers), body=body, request=req))
-                reply = b"" if status == 200 else b"receiver unhappy\n"
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def taken(self):
-        with self.lock:
-            return [r for r in self.requests if r["status"] == 200]
-
-    def all(self):
-        with self.lock:
-            return list(self.requests)
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def parse(handler, body):
+        req = protos.otlp.ExportProfilesServiceRequest()
+        req.ParseFromString(gzip.decompress(body))
+        return dict(path=handler.path, headers=dict(handler.headers), body=body, request=req)
+    return PostReceiver(parse, statuses=statuses, ok=b"", unhappy=b"receiver unhappy\n")
 
 
 @pytest.fixture
