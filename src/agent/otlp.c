@@ -159,6 +159,10 @@ static int gzip_memory(const char *data, size_t len, char **out, size_t *outlen)
 struct otlp_sink {
 	struct pusher *p; /* NULL once stopped */
 	struct push_stats final;
+	/* Events past a window's limit that went into the latest of their
+	 * sample's (profile_events_merged): written by the sampling thread,
+	 * read by the server's (atomic). */
+	uint64_t events_merged;
 };
 
 /* A window with samples: encoded, gzipped and queued. */
@@ -169,6 +173,12 @@ static void sink_window(void *impl, const struct profile *w)
 	size_t rawlen = 0, gzlen = 0;
 	if (!os->p)
 		return;
+	uint64_t merged = profile_events_merged(w);
+	if (merged && !__atomic_fetch_add(&os->events_merged, merged, __ATOMIC_RELAXED))
+		agentlog("warning: more events in a window than the %u kept with their times: "
+			 "the rest went into the latest of their stack's (coarser timestamps, "
+			 "whole values; /stats otlp_events_merged); said once",
+			 PROFILE_EVENTS_MAX);
 	uint64_t from = profile_start_ns(w) / 1000000000ULL;
 	uint64_t until = (profile_start_ns(w) + profile_duration_ns(w)) / 1000000000ULL;
 	if (until <= from)
@@ -200,6 +210,9 @@ static int sink_stats(void *impl, json_t *o)
 	bad |= json_object_set_new(o, "otlp_push_failures", json_integer((json_int_t)st.failures));
 	bad |= json_object_set_new(o, "otlp_dropped_windows", json_integer((json_int_t)st.dropped));
 	bad |= json_object_set_new(o, "otlp_backlog", json_integer(st.waiting));
+	bad |= json_object_set_new(
+	    o, "otlp_events_merged",
+	    json_integer((json_int_t)__atomic_load_n(&os->events_merged, __ATOMIC_RELAXED)));
 	return bad ? -1 : 0;
 }
 

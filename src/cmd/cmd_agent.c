@@ -548,7 +548,8 @@ int cmd_agent(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 
-	struct session_opts so = {0};
+	/* OTLP's samples carry the times of their events. */
+	struct session_opts so = {.events = args.otlp != NULL};
 	sampling_opts_session(&args.so, &so);
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {

@@ -638,6 +638,8 @@ int cmd_record(int argc, char **argv)
 	    .follow_children = a.cmd != NULL || a.subprocesses,
 	};
 	sampling_opts_session(&a.so, &so);
+	for (int i = 0; i < a.noutputs; i++)
+		so.events |= fmt[i]->timed;
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);
@@ -805,6 +807,12 @@ int cmd_record(int argc, char **argv)
 			 (double)profile_total_value(session_profile(s)) / 1e9,
 			 (unsigned long long)st.offcpu, note);
 	}
+	uint64_t merged = profile_events_merged(session_profile(s));
+	if (merged)
+		log_warn("%llu events past the %u kept with their times went into the latest "
+			 "of their stack's: the OTLP timestamps of those are coarser, their "
+			 "values whole",
+			 (unsigned long long)merged, PROFILE_EVENTS_MAX);
 	if (a.gil && st.gil_unknown)
 		log_warn("--gil: %llu samples left out of processes whose GIL taipan cannot read "
 			 "(Python 2.7, 3.6, free-threaded builds)",

@@ -82,7 +82,8 @@ void came_back(struct session *s, uint32_t tid, uint64_t out_ns, uint64_t in_ns)
 		s->st.offcpu_short++;
 	} else {
 		s->st.offcpu++;
-		profile_bump(s->prof, a->index, 1, in_ns > a->from_ns ? in_ns - a->from_ns : 0);
+		profile_bump_at(s->prof, a->index, 1, in_ns > a->from_ns ? in_ns - a->from_ns : 0,
+				session_unix_ns(s, s->prof, a->from_ns));
 	}
 	HASH_DEL(s->away, a);
 	free(a);
@@ -298,7 +299,8 @@ void away_cut(struct session *s, struct profile *old, struct profile *fresh, uin
 			continue;
 		}
 		if (now - a->out_ns >= s->opts.min_block_ns)
-			profile_bump(old, a->index, 1, now > a->from_ns ? now - a->from_ns : 0);
+			profile_bump_at(old, a->index, 1, now > a->from_ns ? now - a->from_ns : 0,
+					session_unix_ns(s, old, a->from_ns));
 		a->index = idx;
 		a->from_ns = now;
 	}
@@ -343,8 +345,11 @@ static int task_waits(struct session *s, struct sproc *p, size_t i, const struct
 	if (ret || (ret = stacks_push_marker(s->stacks, &n, STACKS_MARKER_AWAITING)) < 0)
 		return ret;
 	lb.state = PROF_STATE_AWAITING;
-	if (!(ret = profile_add_off(s->prof, ids, n, &lb, 1, now - since)))
+	size_t idx;
+	if (!(ret = profile_add_at(s->prof, ids, n, &lb, 0, 0, &idx))) {
+		profile_bump_at(s->prof, idx, 1, now - since, session_unix_ns(s, s->prof, since));
 		s->st.task_awaits++;
+	}
 	return ret;
 }
 

@@ -350,7 +350,10 @@ int on_sample(struct session *s, const struct tp_sample *smp, size_t size)
 			return ret;
 		ret = went_away(s, smp, ids, n, &lb);
 	} else {
-		ret = profile_add(s->prof, ids, n, &lb, 1);
+		size_t idx;
+		if (!(ret = profile_add_at(s->prof, ids, n, &lb, 0, 0, &idx)))
+			profile_bump_at(s->prof, idx, 1, 0,
+					session_unix_ns(s, s->prof, smp->time_ns));
 		if (s->away)
 			seen_running(s, smp->tid, smp->time_ns);
 	}
@@ -489,6 +492,8 @@ int session_new(const struct session_opts *o, struct session **out, char *err, s
 		return -ENOMEM;
 	}
 	s->opts = *o;
+	if (o->events)
+		profile_keep_events(s->prof, PROFILE_EVENTS_MAX);
 	s->budget.limit = o->max_memory ? o->max_memory : BUDGET_DEFAULT;
 	bool caches = true;
 	for (size_t i = 0; runtimes[i]; i++)
@@ -783,6 +788,8 @@ struct profile *session_take_profile(struct session *s)
 	profile_set_timing(fresh, profile_period_ns(old),
 			   profile_start_ns(old) + (now - s->start_ns), 0);
 	profile_set_mode(fresh, profile_mode(old));
+	if (s->opts.events)
+		profile_keep_events(fresh, PROFILE_EVENTS_MAX);
 	away_cut(s, old, fresh, now);
 	s->start_ns = now;
 	s->prof = fresh;

@@ -53,6 +53,10 @@ struct session_opts {
 	bool no_debuginfod;
 	/* --async: asyncio tasks in the stacks (stacks_opts.tasks). */
 	bool async;
+	/* Keep each sample's events with their times (profile_keep_events,
+	 * up to PROFILE_EVENTS_MAX a profile): for OTLP, whose samples carry
+	 * timestamps. */
+	bool events;
 	/* The sampler: NULL for the BPF programs; the unit tests give a fake. */
 	sampler_open_fn open_sampler;
 };

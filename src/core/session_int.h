@@ -123,4 +123,13 @@ static inline uint64_t sample_period_ns(const struct session *s)
 	return 1000000000ULL / (s->opts.rate_hz ? s->opts.rate_hz : 1);
 }
 
+/* A CLOCK_MONOTONIC time (BPF's) as wall-clock nanoseconds in the profile
+ * prof, whose window began at s->start_ns: an event's time (profile_bump_at).
+ * A time before the window is its start. */
+static inline uint64_t session_unix_ns(const struct session *s, const struct profile *prof,
+				       uint64_t mono_ns)
+{
+	return profile_start_ns(prof) + (mono_ns > s->start_ns ? mono_ns - s->start_ns : 0);
+}
+
 #endif /* TAIPAN_SESSION_INT_H */

@@ -16,8 +16,12 @@
  * (libpf/interpretertype.go: "cpython", "ruby", "native", "kernel"), so a
  * backend shows them as it shows that profiler's.
  *
- * Samples are aggregated, so they carry no timestamps of their own: the
- * profile's time and duration say when they were taken.
+ * A profile that kept its events (profile_keep_events: record and the
+ * agent keep them when they write OTLP) gives each sample the spec's
+ * "per-timestamp value" shape: a value and a timestamp per event (a
+ * cpu-clock sample, a stretch off the CPU, a wait of a task), in the order
+ * they were added. Otherwise each sample is one aggregated value without
+ * timestamps, and the profile's time and duration say when they were taken.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -526,11 +530,30 @@ static int build_resource(struct otlp *o, const struct profile *p, const struct 
 	opentelemetry__proto__profiles__v1development__value_type__init(period_type);
 	period_type->type_strindex = DICT_S_CPU;
 	period_type->unit_strindex = DICT_S_NS;
+	/* With events, a value per event (a sample that kept none is one, at
+	 * the start), and their times, which every type shares. */
+	bool timed = profile_keeps_events(p);
+	size_t nvalues = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t ne = profile_sample(p, idx[i])->nevents;
+		nvalues += timed && ne ? ne : 1;
+	}
+	uint64_t *times = timed ? alloc_array(o, nvalues, sizeof(*times)) : NULL;
+	if (timed && !times)
+		return -ENOMEM;
+	for (size_t i = 0, v = 0; timed && i < n; i++) {
+		const struct prof_sample *ps = profile_sample(p, idx[i]);
+		for (uint32_t k = 0; k < ps->nevents; k++)
+			times[v++] =
+			    ps->events[k].at_ns ? ps->events[k].at_ns : profile_start_ns(p);
+		if (!ps->nevents)
+			times[v++] = profile_start_ns(p);
+	}
 	for (size_t t = 0; t < ntypes; t++) {
 		OtProfile *pr = &profv[t];
 		OtSample **samples = alloc_array(o, n, sizeof(*samples));
 		OtSample *sv = alloc_array(o, n, sizeof(*sv));
-		int64_t *values = alloc_array(o, n, sizeof(*values));
+		int64_t *values = alloc_array(o, nvalues, sizeof(*values));
 		if (!samples || !sv || !values)
 			return -ENOMEM;
 		opentelemetry__proto__profiles__v1development__profile__init(pr);
@@ -542,18 +565,30 @@ static int build_resource(struct otlp *o, const struct profile *p, const struct 
 		pr->period = sat_i64(profile_period_ns(p));
 		pr->time_unix_nano = profile_start_ns(p);
 		pr->duration_nano = profile_duration_ns(p);
-		for (size_t i = 0; i < n; i++) {
+		for (size_t i = 0, v = 0; i < n; i++) {
 			const struct prof_sample *ps = profile_sample(p, idx[i]);
 			OtSample *s = &sv[i];
 			opentelemetry__proto__profiles__v1development__sample__init(s);
 			s->stack_index = stacks[i];
 			s->n_attribute_indices = (size_t)nattrs[i];
 			s->attribute_indices = &attrs[i * MAX_SAMPLE_ATTRS];
-			values[i] = t == 0   ? sat_i64(ps->count)
-				    : t == 1 ? sat_i64(prof_sample_cpu_ns(p, ps))
-					     : sat_i64(prof_sample_wall_ns(p, ps));
-			s->n_values = 1;
-			s->values = &values[i];
+			s->values = &values[v];
+			if (timed)
+				s->timestamps_unix_nano = &times[v];
+			/* Each event read as a sample of its own count and time. */
+			struct prof_sample one = *ps;
+			uint32_t ne = timed && ps->nevents ? ps->nevents : 1;
+			for (uint32_t k = 0; k < ne; k++) {
+				if (timed && ps->nevents) {
+					one.count = ps->events[k].count;
+					one.off_ns = ps->events[k].off_ns;
+				}
+				values[v++] = t == 0   ? sat_i64(one.count)
+					      : t == 1 ? sat_i64(prof_sample_cpu_ns(p, &one))
+						       : sat_i64(prof_sample_wall_ns(p, &one));
+			}
+			s->n_values = ne;
+			s->n_timestamps_unix_nano = timed ? ne : 0;
 			samples[i] = s;
 		}
 		pr->n_samples = n;

@@ -57,6 +57,7 @@ const struct output_format_desc output_formats[] = {
      .suggested = 1,
      .help = "OpenTelemetry profiles",
      .binary = "protobuf",
+     .timed = true,
      .write = output_write_otlp},
     {.name = "folded",
      .extensions = {".folded", ".txt"},

@@ -37,6 +37,9 @@ struct output_format_desc {
 	/* The unit of a time profile's values (--mode wall, off-cpu) where the
 	 * file does not say it ("microseconds"), for record's summary; or NULL. */
 	const char *time_unit;
+	/* Its samples carry the times of their events: a profile for it keeps
+	 * them (profile_keep_events). */
+	bool timed;
 	output_write_fn write;
 };
 

@@ -74,6 +74,11 @@ struct profile {
 	uint64_t total;
 	uint64_t period_ns, start_ns, duration_ns;
 	enum prof_mode mode;
+	/* profile_keep_events(): the limit, the events kept, and the adds
+	 * that went into a latest event past it. */
+	bool keep_events;
+	size_t events_max, nevents;
+	uint64_t events_merged;
 	/* The last string each label of profile_add_at() interned: the next
 	 * sample's labels are nearly always the same, and a compare costs
 	 * less than cleaning, hashing and finding it again. */
@@ -112,6 +117,8 @@ void profile_free(struct profile *p)
 		free(e->key);
 		free(e);
 	}
+	for (size_t i = 0; i < p->nsamples; i++)
+		free(p->samples[i].events);
 	free(p->frames);
 	free(p->samples);
 	free(p->scratch);
@@ -299,13 +306,70 @@ int profile_add_off(struct profile *p, const uint32_t *frames, uint32_t n,
 	return profile_add_at(p, frames, n, labels, count, off_ns, NULL);
 }
 
+void profile_keep_events(struct profile *p, size_t max)
+{
+	p->keep_events = true;
+	p->events_max = max;
+}
+
+bool profile_keeps_events(const struct profile *p)
+{
+	return p->keep_events;
+}
+
+uint64_t profile_events_merged(const struct profile *p)
+{
+	return p->events_merged;
+}
+
+/* The add (count, off_ns at at_ns) as an event of s: a new one, or past the
+ * limit (or out of memory) into its latest. */
+static void add_event(struct profile *p, struct prof_sample *s, uint64_t count, uint64_t off_ns,
+		      uint64_t at_ns)
+{
+	if (!s->nevents && (s->count || s->off_ns))
+		return; /* it could not keep its first: it keeps none */
+	bool room = !s->nevents || p->nevents < p->events_max;
+	if (room && s->nevents == s->events_cap) {
+		uint32_t cap = s->events_cap ? s->events_cap * 2 : 1;
+		struct prof_event *ev =
+		    s->events_cap < UINT32_MAX / 2 ? realloc(s->events, cap * sizeof(*ev)) : NULL;
+		if (ev) {
+			s->events = ev;
+			s->events_cap = cap;
+		} else {
+			room = false;
+		}
+	}
+	if (!room) {
+		if (s->nevents) {
+			struct prof_event *last = &s->events[s->nevents - 1];
+			last->count += count;
+			last->off_ns = sat_add(last->off_ns, off_ns);
+			p->events_merged++;
+		}
+		return;
+	}
+	s->events[s->nevents++] = (struct prof_event){at_ns, count, off_ns};
+	p->nevents++;
+}
+
+void profile_bump_at(struct profile *p, size_t index, uint64_t count, uint64_t off_ns,
+		     uint64_t at_ns)
+{
+	if (index >= p->nsamples || (!count && !off_ns))
+		return;
+	struct prof_sample *s = &p->samples[index];
+	if (p->keep_events)
+		add_event(p, s, count, off_ns, at_ns);
+	s->count += count;
+	s->off_ns = sat_add(s->off_ns, off_ns);
+	p->total += count;
+}
+
 void profile_bump(struct profile *p, size_t index, uint64_t count, uint64_t off_ns)
 {
-	if (index >= p->nsamples)
-		return;
-	p->samples[index].count += count;
-	p->samples[index].off_ns = sat_add(p->samples[index].off_ns, off_ns);
-	p->total += count;
+	profile_bump_at(p, index, count, off_ns, 0);
 }
 
 int profile_copy_stack(struct profile *dst, const struct profile *src, size_t index, size_t *out)
@@ -426,9 +490,11 @@ int profile_add_at(struct profile *p, const uint32_t *frames, uint32_t n,
 					 .exe = key->exe,
 					 .state = (uint8_t)key->state,
 					 .lock = (uint8_t)key->lock};
-	s->count = count;
-	s->off_ns = off_ns;
-	p->total += count;
+	s->count = 0;
+	s->off_ns = 0;
+	s->events = NULL;
+	s->nevents = s->events_cap = 0;
+	profile_bump(p, e->index, count, off_ns);
 	if (index)
 		*index = e->index;
 	return 0;
@@ -444,6 +510,28 @@ const char *prof_state_name(enum prof_state st)
 	return (unsigned)st < PROF_STATE__COUNT ? names[st] : NULL;
 }
 
+/* Adds sample s of src to p as stack (p's frame ids) under labels: event by
+ * event where src kept them (untimed ones at src's start), with its time
+ * off the CPU when off. */
+static int add_events_of(struct profile *p, const struct profile *src, const struct prof_sample *s,
+			 const uint32_t *stack, const struct prof_labels *labels, bool off)
+{
+	size_t idx;
+	int err = profile_add_at(p, stack, s->nframes, labels, 0, 0, &idx);
+	if (err)
+		return err;
+	if (!s->nevents) {
+		profile_bump_at(p, idx, s->count, off ? s->off_ns : 0, src->start_ns);
+		return 0;
+	}
+	for (uint32_t k = 0; k < s->nevents; k++) {
+		const struct prof_event *ev = &s->events[k];
+		profile_bump_at(p, idx, ev->count, off ? ev->off_ns : 0,
+				ev->at_ns ? ev->at_ns : src->start_ns);
+	}
+	return 0;
+}
+
 struct profile *profile_cpu_view(const struct profile *src)
 {
 	struct profile *p = profile_new();
@@ -451,6 +539,8 @@ struct profile *profile_cpu_view(const struct profile *src)
 	uint32_t *stack = NULL;
 	uint32_t deepest = 0;
 	int err = !p || !ids ? -ENOMEM : 0;
+	if (p && src->keep_events)
+		profile_keep_events(p, src->events_max);
 	for (size_t i = 0; i < src->nsamples; i++)
 		if (src->samples[i].nframes > deepest)
 			deepest = src->samples[i].nframes;
@@ -477,7 +567,7 @@ struct profile *profile_cpu_view(const struct profile *src)
 		struct prof_labels lb = s->labels;
 		lb.state = PROF_STATE_NONE;
 		if (!err)
-			err = profile_add(p, stack, s->nframes, &lb, s->count);
+			err = add_events_of(p, src, s, stack, &lb, false);
 	}
 	free(ids);
 	free(stack);
@@ -622,7 +712,7 @@ int profile_merge(struct profile *dst, const struct profile *src)
 		const struct prof_sample *s = &src->samples[i];
 		for (uint32_t j = 0; j < s->nframes; j++)
 			stack[j] = ids[s->frames[j]];
-		err = profile_add_off(dst, stack, s->nframes, &s->labels, s->count, s->off_ns);
+		err = add_events_of(dst, src, s, stack, &s->labels, true);
 		if (err)
 			goto out;
 	}

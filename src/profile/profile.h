@@ -96,6 +96,14 @@ struct prof_labels {
 	uint8_t lock;		  /* enum prof_lock */
 };
 
+/* One event of a sample, when the profile keeps them (profile_keep_events):
+ * what one add brought, and when. */
+struct prof_event {
+	uint64_t at_ns;	 /* wall-clock (Unix) nanoseconds; 0: untimed, the profile's start */
+	uint64_t count;	 /* as prof_sample.count */
+	uint64_t off_ns; /* as prof_sample.off_ns */
+};
+
 /* One aggregated sample: a stack (root first) with its labels and count. */
 struct prof_sample {
 	const uint32_t *frames; /* frame ids, root first */
@@ -103,6 +111,11 @@ struct prof_sample {
 	struct prof_labels labels;
 	uint64_t count;	 /* samples: cpu-clock ones, or times the thread left the CPU */
 	uint64_t off_ns; /* time off the CPU, for a state other than running */
+	/* Its events in the order added, when the profile keeps them: their
+	 * counts and times add up to count and off_ns. nevents is 0 for a
+	 * sample with nothing added (count and off_ns 0). */
+	struct prof_event *events;
+	uint32_t nevents, events_cap;
 };
 
 struct profile;
@@ -153,6 +166,27 @@ int profile_copy_stack(struct profile *dst, const struct profile *src, size_t in
  * their state label, and src's timing: a wall-clock profile seen as Go's
  * CPU profiles are. NULL when out of memory. */
 struct profile *profile_cpu_view(const struct profile *src);
+
+/* From now on, each add to p is also kept as an event of its sample, with
+ * its time (profile_bump_at; untimed adds have at_ns 0), up to max events in
+ * all. Past max, an add to a sample that has events goes into its latest
+ * one (profile_events_merged() counts these), so that memory stays bounded
+ * and the values stay whole; a sample's first event is always kept. */
+void profile_keep_events(struct profile *p, size_t max);
+/* Whether p keeps events, and how many adds past its limit went into a
+ * sample's latest event. */
+bool profile_keeps_events(const struct profile *p);
+uint64_t profile_events_merged(const struct profile *p);
+/* The event limit a profile keeping events is given by the commands
+ * (24 bytes each: 24 MiB). */
+#define PROFILE_EVENTS_MAX (1u << 20)
+
+/* As profile_bump, as one event at at_ns (wall-clock nanoseconds) when p
+ * keeps events. Out of memory for the event, the add goes into the sample's
+ * latest event (counted as merged); a sample that could not keep its first
+ * event keeps none, and reads as one untimed event. */
+void profile_bump_at(struct profile *p, size_t index, uint64_t count, uint64_t off_ns,
+		     uint64_t at_ns);
 
 /* Iteration for the encoders. Ids and indexes are dense, from 0. */
 uint32_t profile_frame_count(const struct profile *p);

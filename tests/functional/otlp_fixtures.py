@@ -95,9 +95,12 @@ def read_pprof(protos, path):
     return samples, types, build_ids, kinds
 
 
-def read_otlp(protos, path):
+def read_otlp(protos, path, events=None):
     """OTLP at path as read_pprof() reads pprof, with the resources
-    ({pid: {attribute: value}}) and the frame types ({frames: type}) too."""
+    ({pid: {attribute: value}}) and the frame types ({frames: type}) too.
+    Each sample's values add up; with events a list, each value is also
+    appended to it as (timestamp, key, [its value in each type]), where the
+    samples carry timestamps (every sample of a profile does, or none)."""
     r = protos.otlp.ExportProfilesServiceRequest()
     with open(path, "rb") as f:
         r.ParseFromString(f.read())
@@ -146,18 +149,27 @@ def read_otlp(protos, path):
         t = [(st[p.sample_type.type_strindex], st[p.sample_type.unit_strindex]) for p in profs]
         assert types in (None, t)
         types = t
+        timed = bool(profs[0].samples) and bool(profs[0].samples[0].timestamps_unix_nano)
         for p in profs:
             assert len(p.samples) == len(profs[0].samples)
             assert (st[p.period_type.type_strindex], st[p.period_type.unit_strindex]) == ("cpu", "nanoseconds")
             assert p.period > 0 and p.time_unix_nano > 0 and p.duration_nano > 0
+            for s in p.samples:
+                # One shape for all: a value per timestamp, or one value.
+                assert len(s.values) == (len(s.timestamps_unix_nano) if timed else 1), s
+                assert all(p.time_unix_nano <= t <= p.time_unix_nano + p.duration_nano
+                           for t in s.timestamps_unix_nano)
         for i, s in enumerate(profs[0].samples):
-            assert all(p.samples[i].stack_index == s.stack_index and len(p.samples[i].values) == 1
-                       for p in profs)
+            assert all(p.samples[i].stack_index == s.stack_index and
+                       p.samples[i].timestamps_unix_nano == s.timestamps_unix_nano for p in profs)
             at = attrs(s.attribute_indices)
             stack = tuple(locs[li] for li in d.stack_table[s.stack_index].location_indices)
             key = (pid, at["thread.id"], at.get("thread.name", ""), at.get("taipan.state", ""),
                    at.get("taipan.gil", ""), at.get("taipan.task", ""), stack)
-            values = [p.samples[i].values[0] for p in profs]
+            values = [sum(p.samples[i].values) for p in profs]
             old = samples.get(key, [0] * len(values))
             samples[key] = [a + b for a, b in zip(old, values)]
+            if events is not None:
+                for e, t in enumerate(s.timestamps_unix_nano):
+                    events.append((t, key, [p.samples[i].values[e] for p in profs]))
     return samples, types, build_ids, ftypes, resources

@@ -75,8 +75,13 @@ def test_windows_arrive_with_the_headers(agents, receivers, protos, workload, tm
         assert h["Authorization"] == TOKEN and h["X-Scope-OrgID"] == "tenant-7", h
         path = tmp_path / "window.otlp"
         path.write_bytes(gzip.decompress(r["body"]))
-        samples, types, _, ftypes, resources = read_otlp(protos, path)
+        events = []
+        samples, types, _, ftypes, resources = read_otlp(protos, path, events)
         assert types == [("samples", "count"), ("cpu", "nanoseconds")]
+        # Each cpu-clock sample an event, at its time within the window
+        # (read_otlp checks that).
+        mine = [v for _, k, v in events if k[0] == w.pid]
+        assert len(mine) > 10 and all(v[0] == 1 for v in mine), mine[:5]
         assert w.pid in resources and resources[w.pid]["service.name"] == "python3.12"
         assert resources[w.pid]["process.executable.path"] == os.path.realpath(pyenv("pyenv-3.12"))
         mine = [k for k in samples if k[0] == w.pid]
@@ -87,6 +92,7 @@ def test_windows_arrive_with_the_headers(agents, receivers, protos, workload, tm
     st = wait_for(lambda: (lambda s: s if s["otlp_windows_pushed"] >= 2 else None)(a.stats()), 5,
                   "the OTLP pushes counted")
     assert st["otlp_push_failures"] == 0 and st["otlp_dropped_windows"] == 0
+    assert st["otlp_events_merged"] == 0
     logs = a.logs()
     assert "pushing each window to %s/v1development/profiles as OTLP" % rec.url in logs, logs
     assert "with the headers of --otlp-headers-file" in logs

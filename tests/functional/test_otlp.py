@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import pyenv, record, run_taipan
+from conftest import WORKLOADS, pyenv, record, run_taipan
 from otlp_fixtures import FRAME_TYPES, protos, read_otlp, read_pprof  # noqa: F401 (protos: a fixture)
 
 
@@ -18,7 +18,8 @@ def test_otlp_equals_the_pprof_of_the_same_recording(taipan, protos, workload, t
     record(taipan, otlp, w.pid, seconds=2,
            extra=["-o", pprof, "--native", "all", "--mode", mode, "--service", "billing"])
     want, want_types, want_bids, kinds = read_pprof(protos, pprof)
-    got, types, bids, ftypes, resources = read_otlp(protos, otlp)
+    events = []
+    got, types, bids, ftypes, resources = read_otlp(protos, otlp, events)
 
     assert types == want_types
     assert types[:2] == [("samples", "count"), ("cpu", "nanoseconds")]
@@ -28,6 +29,11 @@ def test_otlp_equals_the_pprof_of_the_same_recording(taipan, protos, workload, t
     assert {"hasher", "sorter", "MainThread"} <= names, names
     assert any(f[0][0] == "hash_loop" for k in got if k[2] == "hasher" for f in k[6])
     assert got == want
+    # Each cpu-clock sample is an event of its own, with its time.
+    on_cpu = [v for _, k, v in events if k[3] in ("", "running")
+              and not k[6][-1][0][0].startswith("[before taipan")]
+    assert len(on_cpu) > 100 and all(v[0] == 1 for v in on_cpu), on_cpu[:5]
+    assert len({t for t, _, _ in events}) > len(events) // 2
     assert bids == want_bids and bids, "native frames with build-ids"
     assert set(ftypes) == set(kinds)
     for frame, file in kinds.items():
@@ -41,6 +47,45 @@ def test_otlp_equals_the_pprof_of_the_same_recording(taipan, protos, workload, t
     assert res["process.executable.path"] == os.path.realpath(pyenv("pyenv-3.12"))
     assert res["process.runtime.name"] == "python"
     assert res["process.runtime.version"].startswith("3.12")
+
+
+def test_timestamps_follow_the_phases(taipan, protos, tmp_path):
+    """A thread spins in first_phase, sleeps in nap_phase, then spins in
+    second_phase: each event's timestamp falls within the time its phase
+    ran by the process's own wall clock, and the nap is one event, at its
+    start, weighing its length."""
+    out, pprof = tmp_path / "out.otlp", tmp_path / "out.pb.gz"
+    res = record(taipan, out, [pyenv("pyenv-3.12"), os.path.join(WORKLOADS, "otlp_phases.py")],
+                 seconds=None, extra=["-o", pprof, "--mode", "wall"])
+    phases = {}
+    for line in res.stdout.splitlines():
+        if line.startswith("phase "):
+            _, name, t0, t1 = line.split()
+            phases[name] = (int(t0), int(t1))
+    assert set(phases) == {"first_phase", "nap_phase", "second_phase"}, res.stdout
+    events = []
+    got, _, _, _, _ = read_otlp(protos, out, events)
+    assert got == read_pprof(protos, pprof)[0]
+    by_phase = {name: [] for name in phases}
+    for t, key, values in events:
+        names = [f[0][0] for f in key[6]]  # leaf first
+        for name in phases:
+            if name in names:
+                by_phase[name].append((t, key[3], values))
+    # The wall clock is slewed against the profiler's (1% in this VM): a
+    # phase's events may lie this far outside the times it printed.
+    slack = 50_000_000
+    for name in ("first_phase", "second_phase"):
+        t0, t1 = phases[name]
+        running = [t for t, state, _ in by_phase[name] if state == "running"]
+        assert len(running) > 20, (name, by_phase[name][:5])
+        assert all(t0 - slack <= t <= t1 + slack for t in running), (name, t0, t1, running)
+    t0, t1 = phases["nap_phase"]
+    naps = [(t, v) for t, state, v in by_phase["nap_phase"] if state == "sleeping"]
+    assert naps, by_phase["nap_phase"]
+    t, v = max(naps, key=lambda e: e[1][2])
+    assert abs(t - t0) <= slack, (t - t0, naps)
+    assert v[2] >= 0.9 * (t1 - t0), (v, t1 - t0)
 
 
 def test_service_name_defaults_to_the_command_name(taipan, protos, workload, tmp_path):

@@ -668,6 +668,8 @@ static void test_go_pprof(void **state)
 typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest
     OtRequest;
 typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary OtDictionary;
+typedef Opentelemetry__Proto__Profiles__V1development__ScopeProfiles OtScopeProfiles;
+typedef Opentelemetry__Proto__Profiles__V1development__Profile OtProfile;
 
 static OtRequest *otlp_of(const struct profile *p, const struct output_opts *o)
 {
@@ -874,6 +876,72 @@ static void test_otlp_frameless_and_empty(void **state)
 	profile_free(p);
 }
 
+/* A profile that kept its events: each sample has a value and a timestamp
+ * per event, in every type (samples, cpu, wall), untimed ones at the
+ * profile's start; a sample that kept none is one value at the start. */
+static void test_otlp_timestamps(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	assert_non_null(p);
+	profile_keep_events(p, 100);
+	profile_set_mode(p, PROF_MODE_WALL);
+	profile_set_timing(p, 10000000, 1700000000000000000ULL, 3000000000ULL);
+	uint32_t f = pb_py(p, "work", "app.py", 20, 1);
+	struct prof_labels run = {
+	    .pid = 7, .tid = 7, .thread_name = "main", .state = PROF_STATE_RUNNING};
+	struct prof_labels nap = run;
+	nap.state = PROF_STATE_SLEEPING;
+	size_t i;
+	assert_int_equal(profile_add_at(p, &f, 1, &run, 0, 0, &i), 0);
+	profile_bump_at(p, i, 1, 0, 1700000000100000000ULL);
+	profile_bump_at(p, i, 2, 0, 0);
+	assert_int_equal(profile_add_at(p, &f, 1, &nap, 0, 0, &i), 0);
+	profile_bump_at(p, i, 1, 400000000, 1700000000500000000ULL);
+	OtRequest *req = otlp_of(p, NULL);
+	assert_int_equal(req->n_resource_profiles, 1);
+	const OtScopeProfiles *sp = req->resource_profiles[0]->scope_profiles[0];
+	assert_int_equal(sp->n_profiles, 3);
+	/* samples, cpu, wall: per event of the running sample, then of the
+	 * sleeping one. */
+	static const int64_t want[3][2][2] = {
+	    {{1, 2}, {1}},
+	    {{10000000, 20000000}, {0}},
+	    {{10000000, 20000000}, {400000000}},
+	};
+	for (size_t t = 0; t < 3; t++) {
+		const OtProfile *pr = sp->profiles[t];
+		assert_int_equal(pr->n_samples, 2);
+		for (size_t k = 0; k < 2; k++) {
+			const Opentelemetry__Proto__Profiles__V1development__Sample *s =
+			    pr->samples[k];
+			size_t n = k == 0 ? 2 : 1;
+			assert_int_equal(s->n_values, n);
+			assert_int_equal(s->n_timestamps_unix_nano, n);
+			for (size_t e = 0; e < n; e++)
+				assert_int_equal(s->values[e], want[t][k][e]);
+		}
+		assert_int_equal(pr->samples[0]->timestamps_unix_nano[0], 1700000000100000000ULL);
+		assert_int_equal(pr->samples[0]->timestamps_unix_nano[1], 1700000000000000000ULL);
+		assert_int_equal(pr->samples[1]->timestamps_unix_nano[0], 1700000000500000000ULL);
+	}
+	otlp_free(req);
+
+	/* Without events: one aggregated value, no timestamps. */
+	struct profile *plain = profile_new();
+	assert_non_null(plain);
+	assert_int_equal(profile_merge(plain, p), 0);
+	req = otlp_of(plain, NULL);
+	const OtProfile *pr = req->resource_profiles[0]->scope_profiles[0]->profiles[0];
+	for (size_t k = 0; k < pr->n_samples; k++) {
+		assert_int_equal(pr->samples[k]->n_values, 1);
+		assert_int_equal(pr->samples[k]->n_timestamps_unix_nano, 0);
+	}
+	otlp_free(req);
+	profile_free(plain);
+	profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -888,6 +956,7 @@ int main(void)
 	    cmocka_unit_test(test_otlp_matches_pprof),
 	    cmocka_unit_test(test_otlp_hostile_names),
 	    cmocka_unit_test(test_otlp_frameless_and_empty),
+	    cmocka_unit_test(test_otlp_timestamps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

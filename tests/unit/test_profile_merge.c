@@ -248,6 +248,158 @@ static void test_merge_alloc_failures(void **state)
 #endif
 }
 
+/* --- events (profile_keep_events) ------------------------------------------------- */
+
+/* Adds count (and off_ns) to the stack ids[0..n) of p under lb at at_ns:
+ * its sample's index. */
+static size_t add_timed(struct profile *p, const struct prof_labels *lb, const uint32_t *ids,
+			uint32_t n, uint64_t count, uint64_t off_ns, uint64_t at_ns)
+{
+	size_t idx;
+	assert_int_equal(profile_add_at(p, ids, n, lb, 0, 0, &idx), 0);
+	profile_bump_at(p, idx, count, off_ns, at_ns);
+	return idx;
+}
+
+/* Each add is an event of its sample, in order, with its time; their sums
+ * are the sample's values. Past the limit an add goes into its sample's
+ * latest event, but a sample's first is always kept. */
+static void test_events_kept_and_bounded(void **state)
+{
+	(void)state;
+	struct profile *p = profile_new();
+	assert_non_null(p);
+	uint32_t f = pb_py(p, "work", "app.py", 20, 1);
+	uint32_t g = pb_py(p, "other", "app.py", 30, 1);
+	/* An add before events are kept is no event. */
+	size_t before = add_timed(p, &main_100, &g, 1, 3, 0, 50);
+	assert_int_equal(profile_sample(p, before)->nevents, 0);
+	profile_keep_events(p, 3);
+	assert_true(profile_keeps_events(p));
+	size_t a = add_timed(p, &main_100, &f, 1, 1, 0, 100);
+	add_timed(p, &main_100, &f, 1, 1, 500, 200);
+	profile_bump(p, a, 2, 0); /* untimed */
+	/* The limit (3) is reached: this one goes into the latest event. */
+	add_timed(p, &main_100, &f, 1, 1, 7, 400);
+	/* A new sample still keeps its first; then it merges too. */
+	size_t b = add_timed(p, &w1_200, &f, 1, 1, 0, 300);
+	add_timed(p, &w1_200, &f, 1, 4, 0, 310);
+	/* Nothing added is no event. */
+	profile_bump_at(p, b, 0, 0, 999);
+	/* The sample that had values before it could keep events keeps none. */
+	profile_bump_at(p, before, 1, 0, 600);
+
+	const struct prof_sample *s = profile_sample(p, a);
+	assert_int_equal(s->count, 5);
+	assert_int_equal(s->off_ns, 507);
+	assert_int_equal(s->nevents, 3);
+	assert_int_equal(s->events[0].at_ns, 100);
+	assert_int_equal(s->events[0].count, 1);
+	assert_int_equal(s->events[1].at_ns, 200);
+	assert_int_equal(s->events[1].off_ns, 500);
+	assert_int_equal(s->events[2].at_ns, 0);
+	assert_int_equal(s->events[2].count, 3); /* 2, and the merged 1 */
+	assert_int_equal(s->events[2].off_ns, 7);
+	s = profile_sample(p, b);
+	assert_int_equal(s->count, 5);
+	assert_int_equal(s->nevents, 1);
+	assert_int_equal(s->events[0].at_ns, 300);
+	assert_int_equal(s->events[0].count, 5);
+	assert_int_equal(profile_sample(p, before)->nevents, 0);
+	assert_int_equal(profile_sample(p, before)->count, 4);
+	assert_int_equal(profile_events_merged(p), 2);
+	assert_int_equal(profile_total(p), 14);
+	profile_free(p);
+}
+
+/* A merge carries src's events, untimed ones at src's start, into a dst
+ * that keeps them; the CPU view carries those of samples on the CPU. */
+static void test_events_merged_and_viewed(void **state)
+{
+	(void)state;
+	struct profile *src = profile_new(), *dst = profile_new();
+	assert_non_null(src);
+	assert_non_null(dst);
+	profile_keep_events(src, 100);
+	profile_keep_events(dst, 100);
+	profile_set_timing(src, 10, 5000, 1000);
+	profile_set_mode(src, PROF_MODE_WALL);
+	uint32_t f = pb_py(src, "work", "app.py", 20, 1);
+	struct prof_labels run = main_100, sleep = main_100;
+	run.state = PROF_STATE_RUNNING;
+	sleep.state = PROF_STATE_SLEEPING;
+	add_timed(src, &run, &f, 1, 1, 0, 5100);
+	add_timed(src, &run, &f, 1, 2, 0, 0);
+	add_timed(src, &sleep, &f, 1, 1, 300, 5200);
+	assert_int_equal(profile_merge(dst, src), 0);
+	assert_int_equal(profile_merge(dst, src), 0);
+	assert_int_equal(profile_sample_count(dst), 2);
+	for (size_t i = 0; i < 2; i++) {
+		const struct prof_sample *s = profile_sample(dst, i);
+		if (s->labels.state == PROF_STATE_RUNNING) {
+			assert_int_equal(s->nevents, 4);
+			assert_int_equal(s->events[0].at_ns, 5100);
+			assert_int_equal(s->events[1].at_ns, 5000);
+			assert_int_equal(s->events[1].count, 2);
+			assert_int_equal(s->events[2].at_ns, 5100);
+			assert_int_equal(s->count, 6);
+		} else {
+			assert_int_equal(s->nevents, 2);
+			assert_int_equal(s->events[1].off_ns, 300);
+			assert_int_equal(s->off_ns, 600);
+		}
+	}
+	struct profile *cpu = profile_cpu_view(dst);
+	assert_non_null(cpu);
+	assert_true(profile_keeps_events(cpu));
+	assert_int_equal(profile_sample_count(cpu), 1);
+	assert_int_equal(profile_sample(cpu, 0)->nevents, 4);
+	assert_int_equal(profile_sample(cpu, 0)->events[3].count, 2);
+	/* A dst that keeps no events takes the values only. */
+	struct profile *plain = profile_new();
+	assert_non_null(plain);
+	assert_int_equal(profile_merge(plain, src), 0);
+	for (size_t i = 0; i < profile_sample_count(plain); i++)
+		assert_int_equal(profile_sample(plain, i)->nevents, 0);
+	assert_int_equal(profile_total(plain), 4);
+	profile_free(plain);
+	profile_free(cpu);
+	profile_free(src);
+	profile_free(dst);
+}
+
+/* Out of memory for an event: the add goes into the sample's latest event,
+ * or, for a first, the sample keeps none; the values stay whole. */
+static void test_events_alloc_failures(void **state)
+{
+	(void)state;
+#ifndef INJECT_ALLOC_FAILURES
+	print_message("skipping: allocation failures cannot be injected under ASan\n");
+	skip();
+#else
+	struct profile *p = profile_new();
+	assert_non_null(p);
+	profile_keep_events(p, 100);
+	uint32_t f = pb_py(p, "work", "app.py", 20, 1);
+	uint32_t g = pb_py(p, "other", "app.py", 30, 1);
+	size_t a = add_timed(p, &main_100, &f, 1, 1, 0, 100); /* cap 1 */
+	size_t b;
+	assert_int_equal(profile_add_at(p, &g, 1, &main_100, 0, 0, &b), 0);
+	alloc_countdown = 0;
+	profile_bump_at(p, a, 1, 0, 200); /* needs room for 2 */
+	alloc_countdown = 0;
+	profile_bump_at(p, b, 1, 0, 200); /* needs room for 1 */
+	alloc_countdown = -1;
+	profile_bump_at(p, b, 1, 0, 300);
+	assert_int_equal(profile_sample(p, a)->nevents, 1);
+	assert_int_equal(profile_sample(p, a)->events[0].count, 2);
+	assert_int_equal(profile_sample(p, b)->nevents, 0);
+	assert_int_equal(profile_sample(p, b)->count, 2);
+	assert_int_equal(profile_events_merged(p), 1);
+	profile_free(p);
+#endif
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -255,6 +407,9 @@ int main(void)
 	    cmocka_unit_test(test_merge_into_empty),
 	    cmocka_unit_test(test_merge_spans_and_edges),
 	    cmocka_unit_test(test_merge_alloc_failures),
+	    cmocka_unit_test(test_events_kept_and_bounded),
+	    cmocka_unit_test(test_events_merged_and_viewed),
+	    cmocka_unit_test(test_events_alloc_failures),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
