@@ -84,7 +84,7 @@ def test_methods_named_by_their_class(taipan, workload, tmp_path, ident):
     is no method."""
     it = interpreter(ident)
     w = workload(it, "methods.py", 30)
-    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=500, extra=["--no-kernel"])
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=1, rate=1000, extra=["--no-kernel"])
     stacks = [s for s in stacks if s.pid == w.pid and s.python]
     assert total(stacks) >= 100, "too few samples: %d" % total(stacks)
     lines = marked_lines(w.script)

@@ -165,7 +165,7 @@ def test_help_explains_every_option(taipan):
 def test_pprof_read_by_go_tool_pprof(taipan, interp, workload, tmp_path):
     w = workload(interp, "chain.py", 30)
     out = tmp_path / "x.pb.gz"
-    record(taipan, out, w.pid)
+    record(taipan, out, w.pid, seconds=1, rate=1000)
     top = go_pprof("-top", "-cum", out)  # by cum: native frames make many nodes
     inner = "Worker.run.<locals>.inner" if interp.has_qualname else "inner"
     rows = {}

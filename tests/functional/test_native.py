@@ -97,7 +97,7 @@ def test_ctypes_qsort_every_native_frame(taipan, tmp_path, workload, ident):
 
 def qsort_order(taipan, tmp_path, workload, interp, mode):
     w = workload(interp, "native_qsort.py")
-    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, extra=["--native", mode])
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=1000, extra=["--native", mode])
     line = marked_lines(os.path.join(WORKLOADS, "native_qsort.py"))
     hits = [s for s in stacks if s.python and s.python[-1].name == "compare"]
     assert total(hits) >= 30, "few samples in the comparator: %d of %d" % (total(hits), total(stacks))
@@ -488,7 +488,7 @@ def test_hot_c_of_the_standard_library(taipan, tmp_path, workload, ident):
     under digest(): native frames under the Python line that called them."""
     it = interpreter(ident)
     w = workload(it, "native_stdlib.py")
-    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=4)
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=1000)
     no_eval_loops(stacks, it.version)
     line = marked_lines(os.path.join(WORKLOADS, "native_stdlib.py"))
     for func, want in [("regex", ("sre", "+0x")), ("compress", ("deflate", "libz", "longest_match")),

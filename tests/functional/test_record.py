@@ -22,7 +22,7 @@ def assert_python_frames(s, expected):
 
 def test_call_chain_exact_frames_and_lines(taipan, interp, workload, tmp_path):
     w = workload(interp, "chain.py", 30)
-    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel"])[0] if s.pid == w.pid]
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=1, rate=1000, extra=["--no-kernel"])[0] if s.pid == w.pid]
     n = total(stacks)
     assert n >= 100, "too few samples: %d" % n
     lines = marked_lines(w.script)
@@ -48,7 +48,7 @@ def test_generator_frame_called_back_from_c(taipan, interp, workload, tmp_path):
     shims on the C stack, in one walk: BPF copies a frame's page at a time,
     and none of the jumps between those places may lose or repeat a frame."""
     w = workload(interp, "gens.py", 30)
-    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, extra=["--no-kernel"])[0] if s.pid == w.pid]
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=1, rate=1000, extra=["--no-kernel"])[0] if s.pid == w.pid]
     assert total(stacks) >= 100, "too few samples: %d" % total(stacks)
     lines = marked_lines(w.script)
     lam = "via_c.<locals>.<lambda>" if interp.has_qualname else "<lambda>"
@@ -130,8 +130,8 @@ def test_kernel_frames_sit_above_python(taipan, workload, tmp_path):
 def test_reused_code_object_addresses_keep_their_names(taipan, interp, workload, tmp_path):
     """A freed code object's address is soon given to a new one; each must be
     named as itself, not as whatever first lived at that address."""
-    w = workload(interp, "reuse.py", 50)
-    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=8, rate=1000, extra=["--no-kernel"])[0]
+    w = workload(interp, "reuse.py", 25)
+    stacks = [s for s in record_folded(taipan, tmp_path, w.pid, seconds=4, rate=1000, extra=["--no-kernel"])[0]
               if s.pid == w.pid]
     w.proc.kill()
     w.proc.wait()
@@ -148,7 +148,7 @@ def test_reused_code_object_addresses_keep_their_names(taipan, interp, workload,
             leaves[int(leaf.name[2:])] += s.count
     assert leaves, "no generation was sampled"
     # The generations strictly between the first and the last one sampled ran
-    # whole while taipan sampled (each for 50 ms of CPU): each of them must be
+    # whole while taipan sampled (each for 25 ms of CPU): each of them must be
     # named. Those before taipan attached, or after it stopped, may not be.
     first, last = min(leaves), max(leaves)
     shared = [[g for g in gens if first < g < last] for gens in addrs.values()]

@@ -151,7 +151,7 @@ def test_record_async_samples_carry_their_task(taipan, tasks, ident, mode, tmp_p
         return json.loads(line[4:])
     before = cpu()
     out = tmp_path / "out.folded"
-    record(taipan, out, w.pid, seconds=4, rate=500, extra=["--async"])
+    record(taipan, out, w.pid, seconds=2, rate=1000, extra=["--async"])
     after = cpu()
     counts, spin, wrong = {}, 0, []
     for line in open(out):

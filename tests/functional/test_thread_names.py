@@ -23,7 +23,7 @@ def busy_function(names):
 @pytest.mark.parametrize("ident", matrix_sample())
 def test_record_labels_threads_with_their_python_names(taipan, ident, workload, tmp_path):
     w = workload(interpreter(ident), "named_threads.py", 30)
-    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=3, rate=500, extra=["--no-kernel"])
+    stacks, _ = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=1000, extra=["--no-kernel"])
     stacks = [s for s in stacks if s.pid == w.pid]
     assert total(stacks) >= 200, "too few samples: %d" % total(stacks)
     seen = collections.defaultdict(collections.Counter)
