@@ -240,6 +240,49 @@ static void test_thread_pointer_refusals(void **state)
 	assert_int_equal(st->s.nframes, 0);
 }
 
+/* A static ruby (local exec, got 0): the EC is read dtpoff below the
+ * thread pointer, with no module id, DTV or block; a slot that cannot be
+ * read, or no offset, is the thread pointer's error, a null EC the timer
+ * thread's. */
+static void test_local_exec(void **state)
+{
+	(void)state;
+	struct tp_rb_proc le = payload;
+	le.got = 0;
+	le.dtpoff = 0x20;
+	tp_rb_proc_set(&st->proc, &le);
+	uint64_t top = frame_at(1, 0x1111, 0xa1, MAGIC_METHOD | FLAG_FINISH, 0);
+	thread(top);
+	put64(GOT, 0); /* nothing of the general-dynamic path is read */
+	put64(FS + 8, 0);
+	put64(FS - 0x20, EC);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	walk();
+	assert_int_equal(st->s.err, TP_ERR_NONE);
+	assert_int_equal(st->s.tstate, EC);
+	assert_int_equal(st->s.nframes, 1);
+	put64(FS - 0x20, 0);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, FS), 0);
+	assert_int_equal(st->s.err, TP_ERR_RB_NO_EC);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, 0x10), 0); /* below the offset */
+	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, 0xdead0000), 0); /* unreadable */
+	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	le.dtpoff = 0;
+	tp_rb_proc_set(&st->proc, &le);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, FS), 0);
+	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+}
+
 /* An environment pointer into nothing ends the walk at that frame with
  * the frames above it kept. */
 static void test_unreadable_environment(void **state)
@@ -410,6 +453,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_frames_and_groups, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_finish_on_a_skipped_frame, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_thread_pointer_refusals, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_local_exec, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unreadable_environment, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deep_stack_is_cut, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gvl, setup, teardown),
