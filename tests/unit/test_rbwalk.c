@@ -433,6 +433,35 @@ static void test_sid_3_3_eval_and_names(void **state)
 	check_lib(path, 3);
 }
 
+/* The static 3.3 of make roots, stripped: vm_exec through its exported
+ * callers, each read only to its own end (gcc -O2 put them side by side,
+ * and read past rb_iseq_eval's end their callees all agreed); the
+ * symbol table of the unstripped build names what was found. */
+static void test_static_3_3_eval_and_names(void **state)
+{
+	(void)state;
+	const char *roots = getenv("TAIPAN_ROOTS");
+	char stripped[512], full[512];
+	snprintf(stripped, sizeof(stripped), "%s/ruby-3.3-static/ruby-stripped",
+		 roots ? roots : "/var/cache/taipan-test");
+	snprintf(full, sizeof(full), "%s/ruby-3.3-static/ruby",
+		 roots ? roots : "/var/cache/taipan-test");
+	check_lib(stripped, 3);
+	need_file(full);
+	struct elf_file *ef;
+	struct rb_range exec, core;
+	uint64_t sym;
+	assert_int_equal(elf_file_open(stripped, &ef), 0);
+	assert_int_equal(rbproc_find_eval(ef, &exec, &core), 0);
+	elf_file_close(ef);
+	assert_int_equal(elf_file_open(full, &ef), 0);
+	assert_int_equal(elf_file_symbol(ef, "rb_vm_exec", &sym, NULL), 0);
+	assert_int_equal(exec.lo, sym);
+	assert_int_equal(elf_file_symbol(ef, "vm_exec_core", &sym, NULL), 0);
+	assert_int_equal(core.lo, sym);
+	elf_file_close(ef);
+}
+
 /* A library that is not Ruby's: nothing found, nothing guessed. */
 static void test_not_ruby(void **state)
 {
@@ -459,6 +488,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_gvl, setup, teardown),
 	    cmocka_unit_test(test_debian_3_1_eval_and_names),
 	    cmocka_unit_test(test_sid_3_3_eval_and_names),
+	    cmocka_unit_test(test_static_3_3_eval_and_names),
 	    cmocka_unit_test(test_not_ruby),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
