@@ -344,11 +344,16 @@ int rbproc_inspect(pid_t pid, struct rbproc *out, char *msg, size_t msglen)
 	}
 	/* An executable without TLS or ruby_version is no static ruby: not a
 	 * Ruby process, as when nothing is mapped, rather than one taipan
-	 * cannot read. The segment is looked at first: it costs no symbol
-	 * table, and most programs have none. */
+	 * cannot read. The segment and the name among the dynamic strings
+	 * are looked at first: they cost no symbol table, which every other
+	 * program of the host would otherwise be indexed for. */
 	uint64_t v, align;
+	const void *dynstr;
+	size_t n;
 	if (exe &&
-	    (elf_file_tls(ef, &v, &align) || elf_file_symbol(ef, "ruby_version", &v, NULL))) {
+	    (elf_file_tls(ef, &v, &align) || elf_file_section_bytes(ef, ".dynstr", &dynstr, &n) ||
+	     !memmem(dynstr, n, "ruby_version", sizeof("ruby_version")) ||
+	     elf_file_symbol(ef, "ruby_version", &v, NULL))) {
 		elf_file_close(ef);
 		procmaps_free(&m);
 		return -ENOEXEC;
