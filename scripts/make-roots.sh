@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # make-roots.sh - Debian roots holding the Pythons that taipan's tests run
 # besides the host's: bullseye (3.9) and sid (3.13, 3.14, 3.15 and their
-# debug builds, and ruby3.3). Built with debootstrap into a cache outside the clone, with
+# debug builds, and ruby3.3); and, built from Debian's sources on the host, a
+# free-threaded 3.13, a 3.11 against musl and a static ruby 3.3 with YJIT.
+# Built with debootstrap into a cache outside the clone, with
 # a private apt configuration in each root; the host's apt sources are never
 # touched. Idempotent: a root that is complete is left alone.
 #
@@ -164,12 +166,65 @@ build_musl() {
   echo "make-roots: musl CPython ready in $((SECONDS - t0)) s" >&2
 }
 
+# build_ruby_static VERSION: Debian trixie's ruby3.3 source (VERSION) built as
+# one executable linked statically with libruby (./configure --disable-shared),
+# with YJIT (Rust: Debian's rustc), as a Ruby that maps no libruby: its
+# execution context is a TLS variable of the executable itself, reached
+# through the local-exec model. Debian's compiler flags. Only the interpreter
+# (`make ruby`) and the encodings (`make encs`), no extension modules and no
+# install: the tests run it from its build tree with --disable-gems, as
+# $cache/ruby-3.3-static/ruby-stripped, which is `ruby` stripped of its symbol
+# table and debug information as Debian strips its packages (its exported
+# functions stay, in .dynsym). Same private apt source list and state as
+# build_musl. About 3 minutes on 2 CPUs, once.
+build_ruby_static() {
+  local version=$1 dir=$cache/ruby-3.3-static
+  local stamp=$dir/.taipan-source want="ruby3.3=$version --disable-shared --enable-yjit"
+  if [[ -e $stamp && $(cat "$stamp") == "$want" ]]; then
+    return 0
+  fi
+  # Debian's rustc by its path: a rustup toolchain earlier in PATH is not it.
+  [[ -x /usr/bin/rustc ]] || { echo "make-roots: Debian's rustc is not installed (make deps)" >&2; exit 1; }
+  local t0=$SECONDS apt=$cache/apt-src
+  echo "make-roots: building Ruby $version static with YJIT into $dir (about 3 minutes, once)" >&2
+  rm -rf "$apt" "$dir"
+  mkdir -p "$apt/lists/partial" "$dir"
+  printf 'Types: deb-src\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" >"$apt/src.sources"
+  local opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt" -o "Dir::State::Lists=$apt/lists"
+              -o "Acquire::Check-Valid-Until=false")
+  if ! { apt-get "${opts[@]}" update -qq && (cd "$apt" && apt-get "${opts[@]}" source -qq --download-only \
+           "ruby3.3=$version"); } >>"$log" 2>&1; then
+    echo "make-roots: apt-get source ruby3.3=$version failed; see $log" >&2
+    exit 1
+  fi
+  if ! tar -xf "$apt"/ruby3.3_*.orig.tar.* -C "$dir" --strip-components=1 2>>"$log"; then
+    echo "make-roots: cannot unpack ruby3.3's source; see $log" >&2
+    exit 1
+  fi
+  rm -rf "$apt"
+  # Debian's compiler flags (dpkg-buildflags: -O2, stack protector, CET;
+  # PIE is gcc's default), so that the code that reads the TLS is a
+  # distribution's. CFLAGS given replaces Ruby's optflags and debugflags.
+  if ! (cd "$dir" && ./configure --disable-shared --enable-yjit --disable-install-doc \
+          --without-gmp --prefix="$dir/prefix" RUSTC=/usr/bin/rustc \
+          CFLAGS="-g -O2 -fstack-protector-strong -fstack-clash-protection -fcf-protection" &&
+        make -j"$(nproc)" ruby && make -j"$(nproc)" encs &&
+        strip -o ruby-stripped ruby) >>"$log" 2>&1; then
+    echo "make-roots: building the static Ruby failed; see $log" >&2
+    exit 1
+  fi
+  echo "$want" >"$stamp"
+  echo "make-roots: static Ruby ready in $((SECONDS - t0)) s" >&2
+}
+
 build_root bullseye bullseye python3.9
 build_root sid sid python3.13 python3.14 python3.15 \
   python3.13-dbg python3.14-dbg python3.15-dbg python3.13-nopie python3.14-nopie python3.15-nopie \
   libpython3.13-dev libpython3.14-dev libpython3.15-dev ruby3.3
 build_free_threaded 3.13.15-1
 build_musl 3.11.2-6+deb12u8
+build_ruby_static 3.3.8-2
 if ((bench)); then
   build_root trixie trixie python3.13 austin
 fi

@@ -39,10 +39,10 @@ static int reader(void *ctx, uint64_t addr, void *buf, size_t len)
 
 static void print_ectls(const struct rb_ectls *t)
 {
-	printf("model=gd\ngot=0x%" PRIx64 "\ndtpoff=%" PRIu64 "\ntls_size=%" PRIu64
+	printf("model=%s\ngot=0x%" PRIx64 "\ndtpoff=%" PRIu64 "\ntls_size=%" PRIu64
 	       "\nagreed=%u\nby_symbol=%d\nec_thread=%u\nthread_self=%u\n",
-	       t->got, t->dtpoff, t->tls_size, t->agreed, t->by_symbol, t->ec_thread,
-	       t->thread_self);
+	       t->model == RB_TLS_LE ? "le" : "gd", t->got, t->dtpoff, t->tls_size, t->agreed,
+	       t->by_symbol, t->ec_thread, t->thread_self);
 }
 
 /* Opens path into *ef (closed by the caller) and finds where it keeps

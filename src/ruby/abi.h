@@ -19,7 +19,8 @@
 struct __attribute__((may_alias)) tp_rb_proc {
 	/* The process's copy of the GOT entry of ruby_current_ec: its first
 	 * word is the Ruby library's TLS module id; the EC is at dtpoff in
-	 * that module's block of each thread. */
+	 * that module's block of each thread. got 0: a static ruby (the
+	 * local-exec model), whose EC is at fs base - dtpoff in each thread. */
 	__u64 got;
 	__u32 dtpoff;
 	/* A frame's environment flags (ep[0]): magic mask and a C function's

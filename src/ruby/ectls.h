@@ -1,6 +1,7 @@
-/* ectls.h - where a Ruby library keeps each thread's execution context
- * (ruby_current_ec, a thread-local variable of libruby), found with or
- * without its symbol (doc/design/ruby.md, "The execution context").
+/* ectls.h - where a Ruby library, or a ruby executable linked statically,
+ * keeps each thread's execution context (ruby_current_ec, a thread-local
+ * variable), found with or without its symbol (doc/design/ruby.md, "The
+ * execution context").
  *
  * Ruby 3.3 made ruby_current_ec hidden: Debian's stripped libruby-3.3 names
  * neither it nor any other way to it. Its exported functions that read
@@ -9,6 +10,12 @@
  * relocation (R_X86_64_DTPMOD64) and, in the next word, its offset in the
  * module's TLS block. Where the symbol is exported (3.1), the two must
  * agree.
+ *
+ * A ruby executable built with --disable-shared holds the variable in its
+ * own TLS block, which glibc places right below each thread's pointer
+ * (x86-64's TLS variant II): the same functions read it at a constant
+ * negative offset from %fs (the local-exec model), which the linker wrote
+ * into their code.
  */
 #ifndef TAIPAN_RUBY_ECTLS_H
 #define TAIPAN_RUBY_ECTLS_H
@@ -22,6 +29,7 @@
 /* How the code reaches the variable. */
 enum rb_tls_model {
 	RB_TLS_GD = 1, /* general dynamic: __tls_get_addr(GOT entry {module, offset}) */
+	RB_TLS_LE = 2, /* local exec: %fs:-tpoff, in the executable's own block */
 };
 
 /* The exported functions read for the sequence, in order; two at least
@@ -30,9 +38,14 @@ enum rb_tls_model {
 
 struct rb_ectls {
 	enum rb_tls_model model;
-	uint64_t got;	     /* link-time address of the GOT entry: the module id at run time */
-	uint64_t dtpoff;     /* the variable's offset in the module's TLS block */
+	/* GD: the link-time address of the GOT entry (the module id at run
+	 * time) and the variable's offset in the module's TLS block. LE: got
+	 * 0, and dtpoff how far below the thread pointer the variable is
+	 * (its tpoff, negated). */
+	uint64_t got;
+	uint64_t dtpoff;
 	uint64_t tls_size;   /* the block's size (PT_TLS) */
+	uint64_t tls_align;  /* and its alignment */
 	unsigned int agreed; /* how many probes reached it */
 	int by_symbol;	     /* 1: ruby_current_ec is exported and agrees */
 	/* What rb_thread_current's code reads after the EC: the offset of
@@ -41,11 +54,17 @@ struct rb_ectls {
 	uint32_t ec_thread, thread_self;
 };
 
-/* Finds ruby_current_ec in the Ruby library ef. Returns 0 with *out, or a
- * negative errno with a sentence in err: -ENOENT (not a Ruby library, or
- * no probe reads the variable as expected), -EPROTO (probes or symbol
- * disagree). */
+/* Finds ruby_current_ec in the Ruby library or static ruby executable ef.
+ * Returns 0 with *out, or a negative errno with a sentence in err: -ENOENT
+ * (not Ruby's, or no probe reads the variable as expected), -EPROTO
+ * (probes or symbol disagree, or the variable is not in the TLS block). */
 int rb_ectls_find(struct elf_file *ef, struct rb_ectls *out, char *err, size_t errlen);
+
+/* The local-exec read of the variable in a function's first bytes (code,
+ * len): how far below the thread pointer it is, in *tpoff, and where the
+ * code after the EC's load begins, in *after. Returns 0, or -ENOENT.
+ * rb_ectls_find() uses it; tests give it code. */
+int rb_ectls_le(const uint8_t *code, size_t len, uint64_t *tpoff, size_t *after);
 
 /* glibc's thread control block (x86-64): the dynamic thread vector's
  * address is its second word; each DTV entry is 16 bytes, module m's block
@@ -55,9 +74,10 @@ int rb_ectls_find(struct elf_file *ef, struct rb_ectls *out, char *err, size_t e
 
 /* The address of the thread's ruby_current_ec slot, for a library loaded
  * with bias whose variable is t, in the thread whose thread pointer (fs
- * base) is fsbase, read through rd. Returns 0 with *slot, or a negative
- * errno (-EFAULT for memory that cannot be read, -EPROTO for a module id
- * or block that cannot be right). */
+ * base) is fsbase, read through rd (local exec: fsbase - dtpoff, nothing
+ * read). Returns 0 with *slot, or a negative errno (-EFAULT for memory
+ * that cannot be read, -EPROTO for a module id or block that cannot be
+ * right). */
 int rb_ectls_slot(const struct rb_ectls *t, uint64_t bias, uint64_t fsbase, mem_reader rd,
 		  void *ctx, uint64_t *slot);
 

@@ -3,6 +3,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "proc/mapfile.h"
 #include "proc/procfs.h"
@@ -58,13 +60,15 @@ int rbproc_find_eval(struct elf_file *ef, struct rb_range *exec, struct rb_range
 	} else {
 		/* 3.3 hides vm_exec. rb_iseq_eval and rb_iseq_eval_main, which
 		 * are exported, each end in a call of it: the one function both
-		 * call. */
+		 * call. Each is read to its end, not into the next function
+		 * (gcc -O2 puts rb_iseq_eval_main right after rb_iseq_eval, in
+		 * a static ruby: their callees would all be common). */
 		uint64_t a[64], b[64], fa, fb, s;
 		size_t na = 0, nb = 0;
 		if (!elf_file_symbol(ef, "rb_iseq_eval", &fa, &s))
-			na = direct_targets(ef, fa, CALLER_SCAN, a, 64);
+			na = direct_targets(ef, fa, s && s < CALLER_SCAN ? s : CALLER_SCAN, a, 64);
 		if (!elf_file_symbol(ef, "rb_iseq_eval_main", &fb, &s))
-			nb = direct_targets(ef, fb, CALLER_SCAN, b, 64);
+			nb = direct_targets(ef, fb, s && s < CALLER_SCAN ? s : CALLER_SCAN, b, 64);
 		uint64_t found = 0;
 		int agree = 0;
 		for (size_t i = 0; i < na; i++)
@@ -195,6 +199,22 @@ static const struct map_entry *find_lib(const struct proc_maps *m)
 	return NULL;
 }
 
+/* The executable's own mapping at offset 0 (the file /proc/PID/exe names,
+ * by inode and device): where a ruby built with --disable-shared holds the
+ * interpreter. NULL when it is not mapped (or the link cannot be read). */
+static const struct map_entry *find_exe(pid_t pid, const struct proc_maps *m)
+{
+	char path[64];
+	struct stat st;
+	if (procfs_exe_path(pid, path, sizeof(path)) || stat(path, &st))
+		return NULL;
+	for (size_t i = 0; i < m->n; i++)
+		if (m->v[i].path[0] == '/' && !m->v[i].offset && m->v[i].inode == st.st_ino &&
+		    makedev(m->v[i].dev_major, m->v[i].dev_minor) == st.st_dev)
+			return &m->v[i];
+	return NULL;
+}
+
 /* What of the library the process needs: its TLS variable, version and
  * layout, and eval loop. */
 static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char *msg,
@@ -229,7 +249,7 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 	uint64_t bias = start - elf_file_base_vaddr(ef);
 	const struct rb_offsets *o = rp->o;
 	rp->tp = (struct tp_rb_proc){
-	    .got = bias + t.got,
+	    .got = t.model == RB_TLS_LE ? 0 : bias + t.got,
 	    .dtpoff = (uint32_t)t.dtpoff,
 	    .magic_mask = (uint32_t)o->frame_magic_mask,
 	    .magic_cfunc = (uint32_t)o->frame_magic_cfunc,
@@ -272,9 +292,10 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 	if (!ids)
 		rp->ids.symbols = 0;
 	snprintf(rp->how, sizeof(rp->how),
-		 "version from ruby_version, offsets from the %u.%u table, EC %s (%u readers "
+		 "version from ruby_version, offsets from the %u.%u table, EC %s%s (%u readers "
 		 "agree), eval loop %s, method names %s, VM %s, GC flag %s%s",
-		 major, minor, t.by_symbol ? "by symbol" : "by its readers' TLS sequence", t.agreed,
+		 major, minor, t.by_symbol ? "by symbol" : "by its readers' TLS sequence",
+		 t.model == RB_TLS_LE ? " (local exec, in the executable)" : "", t.agreed,
 		 found ? "found" : "not found (native frames are not merged)",
 		 ids ? "found" : "not found",
 		 !vm ? "not found (dump cannot list threads)"
@@ -290,13 +311,19 @@ int rbproc_inspect(pid_t pid, struct rbproc *out, char *msg, size_t msglen)
 	struct proc_maps m = {0};
 	memset(out, 0, sizeof(*out));
 	out->pid = pid;
-	snprintf(msg, msglen, "pid %d: not a Ruby process (no libruby mapped)", pid);
+	snprintf(msg, msglen,
+		 "pid %d: not a Ruby process (no libruby mapped, nor a ruby executable linked "
+		 "statically)",
+		 pid);
 	int ret = procmaps_read(pid, &m);
 	if (ret) {
 		snprintf(msg, msglen, "pid %d: cannot read its mappings: %s", pid, strerror(-ret));
 		return ret;
 	}
 	const struct map_entry *lib = find_lib(&m);
+	bool exe = !lib;
+	if (exe)
+		lib = find_exe(pid, &m);
 	if (!lib) {
 		procmaps_free(&m);
 		return -ENOEXEC;
@@ -306,10 +333,30 @@ int rbproc_inspect(pid_t pid, struct rbproc *out, char *msg, size_t msglen)
 	struct elf_file *ef = NULL;
 	/* The descriptor is ef's from here, closed on failure too. */
 	ret = fd < 0 ? fd : elf_file_open_fd(fd, &ef);
+	if (ret && exe && ret != -ESRCH) {
+		procmaps_free(&m); /* an executable taipan cannot open: not known as Ruby */
+		return -ENOEXEC;
+	}
 	if (ret) {
 		snprintf(msg, msglen, "pid %d: cannot open %s: %s", pid, lib->path, strerror(-ret));
 		procmaps_free(&m);
 		return ret == -ESRCH ? -ESRCH : -ENOTSUP;
+	}
+	/* An executable without TLS or ruby_version is no static ruby: not a
+	 * Ruby process, as when nothing is mapped, rather than one taipan
+	 * cannot read. The segment and the name among the dynamic strings
+	 * are looked at first: they cost no symbol table, which every other
+	 * program of the host would otherwise be indexed for. */
+	uint64_t v, align;
+	const void *dynstr;
+	size_t n;
+	if (exe &&
+	    (elf_file_tls(ef, &v, &align) || elf_file_section_bytes(ef, ".dynstr", &dynstr, &n) ||
+	     !memmem(dynstr, n, "ruby_version", sizeof("ruby_version")) ||
+	     elf_file_symbol(ef, "ruby_version", &v, NULL))) {
+		elf_file_close(ef);
+		procmaps_free(&m);
+		return -ENOEXEC;
 	}
 	ret = read_lib(out, ef, lib->start, msg, msglen);
 	elf_file_close(ef);

@@ -1,6 +1,7 @@
-/* rbproc.h - a Ruby process as taipan reads it: its libruby, the version
- * and layout, where each thread's execution context is, and which native
- * functions are the VM's eval loop (doc/design/ruby.md).
+/* rbproc.h - a Ruby process as taipan reads it: its libruby (or its
+ * executable, for a ruby linked statically), the version and layout, where
+ * each thread's execution context is, and which native functions are the
+ * VM's eval loop (doc/design/ruby.md).
  */
 #ifndef TAIPAN_RUBY_RBPROC_H
 #define TAIPAN_RUBY_RBPROC_H
@@ -25,7 +26,9 @@ struct rbproc {
 	uint32_t ns_pid;  /* its pid in its own namespace; 0: the same */
 	char version[16]; /* ruby_version: "3.3.8" */
 	char comm[16];
-	char lib[512]; /* libruby's path, as /proc/PID/maps shows it */
+	/* libruby's path, as /proc/PID/maps shows it; the executable's, for a
+	 * ruby linked statically (--disable-shared) */
+	char lib[512];
 	const struct rb_offsets *o;
 	struct tp_rb_proc tp;	/* BPF's payload */
 	uint32_t ec_thread_ptr; /* rb_execution_context_t.thread_ptr */
@@ -47,7 +50,8 @@ struct rbproc {
 	char how[320];
 };
 
-/* Whether pid runs Ruby: 0 with *out; -ENOEXEC: no libruby is mapped;
+/* Whether pid runs Ruby: 0 with *out; -ENOEXEC: no libruby is mapped and
+ * the executable is no ruby linked statically (no ruby_version);
  * -ENOTSUP: a libruby taipan cannot read (its version, its TLS); -ESRCH:
  * gone; another negative errno. msg always gets a line naming the pid. */
 int rbproc_inspect(pid_t pid, struct rbproc *out, char *msg, size_t msglen);

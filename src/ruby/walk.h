@@ -84,12 +84,24 @@ TPW_INLINE __u64 tpw_rb_nonzero(__u64 v)
 	return m >> 63;
 }
 
-/* The execution context of the thread whose thread pointer is fsbase, 0
- * with the sample's error set when there is none to walk. */
+/* The execution context of the thread whose thread pointer is fsbase
+ * (through the DTV to libruby's block, or below the thread pointer in a
+ * static ruby), 0 with the sample's error set when there is none to walk. */
 TPW_INLINE __u64 tpw_rb_ec(struct tpw_state *st, __u64 fsbase)
 {
 	const struct tp_rb_proc *p = tpw_rp(st);
 	__u64 mod = 0, dtv = 0, len = 0, block = 0, ec = 0;
+	/* Local exec (a static ruby): the variable is dtpoff below the thread
+	 * pointer, in the executable's block. */
+	if (!p->got) {
+		if (!p->dtpoff || fsbase < p->dtpoff || tpw_read_u64(st, &ec, fsbase - p->dtpoff)) {
+			st->s.err = TP_ERR_RB_TLS;
+			return 0;
+		}
+		if (!ec)
+			st->s.err = TP_ERR_RB_NO_EC;
+		return ec;
+	}
 	if (tpw_read_u64(st, &mod, p->got) || tpw_read_u64(st, &dtv, fsbase + TPW_RB_TCB_DTV) ||
 	    !dtv || tpw_read_u64(st, &len, dtv - TPW_RB_DTV_ENTRY)) {
 		st->s.err = TP_ERR_RB_TLS;

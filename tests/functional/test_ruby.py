@@ -1,7 +1,9 @@
 """Ruby (doc/design/ruby.md): where each thread's execution context lives,
 found in Debian's own libruby with its symbol (bookworm's 3.1) and without
-(sid's stripped 3.3, which hides ruby_current_ec), and checked in live
-processes against what Ruby itself says of its threads."""
+(sid's stripped 3.3, which hides ruby_current_ec), and in a stripped ruby 3.3
+linked statically with YJIT (built by make roots from Debian's source), whose
+executable holds it below the thread pointer; checked in live processes
+against what Ruby itself says of its threads."""
 
 import json
 import os
@@ -17,11 +19,19 @@ from otlp_fixtures import FRAME_TYPES, protos, read_otlp, read_pprof  # noqa: F4
 
 TOOLS = os.environ.get("TAIPAN_TOOLS", os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools"))
 
-# (id, root or None, the ruby executable, its libruby inside the root)
+# (id, root or None, the ruby executable, its libruby inside the root: the
+# executable itself for a ruby linked statically)
+STATIC_RUBY = os.path.join(ROOTS, "ruby-3.3-static", "ruby-stripped")
 RUBIES = [
     ("debian-3.1", None, "/usr/bin/ruby3.1", "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1"),
     ("sid-3.3", os.path.join(ROOTS, "sid"), "/usr/bin/ruby3.3", "/usr/lib/x86_64-linux-gnu/libruby-3.3.so.3.3"),
+    # Debian's ruby3.3 source, --disable-shared --enable-yjit, stripped
+    # (scripts/make-roots.sh: build_ruby_static), run from its build tree.
+    ("built-3.3-static", None, STATIC_RUBY, STATIC_RUBY),
 ]
+# Options a row's ruby always gets: the static build has no gems, nor
+# extensions, installed; the workloads need none.
+RUBY_FLAGS = {"built-3.3-static": ["--disable-gems"]}
 
 
 def ruby(ident):
@@ -55,14 +65,21 @@ def test_execution_context_found_in_the_library(ident):
     """The exported readers of GET_EC() (rb_errinfo, rb_thread_current,
     rb_set_errinfo, ...) all reach one thread-local variable, in the bounds
     of the library's TLS block; where ruby_current_ec is exported (3.1) it is
-    that one; where it is hidden (sid's 3.3) the readers alone find it."""
+    that one; where it is hidden (sid's 3.3) the readers alone find it. In
+    the static 3.3 they read it below the thread pointer (local exec)."""
     root, _, lib = ruby(ident)
     res = rbec(root + lib)
     assert res.returncode == 0, res.stderr
     f = fields(res.stdout)
-    assert f["model"] == "gd"
+    if lib == STATIC_RUBY:
+        # Local exec: the variable is dtpoff below the thread pointer, in
+        # the executable's block (rounded up to its alignment).
+        assert (f["model"], f["got"]) == ("le", "0x0"), f
+        assert 8 <= int(f["dtpoff"]) <= int(f["tls_size"]) + 64, f
+    else:
+        assert f["model"] == "gd"
+        assert int(f["dtpoff"]) + 8 <= int(f["tls_size"]), f
     assert int(f["agreed"]) >= 3, f
-    assert int(f["dtpoff"]) + 8 <= int(f["tls_size"]), f
     # 3.1 exports the symbol, 3.3 does not: the answer does not need it.
     assert f["by_symbol"] == ("1" if ident == "debian-3.1" else "0"), f
     # ec->thread_ptr, thread->self, as rb_thread_current's code reads them.
@@ -111,10 +128,10 @@ def ruby_workload(talker):
             os.makedirs(root + ROOT_WORKLOADS, exist_ok=True)
             shutil.copy(script, root + ROOT_WORKLOADS)
             path = os.path.join(ROOT_WORKLOADS, name)
-            argv = ["chroot", root, exe] + list(flags) + [path]
+            argv = ["chroot", root, exe] + RUBY_FLAGS.get(ident, []) + list(flags) + [path]
         else:
             path = script
-            argv = [exe] + list(flags) + [script]
+            argv = [exe] + RUBY_FLAGS.get(ident, []) + list(flags) + [script]
         w = talker(argv + list(args), name)
         w.path = path
         return w
@@ -267,7 +284,8 @@ def test_dump_lists_every_thread_with_its_frames(taipan, ident, ruby_workload):
     assert res.stdout.startswith("Process %d (" % w.pid) and ": Ruby 3." in res.stdout.splitlines()[0], res.stdout
 
 
-@pytest.mark.parametrize("ident,yjit", [(r[0], False) for r in RUBIES] + [("debian-3.1", True)])
+@pytest.mark.parametrize("ident,yjit", [(r[0], False) for r in RUBIES] + [("debian-3.1", True),
+                                                                           ("built-3.3-static", True)])
 def test_record_ruby_frames_merged_with_native(taipan, ident, yjit, ruby_workload, tmp_path):
     """`record -p` of a Ruby process: BPF walks every thread's control
     frames on each sample, and the profile holds each worker's stack as Ruby
@@ -280,14 +298,21 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, yjit, ruby_workloa
     the block it runs, and `[native and Ruby stacks disagree]` is rare.
     Threads carry their Thread#name, and each worker's share of the samples
     is its share of the CPU time the kernel gave them, within 3 points.
-    With YJIT (bookworm's 3.1 has it: ruby --yjit), the Ruby frames are as
+    With YJIT (bookworm's 3.1 has it, the static 3.3 its Rust one: ruby
+    --yjit), the Ruby frames are as
     whole, and the native stack, which cannot be unwound through the JIT's
-    code, is cut there under a [YJIT] marker: never a disagreement."""
+    code, is cut there under a [YJIT] marker: never a disagreement. 3.3's
+    YJIT writes a frame's pc only where its code calls out of the JIT, and
+    the hot loop's compiled code never does: the hot method's line is then
+    the last call out's (Thread.current[:report]), which is what the frame
+    holds, not one of the loop's."""
     w = ruby_workload(ident, "rb_record.rb", flags=["--yjit"] if yjit else [])
     want = reported_stacks(w.lines)
     assert set(want) == {"worker-0", "worker-1"}, w.lines
     lines = marked_lines(os.path.join(WORKLOADS, "rb_record.rb"))
     loop = {lines["hot-a"], lines["hot-b"], lines["hot-c"], lines["hot-d"]}
+    if yjit and ident != "debian-3.1":
+        loop.add(lines["hot-callout"])
     before = thread_cpu_ns(w.pid)
     stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=3, rate=200, extra=["--no-kernel"])
     after = thread_cpu_ns(w.pid)
@@ -298,7 +323,7 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, yjit, ruby_workloa
                                                    for f in s.frames))
     assert disagree <= 0.02 * n, (disagree, n)
     workers = [s for s in stacks if s.thread.startswith("worker-")]
-    by_thread, exact, hot = {}, 0, 0
+    by_thread, exact, hot, callout = {}, 0, 0, 0
     for s in workers:
         by_thread.setdefault(s.tid, [s.thread, 0])[1] += s.count
         rb = [f for f in s.frames if not f.native and not f.marker and not f.kernel]
@@ -309,6 +334,7 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, yjit, ruby_workloa
         if len(rb) != len(expect):
             continue
         ok = rb[-1].line in loop and rb[-1].file == expect[-1][1]
+        callout += s.count if rb[-1].line == lines["hot-callout"] else 0
         for f, (label, path, line) in zip(rb[:-1], expect[:-1]):
             # A C function has no file of its own (Ruby shows its caller's).
             ok = ok and f.name == QUALIFIED.get(label, label) and \
@@ -329,8 +355,8 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, yjit, ruby_workloa
     for tid, (name, count) in by_thread.items():
         share, truth = count / n, used[tid] / sum(after[t] - before.get(t, 0) for t in after)
         shares[name] = (round(100 * share, 1), round(100 * truth, 1))
-    print("ruby %s%s: exact %d of %d samples in hot; share of samples, of CPU time (%%): %s"
-          % (ident, " --yjit" if yjit else "", exact, hot, shares))
+    print("ruby %s%s: exact %d of %d samples in hot (%d at its last call out); share of samples, "
+          "of CPU time (%%): %s" % (ident, " --yjit" if yjit else "", exact, hot, callout, shares))
     for name, (share, truth) in shares.items():
         assert abs(share - truth) <= 3, shares
 

@@ -3,8 +3,11 @@
  * 3.1 by its readers' code and by its symbol, which agree; the new
  * relocation lookup and TLS segment of elfsym; and the walk from a thread
  * pointer to the variable's slot through a fake process's memory, with
- * every value a hostile process could set wrong. tests/functional/
- * test_ruby.py checks both against live processes, stripped 3.3 too. */
+ * every value a hostile process could set wrong; and a ruby 3.3 linked
+ * statically (make roots builds it), whose readers reach the variable
+ * below the thread pointer (local exec), stripped and not. tests/
+ * functional/test_ruby.py checks them against live processes, stripped 3.3
+ * too. */
 #include <elf.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -55,6 +58,128 @@ static void test_debian_ruby_3_1(void **state)
 	assert_int_equal(r.symval + (uint64_t)r.addend, t.dtpoff);
 	assert_int_equal(elf_file_dynreloc(ef, t.got + 1, &r), -ENOENT);
 	elf_file_close(ef);
+}
+
+/* The static ruby 3.3 that make roots builds (scripts/make-roots.sh,
+ * build_ruby_static), file name under $TAIPAN_ROOTS/ruby-3.3-static. */
+static void static_ruby(const char *name, char *path, size_t len)
+{
+	const char *roots = getenv("TAIPAN_ROOTS");
+	snprintf(path, len, "%s/ruby-3.3-static/%s", roots ? roots : "/var/cache/taipan-test",
+		 name);
+	need_file(path);
+}
+
+/* Ruby 3.3 built with --disable-shared: the four readers load the EC with
+ * the linker's local-exec rewrite of an initial-exec access (mov
+ * $-X,%rax; mov %fs:(%rax),%rax), all at the same distance below the
+ * thread pointer; rb_thread_current then reads the thread and its Thread
+ * object at 48 and 16. Stripped, nothing names the variable (3.3 hides
+ * it); with its symbol table, ruby_current_ec's offset in the TLS block is
+ * that distance from the block's end, the thread pointer. */
+static void test_static_ruby_3_3(void **state)
+{
+	(void)state;
+	char stripped[512], full[512];
+	static_ruby("ruby-stripped", stripped, sizeof(stripped));
+	static_ruby("ruby", full, sizeof(full));
+	struct elf_file *ef;
+	struct rb_ectls t, u;
+	char err[256];
+	uint64_t sym, size, align;
+	assert_int_equal(elf_file_open(stripped, &ef), 0);
+	assert_int_equal(rb_ectls_find(ef, &t, err, sizeof(err)), 0);
+	assert_int_equal(elf_file_symbol(ef, "ruby_current_ec", &sym, NULL), -ENOENT);
+	elf_file_close(ef);
+	assert_int_equal(t.model, RB_TLS_LE);
+	assert_int_equal(t.got, 0);
+	assert_int_equal(t.agreed, 4);
+	assert_int_equal(t.by_symbol, 0);
+	assert_int_equal(t.ec_thread, 48);
+	assert_int_equal(t.thread_self, 16);
+	assert_true(t.dtpoff >= 8 && t.dtpoff <= t.tls_size + t.tls_align);
+	assert_int_equal(elf_file_open(full, &ef), 0);
+	assert_int_equal(rb_ectls_find(ef, &u, err, sizeof(err)), 0);
+	assert_int_equal(elf_file_symbol(ef, "ruby_current_ec", &sym, NULL), 0);
+	assert_int_equal(elf_file_tls(ef, &size, &align), 0);
+	elf_file_close(ef);
+	assert_int_equal(u.by_symbol, 1);
+	assert_int_equal(u.dtpoff, t.dtpoff);
+	assert_int_equal((size + align - 1) / align * align - sym, t.dtpoff);
+}
+
+/* The local-exec forms, from their bytes: the static 3.3's two (the
+ * linker's rewrite of an initial-exec access, and a direct %fs load into
+ * %rcx), the thread pointer loaded then read at -X by mov or lea (disp8 and
+ * disp32, r8-r15 too); nothing from a non-negative offset, a register
+ * mismatch, a base that needs a SIB byte, or code without %fs. */
+static void test_local_exec_forms(void **state)
+{
+	(void)state;
+	static const struct {
+		uint8_t code[24];
+		size_t len;
+		int ret;
+		uint64_t tpoff;
+		size_t after;
+	} cases[] = {
+	    /* endbr64; mov $-0x58,%rax; mov %fs:(%rax),%rax; mov 0x30(%rax),%rax */
+	    {{0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0xc7, 0xc0, 0xa8, 0xff, 0xff, 0xff, 0x64, 0x48, 0x8b,
+	      0x00, 0x48, 0x8b, 0x40, 0x30},
+	     19,
+	     0,
+	     0x58,
+	     15},
+	    /* endbr64; mov %fs:-0x58,%rcx; mov 0x10(%rcx),%rsi */
+	    {{0xf3, 0x0f, 0x1e, 0xfa, 0x64, 0x48, 0x8b, 0x0c, 0x25, 0xa8, 0xff, 0xff, 0xff, 0x48,
+	      0x8b, 0x71, 0x10},
+	     17,
+	     0,
+	     0x58,
+	     13},
+	    /* mov %fs:0,%rax; mov -0x10(%rax),%rax (disp8) */
+	    {{0x64, 0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0, 0x48, 0x8b, 0x40, 0xf0}, 13, 0, 0x10, 13},
+	    /* mov %fs:0,%r9; lea -0x1000(%r9),%rdx; mov (%rdx),%rdx */
+	    {{0x64, 0x4c, 0x8b, 0x0c, 0x25, 0, 0, 0, 0, 0x49, 0x8d, 0x91, 0, 0xf0, 0xff, 0xff, 0x48,
+	      0x8b, 0x12},
+	     19,
+	     0,
+	     0x1000,
+	     19},
+	    /* mov %fs:0,%r12; lea -0x1000(%r12),%rdx: r12 as a base takes a
+	     * SIB byte, which is not decoded */
+	    {{0x64, 0x4c, 0x8b, 0x24, 0x25, 0, 0, 0, 0, 0x49, 0x8d, 0x94, 0x24, 0, 0xf0, 0xff,
+	      0xff},
+	     17,
+	     -ENOENT,
+	     0,
+	     0},
+	    /* mov %fs:0,%rbx; lea -0x1000(%rbx),%rdx; mov (%rdx),%rdx */
+	    {{0x64, 0x48, 0x8b, 0x1c, 0x25, 0, 0, 0, 0, 0x48, 0x8d, 0x93, 0, 0xf0, 0xff, 0xff, 0x48,
+	      0x8b, 0x12},
+	     19,
+	     0,
+	     0x1000,
+	     19},
+	    /* mov %fs:0,%rax; mov -0x10(%rcx),%rax: another register */
+	    {{0x64, 0x48, 0x8b, 0x04, 0x25, 0, 0, 0, 0, 0x48, 0x8b, 0x41, 0xf0}, 13, -ENOENT, 0, 0},
+	    /* mov %fs:0x28,%rax: the stack protector's canary, above the TP */
+	    {{0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0, 0, 0}, 9, -ENOENT, 0, 0},
+	    /* mov $0x58,%rax; mov %fs:(%rax),%rax: not below */
+	    {{0x48, 0xc7, 0xc0, 0x58, 0, 0, 0, 0x64, 0x48, 0x8b, 0x00}, 11, -ENOENT, 0, 0},
+	    /* mov $-0x58,%rax; mov (%rax),%rax: no %fs */
+	    {{0x48, 0xc7, 0xc0, 0xa8, 0xff, 0xff, 0xff, 0x90, 0x48, 0x8b, 0x00}, 11, -ENOENT, 0, 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t tpoff = 0;
+		size_t after = 0;
+		assert_int_equal(rb_ectls_le(cases[i].code, cases[i].len, &tpoff, &after),
+				 cases[i].ret);
+		if (cases[i].ret)
+			continue;
+		assert_int_equal(tpoff, cases[i].tpoff);
+		assert_int_equal(after, cases[i].after);
+	}
 }
 
 /* A library with TLS but none of Ruby's readers: said, not guessed. */
@@ -133,12 +258,34 @@ static void test_slot(void **state)
 	assert_int_equal(rb_ectls_slot(&none, bias, fs, fake_read, NULL, &slot), -EPROTO);
 }
 
+/* Local exec: the slot is dtpoff below the thread pointer, nothing read;
+ * an offset of no pointer, or past the rounded-up block, is refused. */
+static void test_slot_local_exec(void **state)
+{
+	(void)state;
+	struct rb_ectls t = {.model = RB_TLS_LE, .dtpoff = 0x38, .tls_size = 0x30, .tls_align = 64};
+	uint64_t slot = 0;
+	nmem = 0;
+	assert_int_equal(rb_ectls_slot(&t, 0x5500000000, 0x7f1000000740, fake_read, NULL, &slot),
+			 0);
+	assert_int_equal(slot, 0x7f1000000740 - 0x38);
+	t.dtpoff = 0x48; /* past the block rounded up to 64 */
+	assert_int_equal(rb_ectls_slot(&t, 0, 0x7f1000000740, fake_read, NULL, &slot), -EPROTO);
+	t.dtpoff = 0;
+	assert_int_equal(rb_ectls_slot(&t, 0, 0x7f1000000740, fake_read, NULL, &slot), -EPROTO);
+	t.dtpoff = 0x38;
+	assert_int_equal(rb_ectls_slot(&t, 0, 0x10, fake_read, NULL, &slot), -EPROTO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_debian_ruby_3_1),
+	    cmocka_unit_test(test_static_ruby_3_3),
+	    cmocka_unit_test(test_local_exec_forms),
 	    cmocka_unit_test(test_not_ruby),
 	    cmocka_unit_test(test_slot),
+	    cmocka_unit_test(test_slot_local_exec),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

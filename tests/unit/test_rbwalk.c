@@ -240,6 +240,49 @@ static void test_thread_pointer_refusals(void **state)
 	assert_int_equal(st->s.nframes, 0);
 }
 
+/* A static ruby (local exec, got 0): the EC is read dtpoff below the
+ * thread pointer, with no module id, DTV or block; a slot that cannot be
+ * read, or no offset, is the thread pointer's error, a null EC the timer
+ * thread's. */
+static void test_local_exec(void **state)
+{
+	(void)state;
+	struct tp_rb_proc le = payload;
+	le.got = 0;
+	le.dtpoff = 0x20;
+	tp_rb_proc_set(&st->proc, &le);
+	uint64_t top = frame_at(1, 0x1111, 0xa1, MAGIC_METHOD | FLAG_FINISH, 0);
+	thread(top);
+	put64(GOT, 0); /* nothing of the general-dynamic path is read */
+	put64(FS + 8, 0);
+	put64(FS - 0x20, EC);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	walk();
+	assert_int_equal(st->s.err, TP_ERR_NONE);
+	assert_int_equal(st->s.tstate, EC);
+	assert_int_equal(st->s.nframes, 1);
+	put64(FS - 0x20, 0);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, FS), 0);
+	assert_int_equal(st->s.err, TP_ERR_RB_NO_EC);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, 0x10), 0); /* below the offset */
+	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, 0xdead0000), 0); /* unreadable */
+	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	le.dtpoff = 0;
+	tp_rb_proc_set(&st->proc, &le);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, FS), 0);
+	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+}
+
 /* An environment pointer into nothing ends the walk at that frame with
  * the frames above it kept. */
 static void test_unreadable_environment(void **state)
@@ -390,6 +433,35 @@ static void test_sid_3_3_eval_and_names(void **state)
 	check_lib(path, 3);
 }
 
+/* The static 3.3 of make roots, stripped: vm_exec through its exported
+ * callers, each read only to its own end (gcc -O2 put them side by side,
+ * and read past rb_iseq_eval's end their callees all agreed); the
+ * symbol table of the unstripped build names what was found. */
+static void test_static_3_3_eval_and_names(void **state)
+{
+	(void)state;
+	const char *roots = getenv("TAIPAN_ROOTS");
+	char stripped[512], full[512];
+	snprintf(stripped, sizeof(stripped), "%s/ruby-3.3-static/ruby-stripped",
+		 roots ? roots : "/var/cache/taipan-test");
+	snprintf(full, sizeof(full), "%s/ruby-3.3-static/ruby",
+		 roots ? roots : "/var/cache/taipan-test");
+	check_lib(stripped, 3);
+	need_file(full);
+	struct elf_file *ef;
+	struct rb_range exec, core;
+	uint64_t sym;
+	assert_int_equal(elf_file_open(stripped, &ef), 0);
+	assert_int_equal(rbproc_find_eval(ef, &exec, &core), 0);
+	elf_file_close(ef);
+	assert_int_equal(elf_file_open(full, &ef), 0);
+	assert_int_equal(elf_file_symbol(ef, "rb_vm_exec", &sym, NULL), 0);
+	assert_int_equal(exec.lo, sym);
+	assert_int_equal(elf_file_symbol(ef, "vm_exec_core", &sym, NULL), 0);
+	assert_int_equal(core.lo, sym);
+	elf_file_close(ef);
+}
+
 /* A library that is not Ruby's: nothing found, nothing guessed. */
 static void test_not_ruby(void **state)
 {
@@ -410,11 +482,13 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_frames_and_groups, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_finish_on_a_skipped_frame, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_thread_pointer_refusals, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_local_exec, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unreadable_environment, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deep_stack_is_cut, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gvl, setup, teardown),
 	    cmocka_unit_test(test_debian_3_1_eval_and_names),
 	    cmocka_unit_test(test_sid_3_3_eval_and_names),
+	    cmocka_unit_test(test_static_3_3_eval_and_names),
 	    cmocka_unit_test(test_not_ruby),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,7 +16,7 @@ end
 
 class Work
   def self.hot(n) # LINE:def-hot
-    if Thread.current[:report]
+    if Thread.current[:report] # LINE:hot-callout
       Thread.current[:report] = false
       stack = caller_locations(0)
       PRINT.synchronize do
