@@ -22,10 +22,10 @@ worker = Thread.new do
 end
 puts 'ready'
 $stdout.flush
-while $stdin.gets
+while $stdin.gets # LINE:read
   $asked = true
   ns = cpu.pop
-  puts "gc #{GC.total_time} cpu #{ns}"
+  puts "gc #{GC.total_time} cpu #{ns}" # LINE:answer
   $stdout.flush
 end
 worker.kill
