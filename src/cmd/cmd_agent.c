@@ -33,6 +33,8 @@
 #define TOKEN_MAX 1024
 #define CREDS_MAX 4096
 #define OTLP_HEADERS_MAX 16384 /* bytes of --otlp-headers-file */
+/* A long option without a short one, past the shared options' codes. */
+#define OPT_NO_TIMESTAMPS 0x300
 /* The push's credentials, when they come from the environment. */
 #define ENV_PUSH_USER "TAIPAN_PUSH_USER"
 #define ENV_PUSH_PASSWORD "TAIPAN_PUSH_PASSWORD"
@@ -90,6 +92,8 @@ void cmd_agent_usage(FILE *out)
 		"      --otlp-headers-file FILE  headers for the OTLP pushes (a token, say):\n"
 		"                          'Key: Value' a line; FILE must be root's, mode 0600\n"
 		"                          or 0400, and no symbolic link\n"
+		"      --no-timestamps     OTLP: one value per stack, without the time of each\n"
+		"                          of its samples (smaller requests)\n"
 		"  -w, --window SECS       the push window (default 15; 1 to 3600)\n");
 	sampling_opts_help(out, SAMPLING_AGENT, SO_RATE);
 	fprintf(out,
@@ -159,6 +163,7 @@ struct agent_args {
 	char *push_user, *push_password; /* from malloc; NULL: none */
 	const char *otlp;
 	const char *otlp_headers_file;
+	bool no_timestamps; /* --no-timestamps: OTLP without each sample's time */
 	/* --otlp-headers-file's content, split in place into otlp_headers. */
 	char *otlp_buf;
 	size_t otlp_buf_len;
@@ -339,6 +344,7 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 	    {"push-credentials-file", required_argument, NULL, 'Q'},
 	    {"otlp", required_argument, NULL, 'O'},
 	    {"otlp-headers-file", required_argument, NULL, 'H'},
+	    {"no-timestamps", no_argument, NULL, OPT_NO_TIMESTAMPS},
 	    {0},
 	};
 	struct option longopts[sizeof(own) / sizeof(own[0]) + SAMPLING_LONGOPTS];
@@ -389,6 +395,9 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 			break;
 		case 'H':
 			a->otlp_headers_file = optarg;
+			break;
+		case OPT_NO_TIMESTAMPS:
+			a->no_timestamps = true;
 			break;
 		case 'I':
 			if (parse_uids(optarg, a))
@@ -487,6 +496,10 @@ static int parse_args(int argc, char **argv, struct agent_args *a)
 		log_error("--push-credentials-file is for --push");
 		return -EINVAL;
 	}
+	if (a->no_timestamps && !a->otlp) {
+		log_error("--no-timestamps is for --otlp");
+		return -EINVAL;
+	}
 	bad_url = a->otlp ? push_check_url(a->otlp) : 0;
 	if (bad_url)
 		push_redact_url(shown, sizeof(shown), a->otlp);
@@ -549,7 +562,7 @@ int cmd_agent(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	/* OTLP's samples carry the times of their events. */
-	struct session_opts so = {.events = args.otlp != NULL};
+	struct session_opts so = {.events = args.otlp && !args.no_timestamps};
 	sampling_opts_session(&args.so, &so);
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {

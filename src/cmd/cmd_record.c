@@ -43,6 +43,7 @@ static void on_signal(int sig)
 #define MAX_OUTPUTS 4
 /* Long options without a short one, past the shared options' codes. */
 #define OPT_SERVICE 0x300
+#define OPT_NO_TIMESTAMPS 0x301
 
 /* -o and -f in --help, from the formats' table. */
 static void output_help(FILE *out)
@@ -63,6 +64,9 @@ static void output_help(FILE *out)
 	cli_help(out, CLI_HELP_COLUMN, "  -f, --format FMT", text);
 	cli_help(out, CLI_HELP_COLUMN, "      --service NAME",
 		 "otlp: the service.name of every process (default: its command name)");
+	cli_help(out, CLI_HELP_COLUMN, "      --no-timestamps",
+		 "otlp: one value per stack, without the time of each of its samples "
+		 "(smaller files)");
 }
 
 void cmd_record_usage(FILE *out)
@@ -137,6 +141,7 @@ struct record_args {
 	const struct output_format_desc *format; /* --format, or NULL */
 	struct output_opts oo;
 	bool stats, subprocesses;
+	bool no_timestamps; /* --no-timestamps: OTLP without each sample's time */
 	uint64_t min_block_ns;
 	bool min_block_set;
 	bool gil;
@@ -169,6 +174,7 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 	    {"min-block", required_argument, NULL, 'B'},
 	    {"gil", no_argument, NULL, 'g'},
 	    {"service", required_argument, NULL, OPT_SERVICE},
+	    {"no-timestamps", no_argument, NULL, OPT_NO_TIMESTAMPS},
 	    {0},
 	};
 	struct option longopts[sizeof(own) / sizeof(own[0]) + SAMPLING_LONGOPTS];
@@ -220,6 +226,9 @@ static int parse_args(int argc, char **argv, struct record_args *a)
 					return -EINVAL;
 				}
 			a->outputs[a->noutputs++] = optarg;
+			break;
+		case OPT_NO_TIMESTAMPS:
+			a->no_timestamps = true;
 			break;
 		case OPT_SERVICE:
 			if (!*optarg) {
@@ -620,6 +629,13 @@ int cmd_record(int argc, char **argv)
 			return 2;
 		}
 	}
+	bool timed = false;
+	for (int i = 0; i < a.noutputs; i++)
+		timed |= fmt[i]->timed;
+	if (a.no_timestamps && !timed) {
+		log_error("--no-timestamps is for OTLP: no -o FILE.otlp or --format otlp");
+		return 2;
+	}
 	/* Before anything is recorded: a profile that cannot be written is
 	 * better refused now than lost at the end. */
 	for (int i = 0; i < a.noutputs; i++) {
@@ -638,8 +654,7 @@ int cmd_record(int argc, char **argv)
 	    .follow_children = a.cmd != NULL || a.subprocesses,
 	};
 	sampling_opts_session(&a.so, &so);
-	for (int i = 0; i < a.noutputs; i++)
-		so.events |= fmt[i]->timed;
+	so.events = timed && !a.no_timestamps;
 	ret = session_new(&so, &s, err, sizeof(err));
 	if (ret) {
 		log_error("%s", err);

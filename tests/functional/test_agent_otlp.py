@@ -143,13 +143,16 @@ def test_bad_headers_files_refused(taipan, tmp_path, text, mode, args, msg):
     assert "otlp-Zq9" not in res.stderr
 
 
-def test_otlp_url_with_credentials_refused(taipan):
+def test_otlp_url_with_credentials_and_lone_options_refused(taipan):
     for url, msg in (("http://u:s3cr3t-pw@127.0.0.1:1", "a user name or password in the URL"),
                      ("grpc://127.0.0.1:4317", "--otlp wants an http:// or https:// URL")):
         res = subprocess.run([taipan, "agent", "--otlp", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, timeout=10)
         assert res.returncode == 2, res.stderr
         assert msg in res.stderr and "s3cr3t" not in res.stderr, res.stderr
+    res = subprocess.run([taipan, "agent", "--no-timestamps"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, timeout=10)
+    assert res.returncode == 2 and "--no-timestamps is for --otlp" in res.stderr, res.stderr
 
 
 def test_wall_mode_pushes_the_wall_profile(agents, receivers, protos, workload, tmp_path):

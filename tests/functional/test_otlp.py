@@ -88,6 +88,18 @@ def test_timestamps_follow_the_phases(taipan, protos, tmp_path):
     assert v[2] >= 0.9 * (t1 - t0), (v, t1 - t0)
 
 
+def test_no_timestamps_gives_one_value_per_stack(taipan, protos, workload, tmp_path):
+    """--no-timestamps: each sample is one aggregated value, without times,
+    whose sums are those of the pprof."""
+    w = workload(pyenv("pyenv-3.12"), "chain.py", 30)
+    otlp, pprof = tmp_path / "out.otlp", tmp_path / "out.pb.gz"
+    record(taipan, otlp, w.pid, seconds=1, rate=1000, extra=["-o", pprof, "--no-timestamps"])
+    events = []
+    got, _, _, _, _ = read_otlp(protos, otlp, events)
+    assert got and not events
+    assert got == read_pprof(protos, pprof)[0]
+
+
 def test_service_name_defaults_to_the_command_name(taipan, protos, workload, tmp_path):
     w = workload(pyenv("pyenv-3.12"), "chain.py", 30)
     out = tmp_path / "out.otlp"
@@ -122,6 +134,7 @@ def test_hostile_names_stay_bounded_utf8(taipan, protos, workload, tmp_path):
     (["-o", "1.otlp", "-o", "2.otlp", "-o", "3.otlp", "-o", "4.otlp", "-o", "5.otlp"], "at most 4 --output"),
     (["-o", "a.otlp", "-o", "b.unknown"], "cannot tell the format of 'b.unknown'"),
     (["--service", ""], "--service wants a name"),
+    (["-o", "a.pb.gz", "--no-timestamps"], "--no-timestamps is for OTLP"),
 ])
 def test_bad_outputs_refused_before_recording(taipan, tmp_path, args, want):
     res = run_taipan(taipan, ["record", "-d", "1", "-p", "1"] + args, cwd=tmp_path)
