@@ -582,6 +582,7 @@ void nwalk_name(struct nwalk *nw, uint64_t addr, bool sampled, struct nwalk_sym 
 	out->module = "[unknown]";
 	out->build_id[0] = 0;
 	out->kind = MERGE_NK_OTHER;
+	out->anon = me && !me->path[0];
 	snprintf(out->name, sizeof(out->name), "0x%llx", (unsigned long long)addr);
 	int fi = me ? map_file(nw, me) : -1;
 	if (fi < 0) {

@@ -71,6 +71,7 @@ struct nwalk_sym {
 	const char *module; /* the file as the process names it; lives as nw does */
 	char build_id[128]; /* lowercase hex, "" when unknown */
 	uint8_t kind;	    /* enum merge_nkind */
+	bool anon;	    /* in anonymous memory: JIT code, if anything */
 };
 
 /* Names addr of the process; sampled: the interrupted instruction, not a

@@ -410,10 +410,11 @@ static int interp_frame(struct stacks *st, const struct stacks_proc *p, const st
 /* The profile frame id of native address addr of p named through dump's
  * walker, and its enum merge_nkind in *kind. */
 static int walker_frame(struct stacks *st, const struct stacks_proc *p, uint64_t addr, bool sampled,
-			uint8_t *kind)
+			uint8_t *kind, bool *anon)
 {
 	struct nwalk_sym sym;
 	nwalk_name(p->nw, addr, sampled, &sym);
+	*anon = sym.anon;
 	struct prof_frame f = {.kind = PROF_FRAME_NATIVE,
 			       .addr = addr,
 			       .name = sym.name,
@@ -423,19 +424,21 @@ static int walker_frame(struct stacks *st, const struct stacks_proc *p, uint64_t
 	return profile_intern_frame(st->prof, &f);
 }
 
-/* The profile frame id of native address addr of p, and its enum
- * merge_nkind in *kind. sampled: the instruction the sample interrupted, not
- * a return address. */
+/* The profile frame id of native address addr of p, its enum merge_nkind
+ * in *kind, and in *anon whether it lies in anonymous memory (JIT code, if
+ * anything). sampled: the instruction the sample interrupted, not a return
+ * address. */
 static int native_frame(struct stacks *st, const struct stacks_proc *p, uint64_t addr, bool sampled,
-			uint8_t *kind)
+			uint8_t *kind, bool *anon)
 {
 	if (p->nw)
-		return walker_frame(st, p, addr, sampled, kind);
+		return walker_frame(st, p, addr, sampled, kind, anon);
 	/* A debug file arrived (debuginfod): what was named without it is
 	 * named again. */
 	if (st->nsyms && nativesym_changed(st->nsyms))
 		st->epoch++;
 	const struct native_map *m = p->np ? native_find(p->np, addr - !sampled) : NULL;
+	*anon = m && !m->file;
 	struct ncache_ent *e = NULL;
 	uint64_t file = m && m->file ? native_file_id(m->file) : 0;
 	uint64_t key = (addr - (m ? m->bias : 0)) << 1 | sampled;
@@ -572,29 +575,6 @@ static const char *native_cut_marker(struct stacks *st, const struct stacks_proc
 	return buf;
 }
 
-/* The first of smp's nat native frames, innermost first, that is the
- * runtime's JIT code (runtime_ops.jit_marker): in anonymous executable
- * memory; nat when none is. */
-static uint32_t jit_frame(const struct stacks_proc *p, const struct tp_sample *smp, uint32_t nat)
-{
-	if (!p->rt->jit_marker || !p->rt->jit_code(p->rp) || (!p->np && !p->nw))
-		return nat;
-	for (uint32_t i = 0; i < nat; i++) {
-		bool exact = i == 0 || ((smp->exact[i >> 6] >> (i & 63)) & 1);
-		uint64_t at = smp->ustack[i] - !exact;
-		const char *path;
-		if (p->nw) {
-			path = nwalk_mapping_at(p->nw, at);
-		} else {
-			const struct native_map *m = native_find(p->np, at);
-			path = m && !m->file ? "" : NULL;
-		}
-		if (path && !*path)
-			return i;
-	}
-	return nat;
-}
-
 /* The interpreted frames with the native ones (profile/merge.h): counts
  * that cannot match give the sample a marker and both parts, never a
  * guess. *lock_wait is set when a thread without the interpreter's lock is
@@ -607,11 +587,16 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 	uint8_t kind[TP_USTACK_MAX];
 	char buf[160];
 	int ret;
+	/* The first frame, innermost first, in anonymous memory: the
+	 * runtime's JIT code where it has one (runtime_ops.jit_marker). */
+	uint32_t jit = nat;
 	for (uint32_t i = 0; i < nat; i++) {
-		bool exact = i == 0 || ((smp->exact[i >> 6] >> (i & 63)) & 1);
-		ids[i] = native_frame(st, p, smp->ustack[i], exact, &kind[i]);
+		bool exact = i == 0 || ((smp->exact[i >> 6] >> (i & 63)) & 1), anon;
+		ids[i] = native_frame(st, p, smp->ustack[i], exact, &kind[i], &anon);
 		if (ids[i] < 0)
 			return ids[i];
+		if (anon && jit == nat)
+			jit = i;
 		/* A thread without the lock in the function that takes it
 		 * waits for it. */
 		if (smp->gil == TP_GIL_RELEASED && !*lock_wait && p->rt->lock_wait_function &&
@@ -624,7 +609,8 @@ static int push_merged(struct stacks *st, const struct stacks_proc *p, const str
 	    merge_in_sample(smp, kind, p->rt->interp_frames(p->rp), st->o.filtered);
 	/* JIT code has no unwind table: what the walk found past it is not
 	 * the thread's. The stack is cut there, under the JIT's marker. */
-	uint32_t jit = jit_frame(p, smp, nat);
+	if (!p->rt->jit_marker || !p->rt->jit_code(p->rp))
+		jit = nat;
 	if (jit < nat) {
 		st->c.native_jit++;
 		in.nnative = jit;

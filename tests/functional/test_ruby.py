@@ -314,12 +314,23 @@ def test_record_ruby_frames_merged_with_native(taipan, ident, yjit, ruby_workloa
     loop = {lines["hot-a"], lines["hot-b"], lines["hot-c"], lines["hot-d"]}
     if yjit and ident != "debian-3.1":
         loop.add(lines["hot-callout"])
-    before = thread_cpu_ns(w.pid)
-    stacks, res = record_folded(taipan, tmp_path, w.pid, seconds=2, rate=1000, extra=["--no-kernel"])
-    after = thread_cpu_ns(w.pid)
-    stacks = [s for s in stacks if s.pid == w.pid]
+    # The threads' CPU times are read while taipan samples, from its first
+    # sample to (nearly) its last: the GVL passes from worker to worker in
+    # slices of 100 ms, and a read around the whole command also held the
+    # time taipan took to start and stop, a slice or more that no sample
+    # covers.
+    out = tmp_path / "out.folded"
+    with Recording(taipan, ["-r", 1000, "-o", out, "--folded-lines", "--folded-threads", "--no-kernel",
+                            "-p", w.pid]) as rec:
+        before = thread_cpu_ns(w.pid)
+        after, deadline = before, time.time() + 60
+        while sum(after.values()) - sum(before.values()) < 2_000_000_000:  # 2 s of CPU
+            assert time.time() < deadline, "the workers did not run"
+            time.sleep(0.05)
+            after = thread_cpu_ns(w.pid)
+    stacks = [s for s in parse_folded(out) if s.pid == w.pid]
     n = total(stacks)
-    assert n >= 200, "too few samples: %d\n%s" % (n, res.stderr)
+    assert n >= 200, "too few samples: %d\n%s" % (n, rec.stderr())
     disagree = sum(s.count for s in stacks if any(f.text == "[native and Ruby stacks disagree]"
                                                    for f in s.frames))
     assert disagree <= 0.02 * n, (disagree, n)
