@@ -18,16 +18,17 @@
 #include "core/bpfrun.h"
 #include "core/native.h"
 #include "core/runtime.h"
+#include "core/session.h"
+#include "core/session_int.h"
 #include "core/stacks.h"
 #include "core/wire.h"
-#include "profile/nativesym.h"
-#include "util/log.h"
 #include "proc/procfs.h"
-#include "core/session.h"
 #include "profile/debuginfod.h"
-#include "core/session_int.h"
+#include "profile/nativesym.h"
 #include "util/budget.h"
 #include "util/clock.h"
+#include "util/hashfree.h"
+#include "util/log.h"
 
 /* How long an unclassified young process is re-examined: its loader may not
  * have mapped libpython yet when it is first seen. */
@@ -567,12 +568,7 @@ void session_free(struct session *s)
 	for (size_t i = 0; runtimes[i]; i++)
 		runtimes[i]->cache_free(s->caches[i]);
 	profile_free(s->prof);
-	struct away *a, *atmp;
-	HASH_ITER(hh, s->away, a, atmp)
-	{
-		HASH_DEL(s->away, a);
-		free(a);
-	}
+	HASH_FREE_ALL(s->away, a, (void)0);
 	free(s->unpacked);
 	free(s->task_smp);
 	free(s);

@@ -18,6 +18,7 @@
 #include "profile/merge.h"
 #include "profile/nativesym.h"
 #include "util/clock.h"
+#include "util/hashfree.h"
 #include "util/log.h"
 
 /* An interpreted frame already turned into a profile frame id: a stack's
@@ -123,13 +124,7 @@ struct stacks *stacks_new(const struct stacks_opts *o, struct profile *prof,
 
 static void free_knames(struct stacks *st)
 {
-	struct kname *k, *tmp;
-	HASH_ITER(hh, st->knames, k, tmp)
-	{
-		HASH_DEL(st->knames, k);
-		free(k->name);
-		free(k);
-	}
+	HASH_FREE_ALL(st->knames, k, free(k->name));
 }
 
 static void take_bg_ksyms(struct stacks *st);

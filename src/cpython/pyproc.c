@@ -11,13 +11,14 @@
 #include <uthash.h>
 
 #include "cpython/debugoffsets.h"
+#include "cpython/pyproc.h"
 #include "proc/elfsym.h"
-#include "util/log.h"
 #include "proc/memread.h"
 #include "proc/procfs.h"
-#include "proc/safeopen.h"
 #include "proc/procmaps.h"
-#include "cpython/pyproc.h"
+#include "proc/safeopen.h"
+#include "util/hashfree.h"
+#include "util/log.h"
 #include "util/strutil.h"
 
 /* major.minor from a name like libpython3.11.so.1.0, python3.9, libpython3.6m.so. */
@@ -281,12 +282,7 @@ struct pyproc_cache *pyproc_cache_new(void)
 
 static void cache_clear(struct pyproc_cache *c)
 {
-	struct fact_ent *e, *t;
-	HASH_ITER(hh, c->by_file, e, t)
-	{
-		HASH_DEL(c->by_file, e);
-		free(e);
-	}
+	HASH_FREE_ALL(c->by_file, e, (void)0);
 	c->n = 0;
 }
 

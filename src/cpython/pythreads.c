@@ -12,9 +12,10 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "cpython/constants.h"
 #include "cpython/pyobj.h"
 #include "cpython/pythreads.h"
-#include "cpython/constants.h"
+#include "util/hashfree.h"
 
 /* Interpreters looked at: each has its own threading module. */
 #define MAX_INTERPS 16
@@ -148,12 +149,7 @@ struct pythreads *pythreads_new(void)
 
 static void forget_tids(struct pythreads *t)
 {
-	struct tident *e, *tmp;
-	HASH_ITER(hh, t->tids, e, tmp)
-	{
-		HASH_DEL(t->tids, e);
-		free(e);
-	}
+	HASH_FREE_ALL(t->tids, e, (void)0);
 	t->ntids = 0;
 }
 

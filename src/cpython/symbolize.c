@@ -11,12 +11,13 @@
 #include <string.h>
 #include <uthash.h>
 
+#include "cpython/constants.h"
 #include "cpython/linetable.h"
 #include "cpython/pystr.h"
-#include "proc/memread.h"
 #include "cpython/symbolize.h"
+#include "proc/memread.h"
 #include "util/budget.h"
-#include "cpython/constants.h"
+#include "util/hashfree.h"
 
 #define MAX_STR 1024		/* longest name or file name kept */
 #define MAX_LINETABLE (1 << 20) /* longest line table read */
@@ -200,33 +201,10 @@ void symbolizer_free(struct symbolizer *sz)
 {
 	if (!sz)
 		return;
-	struct code_info *c, *ct;
-	HASH_ITER(hh, sz->codes, c, ct)
-	{
-		HASH_DEL(sz->codes, c);
-		code_info_clear(sz, c);
-		free(c);
-	}
-	struct class_name *k, *kt;
-	HASH_ITER(hh, sz->classes, k, kt)
-	{
-		HASH_DEL(sz->classes, k);
-		free(k->name);
-		free(k);
-	}
-	struct qual_name *q, *qt;
-	HASH_ITER(hh, sz->quals, q, qt)
-	{
-		HASH_DEL(sz->quals, q);
-		free(q->name);
-		free(q);
-	}
-	struct code_snap *n, *nt;
-	HASH_ITER(hh, sz->snaps, n, nt)
-	{
-		HASH_DEL(sz->snaps, n);
-		free(n);
-	}
+	HASH_FREE_ALL(sz->codes, c, code_info_clear(sz, c));
+	HASH_FREE_ALL(sz->classes, k, free(k->name));
+	HASH_FREE_ALL(sz->quals, q, free(q->name));
+	HASH_FREE_ALL(sz->snaps, n, (void)0);
 	/* Every line table went with its last code object. */
 	budget_give(sz->budget, sz->bytes);
 	free(sz);

@@ -30,6 +30,7 @@
 #include <uthash.h>
 
 #include "output/dict.h"
+#include "util/hashfree.h"
 #include "util/strutil.h"
 
 static const char *const fixed_strings[DICT_S_NFIXED] = {
@@ -151,24 +152,9 @@ int64_t dict_str_u32(struct dict *d, uint32_t v)
 
 void dict_free(struct dict *d)
 {
-	struct dict_str_ent *s, *stmp;
-	HASH_ITER(hh, d->str_index, s, stmp)
-	{
-		HASH_DEL(d->str_index, s);
-		free(s);
-	}
-	struct dict_fn_ent *f, *ftmp;
-	HASH_ITER(hh, d->fn_index, f, ftmp)
-	{
-		HASH_DEL(d->fn_index, f);
-		free(f);
-	}
-	struct dict_map_ent *m, *mtmp;
-	HASH_ITER(hh, d->native_index, m, mtmp)
-	{
-		HASH_DEL(d->native_index, m);
-		free(m);
-	}
+	HASH_FREE_ALL(d->str_index, s, (void)0);
+	HASH_FREE_ALL(d->fn_index, f, (void)0);
+	HASH_FREE_ALL(d->native_index, m, (void)0);
 	free(d->strings);
 	free(d->fns);
 	free(d->maps);

@@ -34,6 +34,7 @@
 
 #include "output/out_json.h"
 #include "output/output.h"
+#include "util/hashfree.h"
 
 /* The page's parts, generated from src/output/html/ into build/gen/html_assets.c. */
 extern const unsigned char taipan_html_page[], taipan_html_css[], taipan_html_js[];
@@ -120,12 +121,7 @@ static int64_t str_index(struct html *h, const char *s)
 
 static void html_free(struct html *h)
 {
-	struct str_ent *s, *tmp;
-	HASH_ITER(hh, h->str_index, s, tmp)
-	{
-		HASH_DEL(h->str_index, s);
-		free(s);
-	}
+	HASH_FREE_ALL(h->str_index, s, (void)0);
 	free(h->strings);
 	free(h->frame_name);
 	free(h->frame_file);

@@ -38,6 +38,7 @@
 #include "opentelemetry/proto/collector/profiles/v1development/profiles_service.pb-c.h"
 #include "output/dict.h"
 #include "output/output.h"
+#include "util/hashfree.h"
 
 typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary OtDictionary;
 typedef Opentelemetry__Proto__Profiles__V1development__ResourceProfiles OtResourceProfiles;
@@ -129,18 +130,8 @@ static void *alloc_array(struct otlp *o, size_t n, size_t size)
 
 static void otlp_free(struct otlp *o)
 {
-	struct attr_ent *a, *atmp;
-	HASH_ITER(hh, o->attr_index, a, atmp)
-	{
-		HASH_DEL(o->attr_index, a);
-		free(a);
-	}
-	struct stack_ent *s, *stmp;
-	HASH_ITER(hh, o->stack_index, s, stmp)
-	{
-		HASH_DEL(o->stack_index, s);
-		free(s);
-	}
+	HASH_FREE_ALL(o->attr_index, a, (void)0);
+	HASH_FREE_ALL(o->stack_index, s, (void)0);
 	while (o->blocks) {
 		struct blk *next = o->blocks->next;
 		free(o->blocks);

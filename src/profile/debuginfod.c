@@ -18,6 +18,7 @@
 #include <uthash.h>
 
 #include "util/clock.h"
+#include "util/hashfree.h"
 #include "util/log.h"
 
 /* Build-ids asked for at most: a host runs a few thousand files. */
@@ -188,13 +189,7 @@ void dinfod_free(struct dinfod *d)
 	 * the client (as util/dynlib.c never unloads). */
 	if (the_one == d)
 		the_one = NULL;
-	struct dent *e, *tmp;
-	HASH_ITER(hh, d->all, e, tmp)
-	{
-		HASH_DEL(d->all, e);
-		free(e->path);
-		free(e);
-	}
+	HASH_FREE_ALL(d->all, e, free(e->path));
 	pthread_mutex_destroy(&d->lock);
 	pthread_cond_destroy(&d->wake);
 	free(d);

@@ -15,6 +15,7 @@
 #include <uthash.h>
 
 #include "profile/profile.h"
+#include "util/hashfree.h"
 #include "util/strutil.h"
 
 struct istr {
@@ -97,26 +98,9 @@ void profile_free(struct profile *p)
 {
 	if (!p)
 		return;
-	struct istr *s, *stmp;
-	HASH_ITER(hh, p->strings, s, stmp)
-	{
-		HASH_DEL(p->strings, s);
-		free(s);
-	}
-	struct frame_ent *f, *ftmp;
-	HASH_ITER(hh, p->frame_index, f, ftmp)
-	{
-		HASH_DEL(p->frame_index, f);
-		free(f->key);
-		free(f);
-	}
-	struct sample_ent *e, *etmp;
-	HASH_ITER(hh, p->sample_index, e, etmp)
-	{
-		HASH_DEL(p->sample_index, e);
-		free(e->key);
-		free(e);
-	}
+	HASH_FREE_ALL(p->strings, s, (void)0);
+	HASH_FREE_ALL(p->frame_index, f, free(f->key));
+	HASH_FREE_ALL(p->sample_index, e, free(e->key));
 	for (size_t i = 0; i < p->nsamples; i++)
 		free(p->samples[i].events);
 	free(p->frames);

@@ -19,6 +19,7 @@
 #include <uthash.h>
 
 #include "profile/topstats.h"
+#include "util/hashfree.h"
 
 struct func {
 	UT_hash_handle hh;
@@ -100,12 +101,7 @@ struct topstats *topstats_new(unsigned int window)
 
 static void clear_threads(struct topstats *ts)
 {
-	struct thread_ent *e, *tmp;
-	HASH_ITER(hh, ts->thread_index, e, tmp)
-	{
-		HASH_DEL(ts->thread_index, e);
-		free(e);
-	}
+	HASH_FREE_ALL(ts->thread_index, e, (void)0);
 	free(ts->threads);
 	ts->threads = NULL;
 	ts->nthreads = 0;
