@@ -365,9 +365,11 @@ static void print_stats(const struct session_stats *st)
 	if (st->task_reads)
 		fprintf(
 		    stderr,
-		    "taipan: stats: --async: %llu reads of the processes' tasks, %llu ms in all; "
+		    "taipan: stats: --async: %llu reads of the processes' tasks, %llu ms in all, "
+		    "%llu of them finding none to read (asyncio not imported, or unreadable); "
 		    "%llu await stacks of waiting tasks weighed (--mode wall)\n",
 		    (unsigned long long)st->task_reads, (unsigned long long)st->task_read_ms,
+		    (unsigned long long)st->task_read_failures,
 		    (unsigned long long)st->task_awaits);
 	if (st->offcpu || st->offcpu_short || st->offcpu_unended || st->offcpu_early)
 		fprintf(

@@ -363,6 +363,7 @@ static int tasks_look(struct session *s, struct sproc *p, uint64_t now)
 	uint64_t took = 0, wait = sample_period_ns(s);
 	int ret = p->rt->tasks_now(p->rp, now, &ts, &took);
 	s->st.task_reads++;
+	s->st.task_read_failures += ret != 0;
 	s->task_look_ns += took;
 	if (took < UINT64_MAX / TASKS_LOOK_SHARE && took * TASKS_LOOK_SHARE > wait)
 		wait = took * TASKS_LOOK_SHARE;

@@ -207,10 +207,11 @@ struct runtime_ops {
 	 * its loop started, ..., the running one), into names[0..max): how
 	 * many, 0 when frame is no task's. The names live until the next call
 	 * for rp. now_ns: CLOCK_MONOTONIC. *read_ns: the time it spent
-	 * reading the process's tasks again, 0 when it did not. NULL: the
-	 * runtime has no tasks. */
+	 * reading the process's tasks again, 0 when it did not; *read_failed
+	 * set when that read found no tasks to read (asyncio not imported, or
+	 * memory that cannot be read). NULL: the runtime has no tasks. */
 	size_t (*task_chain)(struct rt_proc *rp, uint64_t frame, uint64_t now_ns,
-			     const char **names, size_t max, uint64_t *read_ns);
+			     const char **names, size_t max, uint64_t *read_ns, bool *read_failed);
 	/* --mode wall --async: reads rp's tasks now into the list that
 	 * task_chain searches, and gives it in *out, valid until the next
 	 * call of either for rp; *read_ns: the time the read took. 0, or a

@@ -810,6 +810,7 @@ void session_stats(struct session *s, struct session_stats *st)
 	st->native_nowhere = sc.native_nowhere;
 	st->truncated = sc.truncated;
 	st->task_reads += sc.task_reads;
+	st->task_read_failures += sc.task_read_failures;
 	st->task_read_ms = (sc.task_read_ns + s->task_look_ns) / 1000000;
 	memcpy(st->walk_errors, sc.walk_errors, sizeof(st->walk_errors));
 	memcpy(st->native_errors, sc.native_errors, sizeof(st->native_errors));

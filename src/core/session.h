@@ -108,6 +108,9 @@ struct session_opts {
 	/* --async: reads of a process's tasks (one a coroutine no read knew, at                   \
 	 * most every 250 ms), and the time they took */                                           \
 	X(uint64_t, task_reads, "task_reads", NULL)                                                \
+	/* ... of which found no tasks to read (asyncio not imported yet, or                       \
+	 * memory that cannot be read) */                                                          \
+	X(uint64_t, task_read_failures, "task_read_failures", NULL)                                \
 	X(uint64_t, task_read_ms, "task_read_ms", NULL)                                            \
 	/* --mode wall --async: await stacks of waiting tasks weighed */                           \
 	X(uint64_t, task_awaits, "task_awaits", NULL)                                              \

@@ -667,11 +667,13 @@ int stacks_build(struct stacks *st, const struct stacks_proc *p, const struct tp
 	if (!st->preset && st->o.tasks && p->rt->task_chain && smp->task_frame &&
 	    smp->task_idx < smp->nframes) {
 		uint64_t read_ns = 0;
+		bool failed = false;
 		st->ntask = p->rt->task_chain(p->rp, smp->task_frame, clock_ns(CLOCK_MONOTONIC),
-					      st->task, STACKS_TASKS_MAX, &read_ns);
+					      st->task, STACKS_TASKS_MAX, &read_ns, &failed);
 		st->task_idx = smp->task_idx;
 		if (read_ns) {
 			st->c.task_reads++;
+			st->c.task_read_failures += failed;
 			st->c.task_read_ns += read_ns;
 		}
 	}

@@ -80,7 +80,8 @@ struct stacks_counts {
 	uint64_t native_nowhere;  /* ... at a return address no mapping holds */
 	uint64_t truncated;	  /* stacks deeper than the walk limit */
 	uint64_t task_reads;	  /* --async: reads of a process's tasks */
-	uint64_t task_read_ns;	  /* ... and the time they took */
+	uint64_t task_read_failures;		/* ... of which found none to read */
+	uint64_t task_read_ns;			/* ... and the time they took */
 	uint64_t walk_errors[TP_ERR__COUNT];	/* by enum tp_walk_err */
 	uint64_t native_errors[TP_UERR__COUNT]; /* native walks, by how they ended */
 };

@@ -294,7 +294,7 @@ static uint64_t tasks_refresh(struct rt_proc *rp, uint64_t now_ns)
 static size_t chain_from(struct rt_proc *rp, int i, const char **names, size_t max);
 
 static size_t task_chain(struct rt_proc *rp, uint64_t frame, uint64_t now_ns, const char **names,
-			 size_t max, uint64_t *read_ns)
+			 size_t max, uint64_t *read_ns, bool *read_failed)
 {
 	const struct py_layout *l = &rp->pp.layout;
 	/* 3.11+: the frame is inside its coroutine; before, BPF gave the
@@ -311,6 +311,7 @@ static size_t task_chain(struct rt_proc *rp, uint64_t frame, uint64_t now_ns, co
 		if (rp->tasks_at_ns && now_ns < rp->tasks_next_ns)
 			return 0;
 		*read_ns = tasks_refresh(rp, now_ns);
+		*read_failed = !rp->by_coro;
 		if ((i = task_find(rp->by_coro, rp->tasks.n, coro)) < 0) {
 			rp->not_tasks[rp->not_next] = coro;
 			rp->not_next = (rp->not_next + 1) % TASKS_NOT_MAX;

@@ -195,6 +195,7 @@ static void test_stats_keys(void **state)
 	    "lost_unknown_process",
 	    "truncated_stacks",
 	    "task_reads",
+	    "task_read_failures",
 	    "task_read_ms",
 	    "task_awaits",
 	    "walk_errors",
