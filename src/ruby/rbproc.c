@@ -215,10 +215,31 @@ static const struct map_entry *find_exe(pid_t pid, const struct proc_maps *m)
 	return NULL;
 }
 
-/* What of the library the process needs: its TLS variable, version and
- * layout, and eval loop. */
-static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char *msg,
-		    size_t msglen)
+/* Whether the process runs on musl: it maps musl's dynamic linker, which
+ * is its C library too, by Alpine's names (/lib/ld-musl-x86_64.so.1, and
+ * libc.musl-x86_64.so.1 that links to it) or by that of Debian's musl
+ * package (/usr/lib/x86_64-linux-musl/libc.so, which its
+ * /lib/ld-musl-x86_64.so.1 links to: the maps name the file the link
+ * leads to). */
+static bool maps_musl(const struct proc_maps *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		const char *path = m->v[i].path, *base = strrchr(path, '/');
+		if (!base)
+			continue;
+		if (!strncmp(base + 1, "ld-musl-", 8) || !strncmp(base + 1, "libc.musl-", 10))
+			return true;
+		if (!strcmp(base + 1, "libc.so") && base - path >= 5 &&
+		    !memcmp(base - 5, "-musl", 5))
+			return true;
+	}
+	return false;
+}
+
+/* What of the library the process needs: its TLS variable (through libc's
+ * DTV), version and layout, and eval loop. */
+static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, enum rb_libc libc,
+		    char *msg, size_t msglen)
 {
 	struct rb_ectls t;
 	char err[256];
@@ -246,6 +267,7 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 		snprintf(msg, msglen, "pid %d: Ruby %s: %s", rp->pid, v, err);
 		return -ENOTSUP;
 	}
+	t.libc = libc;
 	uint64_t bias = start - elf_file_base_vaddr(ef);
 	const struct rb_offsets *o = rp->o;
 	rp->tp = (struct tp_rb_proc){
@@ -268,6 +290,7 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 	    .thread_blocking = (uint16_t)o->thread_blocking_region,
 	    .thread_status = (uint16_t)o->thread_status,
 	    .status_shift = (uint16_t)o->thread_status_shift,
+	    .tls_libc = (uint16_t)libc,
 	};
 	rp->ec_thread_ptr = o->ec_thread_ptr;
 	rp->bias = bias;
@@ -295,8 +318,10 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 		 "version from ruby_version, offsets from the %u.%u table, EC %s%s (%u readers "
 		 "agree), eval loop %s, method names %s, VM %s, GC flag %s%s",
 		 major, minor, t.by_symbol ? "by symbol" : "by its readers' TLS sequence",
-		 t.model == RB_TLS_LE ? " (local exec, in the executable)" : "", t.agreed,
-		 found ? "found" : "not found (native frames are not merged)",
+		 t.model == RB_TLS_LE	  ? " (local exec, in the executable)"
+		 : t.libc == RB_LIBC_MUSL ? " (musl's DTV)"
+					  : "",
+		 t.agreed, found ? "found" : "not found (native frames are not merged)",
 		 ids ? "found" : "not found",
 		 !vm ? "not found (dump cannot list threads)"
 		 : elf_file_symbol(ef, "ruby_current_vm_ptr", &at, NULL)
@@ -358,7 +383,8 @@ int rbproc_inspect(pid_t pid, struct rbproc *out, char *msg, size_t msglen)
 		procmaps_free(&m);
 		return -ENOEXEC;
 	}
-	ret = read_lib(out, ef, lib->start, msg, msglen);
+	ret = read_lib(out, ef, lib->start, maps_musl(&m) ? RB_LIBC_MUSL : RB_LIBC_GLIBC, msg,
+		       msglen);
 	elf_file_close(ef);
 	procmaps_free(&m);
 	if (ret)

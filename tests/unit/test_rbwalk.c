@@ -1,10 +1,11 @@
 /* test_rbwalk.c - unit tests for Ruby's walker (src/ruby/walk.h), the one
  * BPF runs on every sample, over a fake process's memory: the thread
- * pointer to the EC through the DTV, the control frames with their flags,
- * and every value a hostile process could set wrong; and what rbproc.c and
- * rbids.c find in Debian's libruby 3.1 and sid's stripped 3.3 (the eval
- * loop's functions, the table of method names), checked against the
- * layout generated from each version's headers. tests/functional/
+ * pointer to the EC through the DTV, glibc's and musl's, the control
+ * frames with their flags, and every value a hostile process could set
+ * wrong; and what rbproc.c and rbids.c find in Debian's libruby 3.1 and
+ * sid's stripped 3.3 (the eval loop's functions, the table of method
+ * names), checked against the layout generated from each version's
+ * headers. tests/functional/
  * test_ruby.py checks the walk against live processes. */
 #include <errno.h>
 #include <setjmp.h>
@@ -283,6 +284,55 @@ static void test_local_exec(void **state)
 	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
 }
 
+/* musl's DTV (Alpine): module 3's block in 8-byte entry 3, the count of
+ * modules in entry 0, where glibc's vector has 16-byte entries and its
+ * length in entry -1. The walk goes the way the payload says, and a module
+ * past the count, a null block or an unreadable entry is refused. */
+static void test_musl_dtv(void **state)
+{
+	(void)state;
+	struct tp_rb_proc musl = payload;
+	musl.tls_libc = TP_RB_LIBC_MUSL;
+	uint64_t top = frame_at(1, 0x1111, 0xa1, MAGIC_METHOD | FLAG_FINISH, 0);
+	thread(top);		   /* glibc's vector: length 8, module 3 at DTV + 48 */
+	put64(DTV - 16, 0);	   /* no glibc length */
+	put64(DTV + 3 * 16, 0);	   /* nor glibc entry */
+	put64(DTV, 3);		   /* musl: three modules */
+	put64(DTV + 3 * 8, BLOCK); /* module 3's block */
+	tp_rb_proc_set(&st->proc, &musl);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	walk();
+	assert_int_equal(st->s.err, TP_ERR_NONE);
+	assert_int_equal(st->s.tstate, EC);
+	assert_int_equal(st->s.nframes, 1);
+	/* The same memory read as glibc's: nothing. */
+	tp_rb_proc_set(&st->proc, &payload);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, FS), 0);
+	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	struct {
+		uint64_t addr, value;
+	} cases[] = {
+	    {DTV, 2},		  /* module 3 past the count */
+	    {DTV + 3 * 8, 0},	  /* null block */
+	    {FS + 8, 8},	  /* a vector no thread has */
+	    {FS + 8, MEM + BASE}, /* unreadable */
+	};
+	tp_rb_proc_set(&st->proc, &musl);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		thread(top);
+		put64(DTV, 3);
+		put64(DTV + 3 * 8, BLOCK);
+		put64(cases[i].addr, cases[i].value);
+		tpw_begin(st);
+		tpw_rb_begin(st);
+		assert_int_equal(tpw_rb_ec(st, FS), 0);
+		assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	}
+}
+
 /* An environment pointer into nothing ends the walk at that frame with
  * the frames above it kept. */
 static void test_unreadable_environment(void **state)
@@ -483,6 +533,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_finish_on_a_skipped_frame, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_thread_pointer_refusals, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_local_exec, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_musl_dtv, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unreadable_environment, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deep_stack_is_cut, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gvl, setup, teardown),
