@@ -113,15 +113,19 @@ int rbproc_find_vm(struct elf_file *ef, uint32_t at_exit, uint64_t *vm_ptr)
 		memcpy(&rel, c + i + 3, sizeof(rel));
 		uint8_t reg = (uint8_t)((c[i + 2] >> 3) & 7), rexb = c[i] == 0x4c ? 0x41 : 0;
 		/* Then a load or a store at disp32(%reg): [REX] 8b/89, ModRM 10 x
-		 * reg, disp32 = at_exit (as REX.B says which register set). */
-		for (size_t j = i + 7; j + 6 <= sizeof(c); j++) {
+		 * reg, disp32 = at_exit (as REX.B says which register set). A
+		 * base of rsp or r12 (reg 4: r12 where a build keeps frame
+		 * pointers and rbx is taken) takes a SIB byte, 24, before the
+		 * displacement. */
+		size_t sib = reg == 4;
+		for (size_t j = i + 7; j + 6 + sib <= sizeof(c); j++) {
 			int32_t d;
-			memcpy(&d, c + j + 2, sizeof(d));
+			memcpy(&d, c + j + 2 + sib, sizeof(d));
 			bool rex_ok = j > i + 7 && (c[j - 1] & 0xf0) == 0x40
 					  ? (c[j - 1] & 0x41) == (0x40 | rexb)
 					  : !rexb;
 			if ((c[j] == 0x8b || c[j] == 0x89) && (c[j + 1] & 0xc7) == (0x80 | reg) &&
-			    (uint32_t)d == at_exit && rex_ok) {
+			    (!sib || c[j + 2] == 0x24) && (uint32_t)d == at_exit && rex_ok) {
 				*vm_ptr = fn + i + 7 + (int64_t)rel;
 				return 0;
 			}
@@ -185,6 +189,17 @@ int rbproc_find_gc(struct elf_file *ef, uint32_t objspace, uint32_t *flags, uint
 		return -ENOENT;
 	}
 	return 0;
+}
+
+/* What ruby.c says when --yjit is asked of a build without it. */
+#define NO_YJIT "built without YJIT support"
+
+bool rbproc_built_with_yjit(struct elf_file *ef)
+{
+	const void *ro;
+	size_t len;
+	return !elf_file_section_bytes(ef, ".rodata", &ro, &len) && memmem(ro, len, "+YJIT", 5) &&
+	       !memmem(ro, len, NO_YJIT, sizeof(NO_YJIT) - 1);
 }
 
 /* The first mapping at offset 0 of a file whose name starts with
@@ -303,12 +318,7 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, enum
 	rp->tp.gc_flags = (uint16_t)gc_flags;
 	rp->tp.gc_bit = (uint16_t)gc_bit;
 	bool found = !rbproc_find_eval(ef, &rp->exec, &rp->core);
-	/* Built with YJIT: RUBY_DESCRIPTION's "+YJIT" is among its strings
-	 * (ruby --yjit is what starts it, at run time). */
-	const void *ro;
-	size_t rolen;
-	rp->yjit =
-	    !elf_file_section_bytes(ef, ".rodata", &ro, &rolen) && memmem(ro, rolen, "+YJIT", 5);
+	rp->yjit = rbproc_built_with_yjit(ef);
 	/* What rb_id2str's code says of IDs must be what the headers say. */
 	bool ids = !rb_ids_find(ef, &rp->ids) && rp->ids.shift == o->id_scope_shift &&
 		   rp->ids.last_op == o->last_op_id;

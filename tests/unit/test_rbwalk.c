@@ -2,10 +2,10 @@
  * BPF runs on every sample, over a fake process's memory: the thread
  * pointer to the EC through the DTV, glibc's and musl's, the control
  * frames with their flags, and every value a hostile process could set
- * wrong; and what rbproc.c and rbids.c find in Debian's libruby 3.1 and
- * sid's stripped 3.3 (the eval loop's functions, the table of method
- * names), checked against the layout generated from each version's
- * headers. tests/functional/
+ * wrong; and what rbproc.c and rbids.c find in Debian's libruby 3.1, sid's
+ * stripped 3.3 and the 3.3 built against musl (the eval loop's functions,
+ * the table of method names), checked against the layout generated from
+ * each version's headers. tests/functional/
  * test_ruby.py checks the walk against live processes. */
 #include <errno.h>
 #include <setjmp.h>
@@ -432,9 +432,10 @@ static void test_gvl(void **state)
 	assert_int_equal(st->s.nframes, 1);
 }
 
-/* Debian's libruby: the eval loop's two functions and the table of method
- * names, where the layout generated from the headers says. */
-static void check_lib(const char *path, unsigned int minor)
+/* Debian's libruby: the eval loop's two functions, the table of method
+ * names and the VM, where the layout generated from the headers says; and
+ * whether it was built with YJIT. */
+static void check_lib(const char *path, unsigned int minor, bool yjit)
 {
 	need_file(path);
 	struct elf_file *ef;
@@ -455,13 +456,17 @@ static void check_lib(const char *path, unsigned int minor)
 	assert_int_equal(ids.shift, o->id_scope_shift);
 	assert_int_equal(ids.last_op, o->last_op_id);
 	assert_true(ids.symbols);
+	uint64_t vm;
+	assert_int_equal(rbproc_find_vm(ef, (uint32_t)o->vm_at_exit, &vm), 0);
+	assert_true(vm);
+	assert_int_equal(rbproc_built_with_yjit(ef), yjit);
 	elf_file_close(ef);
 }
 
 static void test_debian_3_1_eval_and_names(void **state)
 {
 	(void)state;
-	check_lib("/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2", 1);
+	check_lib("/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2", 1, true);
 	/* 3.1 exports rb_vm_exec: found by name. */
 	struct elf_file *ef;
 	struct rb_range exec, core;
@@ -480,7 +485,7 @@ static void test_sid_3_3_eval_and_names(void **state)
 	char path[512];
 	snprintf(path, sizeof(path), "%s/sid/usr/lib/x86_64-linux-gnu/libruby-3.3.so.3.3",
 		 roots ? roots : "/var/cache/taipan-test");
-	check_lib(path, 3);
+	check_lib(path, 3, false); /* sid builds it without YJIT */
 }
 
 /* The static 3.3 of make roots, stripped: vm_exec through its exported
@@ -496,7 +501,7 @@ static void test_static_3_3_eval_and_names(void **state)
 		 roots ? roots : "/var/cache/taipan-test");
 	snprintf(full, sizeof(full), "%s/ruby-3.3-static/ruby",
 		 roots ? roots : "/var/cache/taipan-test");
-	check_lib(stripped, 3);
+	check_lib(stripped, 3, true);
 	need_file(full);
 	struct elf_file *ef;
 	struct rb_range exec, core;
@@ -509,6 +514,41 @@ static void test_static_3_3_eval_and_names(void **state)
 	assert_int_equal(exec.lo, sym);
 	assert_int_equal(elf_file_symbol(ef, "vm_exec_core", &sym, NULL), 0);
 	assert_int_equal(core.lo, sym);
+	elf_file_close(ef);
+}
+
+/* The libruby 3.3 built against musl by make roots, stripped: the eval
+ * loop's functions through their exported callers, the method names, and
+ * the VM through ruby_vm_at_exit's code (which holds it in r12: a SIB
+ * byte), as in sid's; the unstripped library's symbol table names what
+ * was found. */
+static void test_musl_3_3_eval_and_names(void **state)
+{
+	(void)state;
+	const char *roots = getenv("TAIPAN_ROOTS");
+	char stripped[512], full[512];
+	snprintf(stripped, sizeof(stripped), "%s/ruby-3.3-musl/stripped/libruby.so.3.3",
+		 roots ? roots : "/var/cache/taipan-test");
+	snprintf(full, sizeof(full), "%s/ruby-3.3-musl/libruby.so.3.3.8",
+		 roots ? roots : "/var/cache/taipan-test");
+	check_lib(stripped, 3, false); /* no YJIT: no rustc for musl */
+	need_file(full);
+	struct elf_file *ef;
+	struct rb_range exec, core;
+	uint64_t sym;
+	uint64_t vm;
+	assert_int_equal(elf_file_open(stripped, &ef), 0);
+	assert_int_equal(rbproc_find_eval(ef, &exec, &core), 0);
+	assert_int_equal(rbproc_find_vm(ef, (uint32_t)rb_offsets_find(3, 3)->vm_at_exit, &vm), 0);
+	assert_int_equal(elf_file_symbol(ef, "ruby_current_vm_ptr", &sym, NULL), -ENOENT);
+	elf_file_close(ef);
+	assert_int_equal(elf_file_open(full, &ef), 0);
+	assert_int_equal(elf_file_symbol(ef, "rb_vm_exec", &sym, NULL), 0);
+	assert_int_equal(exec.lo, sym);
+	assert_int_equal(elf_file_symbol(ef, "vm_exec_core", &sym, NULL), 0);
+	assert_int_equal(core.lo, sym);
+	assert_int_equal(elf_file_symbol(ef, "ruby_current_vm_ptr", &sym, NULL), 0);
+	assert_int_equal(vm, sym);
 	elf_file_close(ef);
 }
 
@@ -540,6 +580,7 @@ int main(void)
 	    cmocka_unit_test(test_debian_3_1_eval_and_names),
 	    cmocka_unit_test(test_sid_3_3_eval_and_names),
 	    cmocka_unit_test(test_static_3_3_eval_and_names),
+	    cmocka_unit_test(test_musl_3_3_eval_and_names),
 	    cmocka_unit_test(test_not_ruby),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
