@@ -35,7 +35,7 @@ pkgs=(
   debuginfod                        # the server the tests fetch them from, on loopback
   stress-ng                         # load on every core for make test-load
   debootstrap                       # Debian roots with the test matrix's other Pythons (make roots)
-  musl-tools                        # musl-gcc: make roots builds a CPython against musl, as Alpine's
+  musl-tools                        # musl-gcc: make roots builds a CPython and a ruby 3.3 against musl, as Alpine's
   rustc                             # YJIT: make roots builds a static ruby 3.3 with it
   ruby3.1                           # bookworm's Ruby: the Ruby tests (sid's ruby3.3 is in the sid root)
   ruby3.1-dev                       # its headers: the Ruby tests build a C extension that calls back

@@ -2,7 +2,8 @@
 # make-roots.sh - Debian roots holding the Pythons that taipan's tests run
 # besides the host's: bullseye (3.9) and sid (3.13, 3.14, 3.15 and their
 # debug builds, and ruby3.3); and, built from Debian's sources on the host, a
-# free-threaded 3.13, a 3.11 against musl and a static ruby 3.3 with YJIT.
+# free-threaded 3.13, a 3.11 against musl, a static ruby 3.3 with YJIT and a
+# ruby 3.3 against musl with libruby shared.
 # Built with debootstrap into a cache outside the clone, with
 # a private apt configuration in each root; the host's apt sources are never
 # touched. Idempotent: a root that is complete is left alone.
@@ -122,41 +123,55 @@ build_free_threaded() {
   echo "make-roots: python3.13t ready in $((SECONDS - t0)) s" >&2
 }
 
+# debian_source PACKAGE VERSION SUITE DIR: the orig tarball of Debian's source
+# package PACKAGE=VERSION from SUITE, fetched and checked by apt with a source
+# list and state of its own under $cache/apt-src (the host's apt configuration
+# is left as it is), unpacked into DIR.
+debian_source() {
+  local pkg=$1 version=$2 suite=$3 dir=$4 apt=$cache/apt-src
+  rm -rf "$apt"
+  mkdir -p "$apt/lists/partial" "$dir"
+  printf 'Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" "$suite" >"$apt/src.sources"
+  local opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt" -o "Dir::State::Lists=$apt/lists"
+              -o "Acquire::Check-Valid-Until=false")
+  if ! { apt-get "${opts[@]}" update -qq && (cd "$apt" && apt-get "${opts[@]}" source -qq --download-only \
+           "$pkg=$version"); } >>"$log" 2>&1; then
+    echo "make-roots: apt-get source $pkg=$version failed; see $log" >&2
+    exit 1
+  fi
+  if ! tar -xf "$apt/${pkg}_"*.orig.tar.* -C "$dir" --strip-components=1 2>>"$log"; then
+    echo "make-roots: cannot unpack $pkg's source; see $log" >&2
+    exit 1
+  fi
+  rm -rf "$apt"
+}
+
+# musl_cc DIR: DIR/musl-cc, musl-gcc as configure can use it. configure takes
+# gcc's --print-multiarch (x86_64-linux-gnu) against musl's triplet and stops:
+# the wrapper answers nothing to it.
+musl_cc() {
+  command -v musl-gcc >/dev/null || { echo "make-roots: musl-gcc (musl-tools) is not installed" >&2; exit 1; }
+  printf '#!/bin/sh\n[ "$1" = "--print-multiarch" ] && exit 0\nexec musl-gcc "$@"\n' >"$1/musl-cc"
+  chmod +x "$1/musl-cc"
+}
+
 # build_musl VERSION: Debian bookworm's python3.11 source (VERSION), built with
 # musl-gcc (Debian's musl-tools), as Alpine's Python is built against musl:
 # the interpreter alone (`make python`, no extension modules), run from its
-# build tree $cache/musl-3.11/python, which finds its Lib/ there. The source
-# comes through apt with a source list and state of its own, so the host's
-# apt configuration is left as it is. About a minute on 2 CPUs, once.
+# build tree $cache/musl-3.11/python, which finds its Lib/ there. About a
+# minute on 2 CPUs, once.
 build_musl() {
   local version=$1 dir=$cache/musl-3.11
   local stamp=$dir/.taipan-source want="python3.11=$version musl"
   if [[ -e $stamp && $(cat "$stamp") == "$want" ]]; then
     return 0
   fi
-  command -v musl-gcc >/dev/null || { echo "make-roots: musl-gcc (musl-tools) is not installed" >&2; exit 1; }
-  local t0=$SECONDS apt=$cache/apt-src
+  local t0=$SECONDS
   echo "make-roots: building CPython $version with musl-gcc into $dir (about a minute, once)" >&2
-  rm -rf "$apt" "$dir"
-  mkdir -p "$apt/lists/partial" "$dir"
-  printf 'Types: deb-src\nURIs: %s\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-    "$mirror" >"$apt/src.sources"
-  local opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt" -o "Dir::State::Lists=$apt/lists"
-              -o "Acquire::Check-Valid-Until=false")
-  if ! { apt-get "${opts[@]}" update -qq && (cd "$apt" && apt-get "${opts[@]}" source -qq --download-only \
-           "python3.11=$version"); } >>"$log" 2>&1; then
-    echo "make-roots: apt-get source python3.11=$version failed; see $log" >&2
-    exit 1
-  fi
-  if ! tar -xf "$apt"/python3.11_*.orig.tar.* -C "$dir" --strip-components=1 2>>"$log"; then
-    echo "make-roots: cannot unpack python3.11's source; see $log" >&2
-    exit 1
-  fi
-  rm -rf "$apt"
-  # configure takes gcc's --print-multiarch (x86_64-linux-gnu) against
-  # musl's triplet and stops: the compiler answers nothing to it.
-  printf '#!/bin/sh\n[ "$1" = "--print-multiarch" ] && exit 0\nexec musl-gcc "$@"\n' >"$dir/musl-cc"
-  chmod +x "$dir/musl-cc"
+  rm -rf "$dir"
+  debian_source python3.11 "$version" bookworm "$dir"
+  musl_cc "$dir"
   if ! (cd "$dir" && ./configure CC="$dir/musl-cc" --disable-shared --without-ensurepip \
           --disable-test-modules && make -j"$(nproc)" python) >>"$log" 2>&1; then
     echo "make-roots: building CPython with musl-gcc failed; see $log" >&2
@@ -175,8 +190,7 @@ build_musl() {
 # install: the tests run it from its build tree with --disable-gems, as
 # $cache/ruby-3.3-static/ruby-stripped, which is `ruby` stripped of its symbol
 # table and debug information as Debian strips its packages (its exported
-# functions stay, in .dynsym). Same private apt source list and state as
-# build_musl. About 3 minutes on 2 CPUs, once.
+# functions stay, in .dynsym). About 3 minutes on 2 CPUs, once.
 build_ruby_static() {
   local version=$1 dir=$cache/ruby-3.3-static
   local stamp=$dir/.taipan-source want="ruby3.3=$version --disable-shared --enable-yjit"
@@ -185,24 +199,10 @@ build_ruby_static() {
   fi
   # Debian's rustc by its path: a rustup toolchain earlier in PATH is not it.
   [[ -x /usr/bin/rustc ]] || { echo "make-roots: Debian's rustc is not installed (make deps)" >&2; exit 1; }
-  local t0=$SECONDS apt=$cache/apt-src
+  local t0=$SECONDS
   echo "make-roots: building Ruby $version static with YJIT into $dir (about 3 minutes, once)" >&2
-  rm -rf "$apt" "$dir"
-  mkdir -p "$apt/lists/partial" "$dir"
-  printf 'Types: deb-src\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-    "$mirror" >"$apt/src.sources"
-  local opts=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt" -o "Dir::State::Lists=$apt/lists"
-              -o "Acquire::Check-Valid-Until=false")
-  if ! { apt-get "${opts[@]}" update -qq && (cd "$apt" && apt-get "${opts[@]}" source -qq --download-only \
-           "ruby3.3=$version"); } >>"$log" 2>&1; then
-    echo "make-roots: apt-get source ruby3.3=$version failed; see $log" >&2
-    exit 1
-  fi
-  if ! tar -xf "$apt"/ruby3.3_*.orig.tar.* -C "$dir" --strip-components=1 2>>"$log"; then
-    echo "make-roots: cannot unpack ruby3.3's source; see $log" >&2
-    exit 1
-  fi
-  rm -rf "$apt"
+  rm -rf "$dir"
+  debian_source ruby3.3 "$version" trixie "$dir"
   # Debian's compiler flags (dpkg-buildflags: -O2, stack protector, CET;
   # PIE is gcc's default), so that the code that reads the TLS is a
   # distribution's. CFLAGS given replaces Ruby's optflags and debugflags.
@@ -218,6 +218,44 @@ build_ruby_static() {
   echo "make-roots: static Ruby ready in $((SECONDS - t0)) s" >&2
 }
 
+# build_ruby_musl VERSION: the same ruby3.3 source built with musl-gcc, with
+# libruby shared (./configure --enable-shared), as Alpine builds its ruby: the
+# execution context is a TLS variable of libruby.so, reached through the
+# general-dynamic model and musl's DTV, not glibc's. Without YJIT: Debian's
+# rustc has no musl target. Alpine's ruby flags (-O2, no omitted frame
+# pointer, no strict aliasing, stack clash protection). Only the interpreter
+# and the encodings, no extension modules and no install: the tests run
+# $cache/ruby-3.3-musl/ruby-stripped with --disable-gems from the build tree,
+# which loads stripped/libruby.so.3.3 there through its run path; both are
+# stripped as Alpine strips its packages (the library keeps its exported
+# symbols, in .dynsym). About 2 minutes on 2 CPUs, once.
+build_ruby_musl() {
+  local version=$1 dir=$cache/ruby-3.3-musl
+  local stamp=$dir/.taipan-source want="ruby3.3=$version musl --enable-shared --eh-frame-hdr"
+  if [[ -e $stamp && $(cat "$stamp") == "$want" ]]; then
+    return 0
+  fi
+  local t0=$SECONDS
+  echo "make-roots: building Ruby $version with musl-gcc, libruby shared, into $dir (about 2 minutes, once)" >&2
+  rm -rf "$dir"
+  debian_source ruby3.3 "$version" trixie "$dir"
+  musl_cc "$dir"
+  # musl-gcc's link specification replaces gcc's, and with it the
+  # --eh-frame-hdr that a native musl gcc (Alpine's) passes: without the
+  # header's table the library's unwind entries cannot be looked up.
+  if ! (cd "$dir" && ./configure CC="$dir/musl-cc" --enable-shared --disable-yjit --disable-install-doc \
+          --without-gmp --prefix="$dir/prefix" LDFLAGS="-Wl,--eh-frame-hdr -Wl,-rpath,$dir/stripped" \
+          CFLAGS="-O2 -fstack-clash-protection -Wformat -fno-omit-frame-pointer -fno-strict-aliasing" &&
+        make -j"$(nproc)" ruby && make -j"$(nproc)" encs && mkdir -p stripped &&
+        strip --strip-unneeded -o stripped/libruby.so.3.3 "$(readlink -f libruby.so.3.3)" &&
+        strip -o ruby-stripped ruby) >>"$log" 2>&1; then
+    echo "make-roots: building Ruby with musl-gcc failed; see $log" >&2
+    exit 1
+  fi
+  echo "$want" >"$stamp"
+  echo "make-roots: musl Ruby ready in $((SECONDS - t0)) s" >&2
+}
+
 build_root bullseye bullseye python3.9
 build_root sid sid python3.13 python3.14 python3.15 \
   python3.13-dbg python3.14-dbg python3.15-dbg python3.13-nopie python3.14-nopie python3.15-nopie \
@@ -225,6 +263,7 @@ build_root sid sid python3.13 python3.14 python3.15 \
 build_free_threaded 3.13.15-1
 build_musl 3.11.2-6+deb12u8
 build_ruby_static 3.3.8-2
+build_ruby_musl 3.3.8-2
 if ((bench)); then
   build_root trixie trixie python3.13 austin
 fi

@@ -20,7 +20,8 @@ struct __attribute__((may_alias)) tp_rb_proc {
 	/* The process's copy of the GOT entry of ruby_current_ec: its first
 	 * word is the Ruby library's TLS module id; the EC is at dtpoff in
 	 * that module's block of each thread. got 0: a static ruby (the
-	 * local-exec model), whose EC is at fs base - dtpoff in each thread. */
+	 * local-exec model), whose EC is at fs base - dtpoff in each thread.
+	 * Whose vector of blocks (DTV) that block is found in: tls_libc. */
 	__u64 got;
 	__u32 dtpoff;
 	/* A frame's environment flags (ep[0]): magic mask and a C function's
@@ -39,6 +40,22 @@ struct __attribute__((may_alias)) tp_rb_proc {
 	/* The GC: thread->vm, vm->objspace, and the byte of the objspace
 	 * whose bit gc_bit is its during_gc flag; gc_flags 0: not read */
 	__u16 thread_vm, vm_objspace, gc_flags, gc_bit;
+	/* The C library whose DTV the general-dynamic access goes through
+	 * (enum tp_rb_libc): the two bytes that padded the struct to 64, so
+	 * that it does not grow. */
+	__u16 tls_libc;
+};
+
+/* Whose DTV a thread has, at its thread pointer + 8 in both (glibc's
+ * tcbhead_t.dtv, musl's struct pthread.dtv). */
+enum tp_rb_libc {
+	/* glibc: 16-byte entries (the block's address, then whether it is
+	 * static), module m's at entry m; how many in entry -1. */
+	TP_RB_LIBC_GLIBC = 0,
+	/* musl (Alpine): 8-byte entries, the block's address alone, module
+	 * m's at entry m; how many in entry 0 (src/env/__init_tls.c,
+	 * __copy_tls; ldso/dynlink.c, install_new_tls). */
+	TP_RB_LIBC_MUSL = 1,
 };
 
 /* The payload of a Ruby process's procs entry. */
@@ -108,6 +125,7 @@ enum tp_rb_walk_err {
 #ifndef __BPF__
 _Static_assert(sizeof(struct tp_rb_proc) == 64, "tp_rb_proc layout");
 _Static_assert(__builtin_offsetof(struct tp_rb_proc, thread_blocking) == 48, "tp_rb_proc layout");
+_Static_assert(__builtin_offsetof(struct tp_rb_proc, tls_libc) == 62, "tp_rb_proc layout");
 _Static_assert(sizeof(struct tp_rb_proc) <= sizeof(((struct tp_proc *)0)->data),
 	       "Ruby's payload fits in a procs entry");
 _Static_assert(TP_WALK_RB_FRAMES < TP_WALK_SLOT(TP_RT_RUBY + 1, 0), "Ruby's slots");

@@ -146,11 +146,16 @@ int rb_ectls_le(const uint8_t *code, size_t len, uint64_t *tpoff, size_t *after)
 /* rb_thread_current's body after its TLS access: the EC loaded from its
  * slot (after __tls_get_addr's call, mov (%rax),%rax; a local-exec access
  * has loaded it already), then ec->thread_ptr, then thread->self (mov
- * d8(%rax),%rax twice). */
+ * d8(%rax),%rax twice). A build that keeps frame pointers (Alpine's)
+ * restores %rbp first (pop %rbp). */
 static void thread_loads(const uint8_t *p, size_t n, bool ec_loaded, struct rb_ectls *out)
 {
 	static const uint8_t load_ec[] = {0x48, 0x8b, 0x00};
 	static const uint8_t load_d8[] = {0x48, 0x8b, 0x40};
+	if (n && p[0] == 0x5d) {
+		p++;
+		n--;
+	}
 	if (!ec_loaded) {
 		if (n < 3 || memcmp(p, load_ec, 3))
 			return;
@@ -261,23 +266,27 @@ int rb_ectls_slot(const struct rb_ectls *t, uint64_t bias, uint64_t fsbase, mem_
 		*slot = fsbase - t->dtpoff;
 		return 0;
 	}
-	if (t->model != RB_TLS_GD)
+	if (t->model != RB_TLS_GD || (t->libc != RB_LIBC_GLIBC && t->libc != RB_LIBC_MUSL))
 		return -EPROTO;
 	if ((ret = mem_read_u64_with(rd, ctx, bias + t->got, &modid)) ||
 	    (ret = mem_read_u64_with(rd, ctx, fsbase + RB_TCB_DTV, &dtv)))
 		return ret;
 	if (!modid || modid > MAX_MODULE_ID || dtv < RB_DTV_ENTRY)
 		return -EPROTO;
-	/* The entry before the generation counter holds how many entries
-	 * follow it. */
-	if ((ret = mem_read_u64_with(rd, ctx, dtv - RB_DTV_ENTRY, &len)))
+	/* glibc: the entry before the generation counter holds how many
+	 * entries follow it. musl: entry 0 holds how many modules there are,
+	 * each one's entry the block's address alone. */
+	bool musl = t->libc == RB_LIBC_MUSL;
+	uint64_t entry = musl ? RB_MUSL_DTV_ENTRY : RB_DTV_ENTRY;
+	if ((ret = mem_read_u64_with(rd, ctx, musl ? dtv : dtv - RB_DTV_ENTRY, &len)))
 		return ret;
 	if (modid > len)
 		return -EPROTO;
-	if ((ret = mem_read_u64_with(rd, ctx, dtv + modid * RB_DTV_ENTRY, &block)))
+	if ((ret = mem_read_u64_with(rd, ctx, dtv + modid * entry, &block)))
 		return ret;
 	/* NULL or glibc's TLS_DTV_UNALLOCATED: the block is not there (a
-	 * library loaded with dlopen, before the thread touched it). */
+	 * library loaded with dlopen, before the thread touched it; musl
+	 * gives each thread its block as the library is loaded). */
 	if (!block || block == UINT64_MAX)
 		return -EPROTO;
 	*slot = block + t->dtpoff;

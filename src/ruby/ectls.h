@@ -16,6 +16,11 @@
  * (x86-64's TLS variant II): the same functions read it at a constant
  * negative offset from %fs (the local-exec model), which the linker wrote
  * into their code.
+ *
+ * musl (Alpine) has the same x86-64 TLS ABI, and its libruby the same
+ * general-dynamic sequence; only the thread's vector of blocks (DTV) is
+ * laid out otherwise (abi.h, enum tp_rb_libc), which the file does not
+ * say: the process does, by the C library it maps (rbproc.c).
  */
 #ifndef TAIPAN_RUBY_ECTLS_H
 #define TAIPAN_RUBY_ECTLS_H
@@ -25,11 +30,19 @@
 
 #include "proc/elfsym.h"
 #include "proc/memread.h"
+#include "ruby/abi.h"
 
 /* How the code reaches the variable. */
 enum rb_tls_model {
 	RB_TLS_GD = 1, /* general dynamic: __tls_get_addr(GOT entry {module, offset}) */
 	RB_TLS_LE = 2, /* local exec: %fs:-tpoff, in the executable's own block */
+};
+
+/* Whose DTV the general-dynamic access goes through (abi.h's enum
+ * tp_rb_libc, whose values these are). */
+enum rb_libc {
+	RB_LIBC_GLIBC = TP_RB_LIBC_GLIBC,
+	RB_LIBC_MUSL = TP_RB_LIBC_MUSL,
 };
 
 /* The exported functions read for the sequence, in order; two at least
@@ -52,6 +65,9 @@ struct rb_ectls {
 	 * ec->thread_ptr and of thread->self (the Thread object); 0 when its
 	 * code is not the expected two loads. */
 	uint32_t ec_thread, thread_self;
+	/* The C library of the process: rb_ectls_find() leaves glibc's, the
+	 * caller that knows the process says (rbproc.c). */
+	enum rb_libc libc;
 };
 
 /* Finds ruby_current_ec in the Ruby library or static ruby executable ef.
@@ -66,18 +82,19 @@ int rb_ectls_find(struct elf_file *ef, struct rb_ectls *out, char *err, size_t e
  * rb_ectls_find() uses it; tests give it code. */
 int rb_ectls_le(const uint8_t *code, size_t len, uint64_t *tpoff, size_t *after);
 
-/* glibc's thread control block (x86-64): the dynamic thread vector's
- * address is its second word; each DTV entry is 16 bytes, module m's block
- * at entry m. */
+/* The thread control block (x86-64), glibc's and musl's: the dynamic
+ * thread vector's address is its second word. glibc's DTV entries are 16
+ * bytes, module m's block at entry m, their count in entry -1; musl's are 8
+ * bytes, module m's block at entry m, their count in entry 0. */
 #define RB_TCB_DTV 8
 #define RB_DTV_ENTRY 16
+#define RB_MUSL_DTV_ENTRY 8
 
 /* The address of the thread's ruby_current_ec slot, for a library loaded
  * with bias whose variable is t, in the thread whose thread pointer (fs
  * base) is fsbase, read through rd (local exec: fsbase - dtpoff, nothing
- * read). Returns 0 with *slot, or a negative errno (-EFAULT for memory
- * that cannot be read, -EPROTO for a module id or block that cannot be
- * right). */
+ * read; general dynamic: through t->libc's DTV). Returns 0 with *slot, or a negative errno (-EFAULT
+ * for memory that cannot be read, -EPROTO for a module id or block that cannot be right). */
 int rb_ectls_slot(const struct rb_ectls *t, uint64_t bias, uint64_t fsbase, mem_reader rd,
 		  void *ctx, uint64_t *slot);
 

@@ -113,15 +113,19 @@ int rbproc_find_vm(struct elf_file *ef, uint32_t at_exit, uint64_t *vm_ptr)
 		memcpy(&rel, c + i + 3, sizeof(rel));
 		uint8_t reg = (uint8_t)((c[i + 2] >> 3) & 7), rexb = c[i] == 0x4c ? 0x41 : 0;
 		/* Then a load or a store at disp32(%reg): [REX] 8b/89, ModRM 10 x
-		 * reg, disp32 = at_exit (as REX.B says which register set). */
-		for (size_t j = i + 7; j + 6 <= sizeof(c); j++) {
+		 * reg, disp32 = at_exit (as REX.B says which register set). A
+		 * base of rsp or r12 (reg 4: r12 where a build keeps frame
+		 * pointers and rbx is taken) takes a SIB byte, 24, before the
+		 * displacement. */
+		size_t sib = reg == 4;
+		for (size_t j = i + 7; j + 6 + sib <= sizeof(c); j++) {
 			int32_t d;
-			memcpy(&d, c + j + 2, sizeof(d));
+			memcpy(&d, c + j + 2 + sib, sizeof(d));
 			bool rex_ok = j > i + 7 && (c[j - 1] & 0xf0) == 0x40
 					  ? (c[j - 1] & 0x41) == (0x40 | rexb)
 					  : !rexb;
 			if ((c[j] == 0x8b || c[j] == 0x89) && (c[j + 1] & 0xc7) == (0x80 | reg) &&
-			    (uint32_t)d == at_exit && rex_ok) {
+			    (!sib || c[j + 2] == 0x24) && (uint32_t)d == at_exit && rex_ok) {
 				*vm_ptr = fn + i + 7 + (int64_t)rel;
 				return 0;
 			}
@@ -187,6 +191,17 @@ int rbproc_find_gc(struct elf_file *ef, uint32_t objspace, uint32_t *flags, uint
 	return 0;
 }
 
+/* What ruby.c says when --yjit is asked of a build without it. */
+#define NO_YJIT "built without YJIT support"
+
+bool rbproc_built_with_yjit(struct elf_file *ef)
+{
+	const void *ro;
+	size_t len;
+	return !elf_file_section_bytes(ef, ".rodata", &ro, &len) && memmem(ro, len, "+YJIT", 5) &&
+	       !memmem(ro, len, NO_YJIT, sizeof(NO_YJIT) - 1);
+}
+
 /* The first mapping at offset 0 of a file whose name starts with
  * "libruby": the Ruby library. */
 static const struct map_entry *find_lib(const struct proc_maps *m)
@@ -215,10 +230,31 @@ static const struct map_entry *find_exe(pid_t pid, const struct proc_maps *m)
 	return NULL;
 }
 
-/* What of the library the process needs: its TLS variable, version and
- * layout, and eval loop. */
-static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char *msg,
-		    size_t msglen)
+/* Whether the process runs on musl: it maps musl's dynamic linker, which
+ * is its C library too, by Alpine's names (/lib/ld-musl-x86_64.so.1, and
+ * libc.musl-x86_64.so.1 that links to it) or by that of Debian's musl
+ * package (/usr/lib/x86_64-linux-musl/libc.so, which its
+ * /lib/ld-musl-x86_64.so.1 links to: the maps name the file the link
+ * leads to). */
+static bool maps_musl(const struct proc_maps *m)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		const char *path = m->v[i].path, *base = strrchr(path, '/');
+		if (!base)
+			continue;
+		if (!strncmp(base + 1, "ld-musl-", 8) || !strncmp(base + 1, "libc.musl-", 10))
+			return true;
+		if (!strcmp(base + 1, "libc.so") && base - path >= 5 &&
+		    !memcmp(base - 5, "-musl", 5))
+			return true;
+	}
+	return false;
+}
+
+/* What of the library the process needs: its TLS variable (through libc's
+ * DTV), version and layout, and eval loop. */
+static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, enum rb_libc libc,
+		    char *msg, size_t msglen)
 {
 	struct rb_ectls t;
 	char err[256];
@@ -246,6 +282,7 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 		snprintf(msg, msglen, "pid %d: Ruby %s: %s", rp->pid, v, err);
 		return -ENOTSUP;
 	}
+	t.libc = libc;
 	uint64_t bias = start - elf_file_base_vaddr(ef);
 	const struct rb_offsets *o = rp->o;
 	rp->tp = (struct tp_rb_proc){
@@ -268,6 +305,7 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 	    .thread_blocking = (uint16_t)o->thread_blocking_region,
 	    .thread_status = (uint16_t)o->thread_status,
 	    .status_shift = (uint16_t)o->thread_status_shift,
+	    .tls_libc = (uint16_t)libc,
 	};
 	rp->ec_thread_ptr = o->ec_thread_ptr;
 	rp->bias = bias;
@@ -280,12 +318,7 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 	rp->tp.gc_flags = (uint16_t)gc_flags;
 	rp->tp.gc_bit = (uint16_t)gc_bit;
 	bool found = !rbproc_find_eval(ef, &rp->exec, &rp->core);
-	/* Built with YJIT: RUBY_DESCRIPTION's "+YJIT" is among its strings
-	 * (ruby --yjit is what starts it, at run time). */
-	const void *ro;
-	size_t rolen;
-	rp->yjit =
-	    !elf_file_section_bytes(ef, ".rodata", &ro, &rolen) && memmem(ro, rolen, "+YJIT", 5);
+	rp->yjit = rbproc_built_with_yjit(ef);
 	/* What rb_id2str's code says of IDs must be what the headers say. */
 	bool ids = !rb_ids_find(ef, &rp->ids) && rp->ids.shift == o->id_scope_shift &&
 		   rp->ids.last_op == o->last_op_id;
@@ -295,8 +328,10 @@ static int read_lib(struct rbproc *rp, struct elf_file *ef, uint64_t start, char
 		 "version from ruby_version, offsets from the %u.%u table, EC %s%s (%u readers "
 		 "agree), eval loop %s, method names %s, VM %s, GC flag %s%s",
 		 major, minor, t.by_symbol ? "by symbol" : "by its readers' TLS sequence",
-		 t.model == RB_TLS_LE ? " (local exec, in the executable)" : "", t.agreed,
-		 found ? "found" : "not found (native frames are not merged)",
+		 t.model == RB_TLS_LE	  ? " (local exec, in the executable)"
+		 : t.libc == RB_LIBC_MUSL ? " (musl's DTV)"
+					  : "",
+		 t.agreed, found ? "found" : "not found (native frames are not merged)",
 		 ids ? "found" : "not found",
 		 !vm ? "not found (dump cannot list threads)"
 		 : elf_file_symbol(ef, "ruby_current_vm_ptr", &at, NULL)
@@ -358,7 +393,8 @@ int rbproc_inspect(pid_t pid, struct rbproc *out, char *msg, size_t msglen)
 		procmaps_free(&m);
 		return -ENOEXEC;
 	}
-	ret = read_lib(out, ef, lib->start, msg, msglen);
+	ret = read_lib(out, ef, lib->start, maps_musl(&m) ? RB_LIBC_MUSL : RB_LIBC_GLIBC, msg,
+		       msglen);
 	elf_file_close(ef);
 	procmaps_free(&m);
 	if (ret)

@@ -6,6 +6,7 @@
 #ifndef TAIPAN_RUBY_RBPROC_H
 #define TAIPAN_RUBY_RBPROC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -71,5 +72,11 @@ int rbproc_find_vm(struct elf_file *ef, uint32_t at_exit, uint64_t *vm_ptr);
  * vm->objspace's load (at objspace, from the layout), then a byte of the
  * objspace (*flags) and its bit (*bit). 0, or -ENOENT with both 0. */
 int rbproc_find_gc(struct elf_file *ef, uint32_t objspace, uint32_t *flags, uint32_t *bit);
+
+/* Whether libruby ef was built with YJIT: RUBY_DESCRIPTION's "+YJIT" is
+ * among its strings (ruby --yjit is what starts it, at run time), and not
+ * the message that ruby --yjit gets from a build without it: 3.3 keeps
+ * "+YJIT" either way. */
+bool rbproc_built_with_yjit(struct elf_file *ef);
 
 #endif /* TAIPAN_RUBY_RBPROC_H */

@@ -62,12 +62,16 @@ TPW_INLINE void tpw_rb_begin(struct tpw_state *st)
 	st->s.frames[TP_MAX_FRAMES - 1].flags = 0;
 }
 
-/* glibc's thread control block on x86-64: the dynamic thread vector's
- * address is its second word; each entry 16 bytes, module m's block at
- * entry m, the vector's length in entry -1 (ectls.h, RB_TCB_DTV). */
+/* The thread control block on x86-64, glibc's and musl's alike: the
+ * dynamic thread vector's address is its second word (ectls.h,
+ * RB_TCB_DTV). glibc's vector: 16-byte entries, module m's block at entry
+ * m, the vector's length in entry -1; musl's: 8-byte entries, module m's
+ * block at entry m, their count in entry 0 (abi.h, enum tp_rb_libc). */
 #define TPW_RB_TCB_DTV 8
 #define TPW_RB_DTV_ENTRY 16
-/* glibc's mark of a block not allocated yet (TLS_DTV_UNALLOCATED). */
+#define TPW_RB_MUSL_DTV_ENTRY 8
+/* glibc's mark of a block not allocated yet (TLS_DTV_UNALLOCATED); musl
+ * allocates every thread's blocks when a library is loaded. */
 #define TPW_RB_DTV_UNALLOCATED (~0ULL)
 /* No process has more TLS modules than this. */
 #define TPW_RB_MAX_MODULES 65536
@@ -102,13 +106,16 @@ TPW_INLINE __u64 tpw_rb_ec(struct tpw_state *st, __u64 fsbase)
 			st->s.err = TP_ERR_RB_NO_EC;
 		return ec;
 	}
+	/* Where the vector's length is, and its entries' size. */
+	bool musl = p->tls_libc == TP_RB_LIBC_MUSL;
+	__u64 esize = musl ? TPW_RB_MUSL_DTV_ENTRY : TPW_RB_DTV_ENTRY;
 	if (tpw_read_u64(st, &mod, p->got) || tpw_read_u64(st, &dtv, fsbase + TPW_RB_TCB_DTV) ||
-	    !dtv || tpw_read_u64(st, &len, dtv - TPW_RB_DTV_ENTRY)) {
+	    dtv < TPW_RB_DTV_ENTRY || tpw_read_u64(st, &len, musl ? dtv : dtv - TPW_RB_DTV_ENTRY)) {
 		st->s.err = TP_ERR_RB_TLS;
 		return 0;
 	}
 	if (!mod || mod > len || mod > TPW_RB_MAX_MODULES ||
-	    tpw_read_u64(st, &block, dtv + mod * TPW_RB_DTV_ENTRY) || !block ||
+	    tpw_read_u64(st, &block, dtv + mod * esize) || !block ||
 	    block == TPW_RB_DTV_UNALLOCATED || tpw_read_u64(st, &ec, block + p->dtpoff)) {
 		st->s.err = TP_ERR_RB_TLS;
 		return 0;

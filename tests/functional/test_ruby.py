@@ -1,9 +1,10 @@
 """Ruby (doc/design/ruby.md): where each thread's execution context lives,
 found in Debian's own libruby with its symbol (bookworm's 3.1) and without
-(sid's stripped 3.3, which hides ruby_current_ec), and in a stripped ruby 3.3
+(sid's stripped 3.3, which hides ruby_current_ec), in a stripped ruby 3.3
 linked statically with YJIT (built by make roots from Debian's source), whose
-executable holds it below the thread pointer; checked in live processes
-against what Ruby itself says of its threads."""
+executable holds it below the thread pointer, and in a stripped 3.3 built
+against musl with libruby shared (make roots), reached through musl's DTV;
+checked in live processes against what Ruby itself says of its threads."""
 
 import json
 import os
@@ -23,16 +24,26 @@ TOOLS = os.environ.get("TAIPAN_TOOLS", os.path.join(os.path.dirname(__file__), "
 # (id, root or None, the ruby executable, its libruby inside the root: the
 # executable itself for a ruby linked statically)
 STATIC_RUBY = os.path.join(ROOTS, "ruby-3.3-static", "ruby-stripped")
+MUSL_RUBY = os.path.join(ROOTS, "ruby-3.3-musl", "ruby-stripped")
+MUSL_LIB = os.path.join(ROOTS, "ruby-3.3-musl", "stripped", "libruby.so.3.3")
 RUBIES = [
     ("debian-3.1", None, "/usr/bin/ruby3.1", "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1"),
     ("sid-3.3", os.path.join(ROOTS, "sid"), "/usr/bin/ruby3.3", "/usr/lib/x86_64-linux-gnu/libruby-3.3.so.3.3"),
     # Debian's ruby3.3 source, --disable-shared --enable-yjit, stripped
     # (scripts/make-roots.sh: build_ruby_static), run from its build tree.
     ("built-3.3-static", None, STATIC_RUBY, STATIC_RUBY),
+    # The same source against musl with libruby shared, as Alpine builds
+    # it, stripped (build_ruby_musl), run from its build tree: its EC is
+    # reached through musl's DTV.
+    ("built-3.3-musl", None, MUSL_RUBY, MUSL_LIB),
 ]
-# Options a row's ruby always gets: the static build has no gems, nor
+# musl's libc.so has no CFI (musl is built without unwind tables) and its
+# functions keep no frame pointer: a native stack that reaches into it
+# (a sleep's system call, the GC's malloc) ends there under this marker.
+MUSL_CUT = "[native: no CFI, no frame pointer in libc.so]"
+# Options a row's ruby always gets: the built ones have no gems, nor
 # extensions, installed; the workloads need none.
-RUBY_FLAGS = {"built-3.3-static": ["--disable-gems"]}
+RUBY_FLAGS = {"built-3.3-static": ["--disable-gems"], "built-3.3-musl": ["--disable-gems"]}
 
 
 def ruby(ident):
@@ -258,8 +269,12 @@ def test_dump_lists_every_thread_with_its_frames(taipan, ident, ruby_workload):
     assert len(threads) == 3 and {t["tid"] for t in threads} < tasks, (threads, tasks)
     by_name = {t["name"]: t for t in threads}
     assert {"chain-a", "chain-b"} < set(by_name), by_name.keys()
+    # On musl, Kernel#sleep's system call is in libc.so, whose frames end
+    # the native stack (MUSL_CUT): the C code of libruby below is not seen.
+    musl = ident == "built-3.3-musl"
     for t in threads:
-        assert (t["gvl"], t["error"], t["native_error"], t["ractor"]) == ("released", None, None, 0), t
+        native_error = "no_frame_pointer" if musl else None
+        assert (t["gvl"], t["error"], t["native_error"], t["ractor"]) == ("released", None, native_error, 0), t
     for tag in ("a", "b"):
         t = by_name["chain-" + tag]
         frames = t["frames"]
@@ -269,6 +284,9 @@ def test_dump_lists_every_thread_with_its_frames(taipan, ident, ruby_workload):
         # Kernel#sleep's C code is above it, as native frames.
         assert frames[0]["kind"] == "native" and frames[0]["module"], frames[:3]
         first = next(i for i, f in enumerate(frames) if f["kind"] == "ruby")
+        if musl:
+            assert frames[first - 1]["name"] == MUSL_CUT, frames[:first + 1]
+            first -= 1
         assert first > 0 and all(f["kind"] == "native" for f in frames[:first]), frames[:first + 1]
     main = next(t for t in threads if t["tid"] == w.pid)
     assert main["name"] == main["os_name"] and main["frames"][-1]["name"] == "<main>", main
@@ -427,14 +445,24 @@ def test_gc_marker_weighs_the_gc_time(taipan, ident, ruby_workload, tmp_path):
           % (ident, 100 * share, n, 100 * truth))
     assert truth > 0.05, truth  # the workload keeps the GC busy
     assert abs(share - truth) <= 0.05, (round(share, 3), round(truth, 3))
+    cut = 0
     for s in marked:
         at = [f.text for f in s.frames].index("[GC]")
         rb_before = [f for f in s.frames[:at] if not (f.native or f.marker or f.kernel)]
         after = s.frames[at + 1:]
         # Under the churn thread's Ruby frames, down to the one that
         # allocated; the GC's own native code (and the kernel's) above it.
+        # On musl, where the GC was in libc.so (malloc, memset,
+        # clock_gettime), its native stack is cut there: a marker of the
+        # native walk's (MUSL_CUT, or a wrong step out of libc's code,
+        # which has no CFI), then what was unwound of libc's frames.
         assert rb_before and rb_before[0].name == "block in <main>", [f.text for f in s.frames]
+        if ident == "built-3.3-musl" and after and after[0].marker and after[0].text.startswith("[native: "):
+            cut += s.count
+            after = after[1:]
         assert all(f.native or f.kernel for f in after), [f.text for f in s.frames]
+    if cut:
+        print("ruby %s: %d of the %d [GC] samples cut in musl's libc.so" % (ident, cut, total(marked)))
     # The main thread runs only to answer, and may run the GC itself
     # where it allocates the line it read or the one it writes; the
     # marker is nowhere else.

@@ -5,9 +5,10 @@
  * pointer to the variable's slot through a fake process's memory, with
  * every value a hostile process could set wrong; and a ruby 3.3 linked
  * statically (make roots builds it), whose readers reach the variable
- * below the thread pointer (local exec), stripped and not. tests/
- * functional/test_ruby.py checks them against live processes, stripped 3.3
- * too. */
+ * below the thread pointer (local exec), stripped and not; a ruby 3.3
+ * built against musl (make roots), whose libruby reads it as glibc's does,
+ * through a DTV of musl's layout. tests/functional/test_ruby.py checks
+ * them against live processes, stripped 3.3 too. */
 #include <elf.h>
 #include <errno.h>
 #include <setjmp.h>
@@ -106,6 +107,55 @@ static void test_static_ruby_3_3(void **state)
 	assert_int_equal(u.by_symbol, 1);
 	assert_int_equal(u.dtpoff, t.dtpoff);
 	assert_int_equal((size + align - 1) / align * align - sym, t.dtpoff);
+}
+
+/* The ruby 3.3 built against musl with libruby shared (scripts/
+ * make-roots.sh, build_ruby_musl): file name under
+ * $TAIPAN_ROOTS/ruby-3.3-musl. */
+static void musl_ruby(const char *name, char *path, size_t len)
+{
+	const char *roots = getenv("TAIPAN_ROOTS");
+	snprintf(path, len, "%s/ruby-3.3-musl/%s", roots ? roots : "/var/cache/taipan-test", name);
+	need_file(path);
+}
+
+/* musl's libruby 3.3: the four readers make the same general-dynamic call
+ * as under glibc (x86-64's TLS ABI is musl's too), rb_thread_current with
+ * the frame pointer's pop between the call and the EC's load (Alpine's
+ * flags keep frame pointers). Stripped, nothing names the variable; with
+ * its symbol table, ruby_current_ec is where the GOT entry's offset says. */
+static void test_musl_ruby_3_3(void **state)
+{
+	(void)state;
+	char stripped[512], full[512];
+	musl_ruby("stripped/libruby.so.3.3", stripped, sizeof(stripped));
+	musl_ruby("libruby.so.3.3.8", full, sizeof(full));
+	struct elf_file *ef;
+	struct rb_ectls t, u;
+	struct elf_reloc r;
+	char err[256];
+	uint64_t sym;
+	assert_int_equal(elf_file_open(stripped, &ef), 0);
+	assert_int_equal(rb_ectls_find(ef, &t, err, sizeof(err)), 0);
+	assert_int_equal(elf_file_symbol(ef, "ruby_current_ec", &sym, NULL), -ENOENT);
+	assert_int_equal(elf_file_dynreloc(ef, t.got, &r), 0);
+	assert_int_equal(r.type, R_X86_64_DTPMOD64);
+	elf_file_close(ef);
+	assert_int_equal(t.model, RB_TLS_GD);
+	assert_int_equal(t.libc, RB_LIBC_GLIBC); /* the file does not say; the process does */
+	assert_int_equal(t.agreed, 4);
+	assert_int_equal(t.by_symbol, 0);
+	assert_int_equal(t.ec_thread, 48);
+	assert_int_equal(t.thread_self, 16);
+	assert_true(t.dtpoff + 8 <= t.tls_size);
+	assert_int_equal(elf_file_open(full, &ef), 0);
+	assert_int_equal(rb_ectls_find(ef, &u, err, sizeof(err)), 0);
+	assert_int_equal(elf_file_symbol(ef, "ruby_current_ec", &sym, NULL), 0);
+	elf_file_close(ef);
+	assert_int_equal(u.by_symbol, 1);
+	assert_int_equal(u.got, t.got);
+	assert_int_equal(u.dtpoff, t.dtpoff);
+	assert_int_equal(sym, t.dtpoff);
 }
 
 /* The local-exec forms, from their bytes: the static 3.3's two (the
@@ -258,6 +308,37 @@ static void test_slot(void **state)
 	assert_int_equal(rb_ectls_slot(&none, bias, fs, fake_read, NULL, &slot), -EPROTO);
 }
 
+/* musl's DTV: the count of modules in entry 0, module m's block address
+ * alone in 8-byte entry m; what glibc's layout would read there is not
+ * read. Each value out of bounds is refused. */
+static void test_slot_musl(void **state)
+{
+	(void)state;
+	const struct rb_ectls t = {
+	    .model = RB_TLS_GD, .got = 0x3000, .dtpoff = 16, .tls_size = 24, .libc = RB_LIBC_MUSL};
+	const uint64_t bias = 0x7f0000000000, fs = 0x7f1000000740, dtv = 0x55000000100;
+	uint64_t slot = 0;
+	nmem = 0;
+	set_word(bias + 0x3000, 2);			 /* module id */
+	set_word(fs + RB_TCB_DTV, dtv);			 /* struct pthread's dtv */
+	set_word(dtv, 2);				 /* two modules */
+	set_word(dtv + 2 * RB_MUSL_DTV_ENTRY, 0x7f1000); /* module 2's block */
+	set_word(dtv - RB_DTV_ENTRY, 0);		 /* glibc's length: not read */
+	set_word(dtv + 2 * RB_DTV_ENTRY, 0x7f2000);	 /* glibc's entry: not read */
+	assert_int_equal(rb_ectls_slot(&t, bias, fs, fake_read, NULL, &slot), 0);
+	assert_int_equal(slot, 0x7f1000 + 16);
+	set_word(dtv, 1); /* module 2 past the count */
+	assert_int_equal(rb_ectls_slot(&t, bias, fs, fake_read, NULL, &slot), -EPROTO);
+	set_word(dtv, 2);
+	set_word(dtv + 2 * RB_MUSL_DTV_ENTRY, 0);
+	assert_int_equal(rb_ectls_slot(&t, bias, fs, fake_read, NULL, &slot), -EPROTO);
+	struct rb_ectls g = t;
+	g.libc = RB_LIBC_GLIBC; /* the same memory as glibc's: its entry 2 */
+	assert_int_equal(rb_ectls_slot(&g, bias, fs, fake_read, NULL, &slot), -EPROTO);
+	g.libc = 7;
+	assert_int_equal(rb_ectls_slot(&g, bias, fs, fake_read, NULL, &slot), -EPROTO);
+}
+
 /* Local exec: the slot is dtpoff below the thread pointer, nothing read;
  * an offset of no pointer, or past the rounded-up block, is refused. */
 static void test_slot_local_exec(void **state)
@@ -280,12 +361,10 @@ static void test_slot_local_exec(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_debian_ruby_3_1),
-	    cmocka_unit_test(test_static_ruby_3_3),
-	    cmocka_unit_test(test_local_exec_forms),
-	    cmocka_unit_test(test_not_ruby),
-	    cmocka_unit_test(test_slot),
-	    cmocka_unit_test(test_slot_local_exec),
+	    cmocka_unit_test(test_debian_ruby_3_1), cmocka_unit_test(test_static_ruby_3_3),
+	    cmocka_unit_test(test_musl_ruby_3_3),   cmocka_unit_test(test_local_exec_forms),
+	    cmocka_unit_test(test_not_ruby),	    cmocka_unit_test(test_slot),
+	    cmocka_unit_test(test_slot_musl),	    cmocka_unit_test(test_slot_local_exec),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,11 @@
 /* test_rbwalk.c - unit tests for Ruby's walker (src/ruby/walk.h), the one
  * BPF runs on every sample, over a fake process's memory: the thread
- * pointer to the EC through the DTV, the control frames with their flags,
- * and every value a hostile process could set wrong; and what rbproc.c and
- * rbids.c find in Debian's libruby 3.1 and sid's stripped 3.3 (the eval
- * loop's functions, the table of method names), checked against the
- * layout generated from each version's headers. tests/functional/
+ * pointer to the EC through the DTV, glibc's and musl's, the control
+ * frames with their flags, and every value a hostile process could set
+ * wrong; and what rbproc.c and rbids.c find in Debian's libruby 3.1, sid's
+ * stripped 3.3 and the 3.3 built against musl (the eval loop's functions,
+ * the table of method names), checked against the layout generated from
+ * each version's headers. tests/functional/
  * test_ruby.py checks the walk against live processes. */
 #include <errno.h>
 #include <setjmp.h>
@@ -283,6 +284,55 @@ static void test_local_exec(void **state)
 	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
 }
 
+/* musl's DTV (Alpine): module 3's block in 8-byte entry 3, the count of
+ * modules in entry 0, where glibc's vector has 16-byte entries and its
+ * length in entry -1. The walk goes the way the payload says, and a module
+ * past the count, a null block or an unreadable entry is refused. */
+static void test_musl_dtv(void **state)
+{
+	(void)state;
+	struct tp_rb_proc musl = payload;
+	musl.tls_libc = TP_RB_LIBC_MUSL;
+	uint64_t top = frame_at(1, 0x1111, 0xa1, MAGIC_METHOD | FLAG_FINISH, 0);
+	thread(top);		   /* glibc's vector: length 8, module 3 at DTV + 48 */
+	put64(DTV - 16, 0);	   /* no glibc length */
+	put64(DTV + 3 * 16, 0);	   /* nor glibc entry */
+	put64(DTV, 3);		   /* musl: three modules */
+	put64(DTV + 3 * 8, BLOCK); /* module 3's block */
+	tp_rb_proc_set(&st->proc, &musl);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	walk();
+	assert_int_equal(st->s.err, TP_ERR_NONE);
+	assert_int_equal(st->s.tstate, EC);
+	assert_int_equal(st->s.nframes, 1);
+	/* The same memory read as glibc's: nothing. */
+	tp_rb_proc_set(&st->proc, &payload);
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, FS), 0);
+	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	struct {
+		uint64_t addr, value;
+	} cases[] = {
+	    {DTV, 2},		  /* module 3 past the count */
+	    {DTV + 3 * 8, 0},	  /* null block */
+	    {FS + 8, 8},	  /* a vector no thread has */
+	    {FS + 8, MEM + BASE}, /* unreadable */
+	};
+	tp_rb_proc_set(&st->proc, &musl);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		thread(top);
+		put64(DTV, 3);
+		put64(DTV + 3 * 8, BLOCK);
+		put64(cases[i].addr, cases[i].value);
+		tpw_begin(st);
+		tpw_rb_begin(st);
+		assert_int_equal(tpw_rb_ec(st, FS), 0);
+		assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	}
+}
+
 /* An environment pointer into nothing ends the walk at that frame with
  * the frames above it kept. */
 static void test_unreadable_environment(void **state)
@@ -382,9 +432,10 @@ static void test_gvl(void **state)
 	assert_int_equal(st->s.nframes, 1);
 }
 
-/* Debian's libruby: the eval loop's two functions and the table of method
- * names, where the layout generated from the headers says. */
-static void check_lib(const char *path, unsigned int minor)
+/* Debian's libruby: the eval loop's two functions, the table of method
+ * names and the VM, where the layout generated from the headers says; and
+ * whether it was built with YJIT. */
+static void check_lib(const char *path, unsigned int minor, bool yjit)
 {
 	need_file(path);
 	struct elf_file *ef;
@@ -405,13 +456,17 @@ static void check_lib(const char *path, unsigned int minor)
 	assert_int_equal(ids.shift, o->id_scope_shift);
 	assert_int_equal(ids.last_op, o->last_op_id);
 	assert_true(ids.symbols);
+	uint64_t vm;
+	assert_int_equal(rbproc_find_vm(ef, (uint32_t)o->vm_at_exit, &vm), 0);
+	assert_true(vm);
+	assert_int_equal(rbproc_built_with_yjit(ef), yjit);
 	elf_file_close(ef);
 }
 
 static void test_debian_3_1_eval_and_names(void **state)
 {
 	(void)state;
-	check_lib("/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2", 1);
+	check_lib("/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1.2", 1, true);
 	/* 3.1 exports rb_vm_exec: found by name. */
 	struct elf_file *ef;
 	struct rb_range exec, core;
@@ -430,7 +485,7 @@ static void test_sid_3_3_eval_and_names(void **state)
 	char path[512];
 	snprintf(path, sizeof(path), "%s/sid/usr/lib/x86_64-linux-gnu/libruby-3.3.so.3.3",
 		 roots ? roots : "/var/cache/taipan-test");
-	check_lib(path, 3);
+	check_lib(path, 3, false); /* sid builds it without YJIT */
 }
 
 /* The static 3.3 of make roots, stripped: vm_exec through its exported
@@ -446,7 +501,7 @@ static void test_static_3_3_eval_and_names(void **state)
 		 roots ? roots : "/var/cache/taipan-test");
 	snprintf(full, sizeof(full), "%s/ruby-3.3-static/ruby",
 		 roots ? roots : "/var/cache/taipan-test");
-	check_lib(stripped, 3);
+	check_lib(stripped, 3, true);
 	need_file(full);
 	struct elf_file *ef;
 	struct rb_range exec, core;
@@ -459,6 +514,41 @@ static void test_static_3_3_eval_and_names(void **state)
 	assert_int_equal(exec.lo, sym);
 	assert_int_equal(elf_file_symbol(ef, "vm_exec_core", &sym, NULL), 0);
 	assert_int_equal(core.lo, sym);
+	elf_file_close(ef);
+}
+
+/* The libruby 3.3 built against musl by make roots, stripped: the eval
+ * loop's functions through their exported callers, the method names, and
+ * the VM through ruby_vm_at_exit's code (which holds it in r12: a SIB
+ * byte), as in sid's; the unstripped library's symbol table names what
+ * was found. */
+static void test_musl_3_3_eval_and_names(void **state)
+{
+	(void)state;
+	const char *roots = getenv("TAIPAN_ROOTS");
+	char stripped[512], full[512];
+	snprintf(stripped, sizeof(stripped), "%s/ruby-3.3-musl/stripped/libruby.so.3.3",
+		 roots ? roots : "/var/cache/taipan-test");
+	snprintf(full, sizeof(full), "%s/ruby-3.3-musl/libruby.so.3.3.8",
+		 roots ? roots : "/var/cache/taipan-test");
+	check_lib(stripped, 3, false); /* no YJIT: no rustc for musl */
+	need_file(full);
+	struct elf_file *ef;
+	struct rb_range exec, core;
+	uint64_t sym;
+	uint64_t vm;
+	assert_int_equal(elf_file_open(stripped, &ef), 0);
+	assert_int_equal(rbproc_find_eval(ef, &exec, &core), 0);
+	assert_int_equal(rbproc_find_vm(ef, (uint32_t)rb_offsets_find(3, 3)->vm_at_exit, &vm), 0);
+	assert_int_equal(elf_file_symbol(ef, "ruby_current_vm_ptr", &sym, NULL), -ENOENT);
+	elf_file_close(ef);
+	assert_int_equal(elf_file_open(full, &ef), 0);
+	assert_int_equal(elf_file_symbol(ef, "rb_vm_exec", &sym, NULL), 0);
+	assert_int_equal(exec.lo, sym);
+	assert_int_equal(elf_file_symbol(ef, "vm_exec_core", &sym, NULL), 0);
+	assert_int_equal(core.lo, sym);
+	assert_int_equal(elf_file_symbol(ef, "ruby_current_vm_ptr", &sym, NULL), 0);
+	assert_int_equal(vm, sym);
 	elf_file_close(ef);
 }
 
@@ -483,12 +573,14 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_finish_on_a_skipped_frame, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_thread_pointer_refusals, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_local_exec, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_musl_dtv, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unreadable_environment, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_deep_stack_is_cut, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gvl, setup, teardown),
 	    cmocka_unit_test(test_debian_3_1_eval_and_names),
 	    cmocka_unit_test(test_sid_3_3_eval_and_names),
 	    cmocka_unit_test(test_static_3_3_eval_and_names),
+	    cmocka_unit_test(test_musl_3_3_eval_and_names),
 	    cmocka_unit_test(test_not_ruby),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
