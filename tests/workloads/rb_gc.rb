@@ -24,7 +24,7 @@ puts 'ready'
 $stdout.flush
 while $stdin.gets # LINE:read
   $asked = true
-  ns = cpu.pop
+  ns = cpu.pop # LINE:pop
   puts "gc #{GC.total_time} cpu #{ns}" # LINE:answer
   $stdout.flush
 end
