@@ -61,13 +61,13 @@ static void test_debian_ruby_3_1(void **state)
 	elf_file_close(ef);
 }
 
-/* The static ruby 3.3 that make roots builds (scripts/make-roots.sh,
- * build_ruby_static), file name under $TAIPAN_ROOTS/ruby-3.3-static. */
-static void static_ruby(const char *name, char *path, size_t len)
+/* A file of a ruby 3.3 that make roots builds (scripts/make-roots.sh):
+ * $TAIPAN_ROOTS/DIR/NAME, with DIR ruby-3.3-static (build_ruby_static) or
+ * ruby-3.3-musl (build_ruby_musl). */
+static void built_ruby(const char *dir, const char *name, char *path, size_t len)
 {
 	const char *roots = getenv("TAIPAN_ROOTS");
-	snprintf(path, len, "%s/ruby-3.3-static/%s", roots ? roots : "/var/cache/taipan-test",
-		 name);
+	snprintf(path, len, "%s/%s/%s", roots ? roots : "/var/cache/taipan-test", dir, name);
 	need_file(path);
 }
 
@@ -82,8 +82,8 @@ static void test_static_ruby_3_3(void **state)
 {
 	(void)state;
 	char stripped[512], full[512];
-	static_ruby("ruby-stripped", stripped, sizeof(stripped));
-	static_ruby("ruby", full, sizeof(full));
+	built_ruby("ruby-3.3-static", "ruby-stripped", stripped, sizeof(stripped));
+	built_ruby("ruby-3.3-static", "ruby", full, sizeof(full));
 	struct elf_file *ef;
 	struct rb_ectls t, u;
 	char err[256];
@@ -109,16 +109,6 @@ static void test_static_ruby_3_3(void **state)
 	assert_int_equal((size + align - 1) / align * align - sym, t.dtpoff);
 }
 
-/* The ruby 3.3 built against musl with libruby shared (scripts/
- * make-roots.sh, build_ruby_musl): file name under
- * $TAIPAN_ROOTS/ruby-3.3-musl. */
-static void musl_ruby(const char *name, char *path, size_t len)
-{
-	const char *roots = getenv("TAIPAN_ROOTS");
-	snprintf(path, len, "%s/ruby-3.3-musl/%s", roots ? roots : "/var/cache/taipan-test", name);
-	need_file(path);
-}
-
 /* musl's libruby 3.3: the four readers make the same general-dynamic call
  * as under glibc (x86-64's TLS ABI is musl's too), rb_thread_current with
  * the frame pointer's pop between the call and the EC's load (Alpine's
@@ -128,8 +118,8 @@ static void test_musl_ruby_3_3(void **state)
 {
 	(void)state;
 	char stripped[512], full[512];
-	musl_ruby("stripped/libruby.so.3.3", stripped, sizeof(stripped));
-	musl_ruby("libruby.so.3.3.8", full, sizeof(full));
+	built_ruby("ruby-3.3-musl", "stripped/libruby.so.3.3", stripped, sizeof(stripped));
+	built_ruby("ruby-3.3-musl", "libruby.so.3.3.8", full, sizeof(full));
 	struct elf_file *ef;
 	struct rb_ectls t, u;
 	struct elf_reloc r;

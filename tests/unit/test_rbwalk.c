@@ -488,68 +488,61 @@ static void test_sid_3_3_eval_and_names(void **state)
 	check_lib(path, 3, false); /* sid builds it without YJIT */
 }
 
-/* The static 3.3 of make roots, stripped: vm_exec through its exported
- * callers, each read only to its own end (gcc -O2 put them side by side,
- * and read past rb_iseq_eval's end their callees all agreed); the
- * symbol table of the unstripped build names what was found. */
-static void test_static_3_3_eval_and_names(void **state)
+/* The stripped file at ROOTS/rel and its unstripped build at ROOTS/full_rel
+ * (make roots): what check_lib() finds in the stripped one, and the eval
+ * loop's functions found there are those the full one's symbol table
+ * names; with vm, the VM pointer found through ruby_vm_at_exit's code too,
+ * which the stripped file does not export. */
+static void check_built(const char *rel, const char *full_rel, bool yjit, bool vm)
 {
-	(void)state;
 	const char *roots = getenv("TAIPAN_ROOTS");
 	char stripped[512], full[512];
-	snprintf(stripped, sizeof(stripped), "%s/ruby-3.3-static/ruby-stripped",
-		 roots ? roots : "/var/cache/taipan-test");
-	snprintf(full, sizeof(full), "%s/ruby-3.3-static/ruby",
-		 roots ? roots : "/var/cache/taipan-test");
-	check_lib(stripped, 3, true);
+	snprintf(stripped, sizeof(stripped), "%s/%s", roots ? roots : "/var/cache/taipan-test",
+		 rel);
+	snprintf(full, sizeof(full), "%s/%s", roots ? roots : "/var/cache/taipan-test", full_rel);
+	check_lib(stripped, 3, yjit);
 	need_file(full);
 	struct elf_file *ef;
 	struct rb_range exec, core;
-	uint64_t sym;
+	uint64_t sym, vm_ptr = 0;
 	assert_int_equal(elf_file_open(stripped, &ef), 0);
 	assert_int_equal(rbproc_find_eval(ef, &exec, &core), 0);
+	if (vm) {
+		assert_int_equal(
+		    rbproc_find_vm(ef, (uint32_t)rb_offsets_find(3, 3)->vm_at_exit, &vm_ptr), 0);
+		assert_int_equal(elf_file_symbol(ef, "ruby_current_vm_ptr", &sym, NULL), -ENOENT);
+	}
 	elf_file_close(ef);
 	assert_int_equal(elf_file_open(full, &ef), 0);
 	assert_int_equal(elf_file_symbol(ef, "rb_vm_exec", &sym, NULL), 0);
 	assert_int_equal(exec.lo, sym);
 	assert_int_equal(elf_file_symbol(ef, "vm_exec_core", &sym, NULL), 0);
 	assert_int_equal(core.lo, sym);
+	if (vm) {
+		assert_int_equal(elf_file_symbol(ef, "ruby_current_vm_ptr", &sym, NULL), 0);
+		assert_int_equal(vm_ptr, sym);
+	}
 	elf_file_close(ef);
+}
+
+/* The static 3.3 of make roots, stripped: vm_exec through its exported
+ * callers, each read only to its own end (gcc -O2 put them side by side,
+ * and read past rb_iseq_eval's end their callees all agreed). */
+static void test_static_3_3_eval_and_names(void **state)
+{
+	(void)state;
+	check_built("ruby-3.3-static/ruby-stripped", "ruby-3.3-static/ruby", true, false);
 }
 
 /* The libruby 3.3 built against musl by make roots, stripped: the eval
  * loop's functions through their exported callers, the method names, and
  * the VM through ruby_vm_at_exit's code (which holds it in r12: a SIB
- * byte), as in sid's; the unstripped library's symbol table names what
- * was found. */
+ * byte), as in sid's. No YJIT: no rustc for musl. */
 static void test_musl_3_3_eval_and_names(void **state)
 {
 	(void)state;
-	const char *roots = getenv("TAIPAN_ROOTS");
-	char stripped[512], full[512];
-	snprintf(stripped, sizeof(stripped), "%s/ruby-3.3-musl/stripped/libruby.so.3.3",
-		 roots ? roots : "/var/cache/taipan-test");
-	snprintf(full, sizeof(full), "%s/ruby-3.3-musl/libruby.so.3.3.8",
-		 roots ? roots : "/var/cache/taipan-test");
-	check_lib(stripped, 3, false); /* no YJIT: no rustc for musl */
-	need_file(full);
-	struct elf_file *ef;
-	struct rb_range exec, core;
-	uint64_t sym;
-	uint64_t vm;
-	assert_int_equal(elf_file_open(stripped, &ef), 0);
-	assert_int_equal(rbproc_find_eval(ef, &exec, &core), 0);
-	assert_int_equal(rbproc_find_vm(ef, (uint32_t)rb_offsets_find(3, 3)->vm_at_exit, &vm), 0);
-	assert_int_equal(elf_file_symbol(ef, "ruby_current_vm_ptr", &sym, NULL), -ENOENT);
-	elf_file_close(ef);
-	assert_int_equal(elf_file_open(full, &ef), 0);
-	assert_int_equal(elf_file_symbol(ef, "rb_vm_exec", &sym, NULL), 0);
-	assert_int_equal(exec.lo, sym);
-	assert_int_equal(elf_file_symbol(ef, "vm_exec_core", &sym, NULL), 0);
-	assert_int_equal(core.lo, sym);
-	assert_int_equal(elf_file_symbol(ef, "ruby_current_vm_ptr", &sym, NULL), 0);
-	assert_int_equal(vm, sym);
-	elf_file_close(ef);
+	check_built("ruby-3.3-musl/stripped/libruby.so.3.3", "ruby-3.3-musl/libruby.so.3.3.8",
+		    false, true);
 }
 
 /* A library that is not Ruby's: nothing found, nothing guessed. */
