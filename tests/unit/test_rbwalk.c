@@ -241,6 +241,16 @@ static void test_thread_pointer_refusals(void **state)
 	assert_int_equal(st->s.nframes, 0);
 }
 
+/* A fresh walk of the thread whose thread pointer is fs finds no EC, with
+ * error err. */
+static void ec_refused(uint64_t fs, int err)
+{
+	tpw_begin(st);
+	tpw_rb_begin(st);
+	assert_int_equal(tpw_rb_ec(st, fs), 0);
+	assert_int_equal(st->s.err, err);
+}
+
 /* A static ruby (local exec, got 0): the EC is read dtpoff below the
  * thread pointer, with no module id, DTV or block; a slot that cannot be
  * read, or no offset, is the thread pointer's error, a null EC the timer
@@ -264,24 +274,12 @@ static void test_local_exec(void **state)
 	assert_int_equal(st->s.tstate, EC);
 	assert_int_equal(st->s.nframes, 1);
 	put64(FS - 0x20, 0);
-	tpw_begin(st);
-	tpw_rb_begin(st);
-	assert_int_equal(tpw_rb_ec(st, FS), 0);
-	assert_int_equal(st->s.err, TP_ERR_RB_NO_EC);
-	tpw_begin(st);
-	tpw_rb_begin(st);
-	assert_int_equal(tpw_rb_ec(st, 0x10), 0); /* below the offset */
-	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
-	tpw_begin(st);
-	tpw_rb_begin(st);
-	assert_int_equal(tpw_rb_ec(st, 0xdead0000), 0); /* unreadable */
-	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	ec_refused(FS, TP_ERR_RB_NO_EC);
+	ec_refused(0x10, TP_ERR_RB_TLS);       /* below the offset */
+	ec_refused(0xdead0000, TP_ERR_RB_TLS); /* unreadable */
 	le.dtpoff = 0;
 	tp_rb_proc_set(&st->proc, &le);
-	tpw_begin(st);
-	tpw_rb_begin(st);
-	assert_int_equal(tpw_rb_ec(st, FS), 0);
-	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	ec_refused(FS, TP_ERR_RB_TLS);
 }
 
 /* musl's DTV (Alpine): module 3's block in 8-byte entry 3, the count of
@@ -308,10 +306,7 @@ static void test_musl_dtv(void **state)
 	assert_int_equal(st->s.nframes, 1);
 	/* The same memory read as glibc's: nothing. */
 	tp_rb_proc_set(&st->proc, &payload);
-	tpw_begin(st);
-	tpw_rb_begin(st);
-	assert_int_equal(tpw_rb_ec(st, FS), 0);
-	assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+	ec_refused(FS, TP_ERR_RB_TLS);
 	struct {
 		uint64_t addr, value;
 	} cases[] = {
@@ -326,10 +321,7 @@ static void test_musl_dtv(void **state)
 		put64(DTV, 3);
 		put64(DTV + 3 * 8, BLOCK);
 		put64(cases[i].addr, cases[i].value);
-		tpw_begin(st);
-		tpw_rb_begin(st);
-		assert_int_equal(tpw_rb_ec(st, FS), 0);
-		assert_int_equal(st->s.err, TP_ERR_RB_TLS);
+		ec_refused(FS, TP_ERR_RB_TLS);
 	}
 }
 
